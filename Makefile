@@ -1,0 +1,34 @@
+# kpng: two commands do everything on a fresh machine.
+#   make demo   set up, build, and run the demo (ends by itself with a summary)
+#   make test   set up, build, and run every test (unit, property, e2e with netns + real API server)
+SHELL := /bin/bash
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: all deps build native controlplane test demo bench clean
+
+all: build
+
+deps:
+	@hack/install-deps.sh
+
+native: deps
+	@hack/build-native.sh
+
+build: deps native
+	@npm run --silent build
+
+controlplane: deps
+	@if [ -x hack/controlplane/build.sh ]; then hack/controlplane/build.sh; fi
+
+test: build controlplane
+	@npm run --silent typecheck
+	@npx jest --ci
+
+demo: build
+	@node dist/hack/demo.js 2>/dev/null || bash hack/demo.sh
+
+bench: build
+	@bash bench/run.sh
+
+clean:
+	rm -rf dist build src/gen

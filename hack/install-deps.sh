@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what kpng needs to build and test, idempotently: Debian packages (only the
+# missing ones, `apt-get update` only when something is missing), then npm packages
+# (only when package.json or the lockfile changed since the last install).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(pkg-config g++ make python3 iproute2 nftables libnftnl-dev libmnl-dev
+  libnetfilter-conntrack-dev libbpf-dev clang llvm)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=node_modules/.kpng-install-stamp
+if [ ! -f "$stamp" ] || [ package.json -nt "$stamp" ] || { [ -f package-lock.json ] && [ package-lock.json -nt "$stamp" ]; }; then
+  echo "install-deps: npm install"
+  if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
+  touch "$stamp"
+fi

@@ -1,0 +1,34 @@
+// The contract between the diff store and everything downstream (backends, the API
+// server, debugging views). A sink receives batches of keyed Set/Delete changes that end
+// with a Sync barrier: once apply() resolves, the sink has applied revision `revision`.
+// The next batch is handed over only after that, so changes made meanwhile coalesce.
+import type { Item } from '../model/enls';
+
+export type Change =
+  | { op: 'set'; key: string; item: Item }
+  | { op: 'delete'; key: string };
+
+export interface Batch {
+  /** Revision of the ENLS this batch brings the sink to. */
+  revision: number;
+  /** True on the first batch (and after a resubscription): the sink must drop what it had. */
+  reset: boolean;
+  /** Changes in key order; a key appears at most once. */
+  changes: Change[];
+}
+
+/** Read-only access to the whole current state, for sinks that prefer full state. */
+export interface StateView {
+  readonly node: string;
+  readonly revision: number;
+  get(key: string): Item | undefined;
+  /** Items in key order. */
+  items(): Iterable<Item>;
+  readonly size: number;
+}
+
+export interface Sink {
+  readonly name: string;
+  apply(batch: Batch, state: StateView): Promise<void>;
+  close?(): Promise<void>;
+}
