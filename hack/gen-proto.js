@@ -26,6 +26,6 @@ const newest = Math.max(...protos.map((p) => fs.statSync(p).mtimeMs), fs.statSyn
 if (fs.existsSync(js) && fs.existsSync(dts) && fs.statSync(js).mtimeMs > newest && fs.statSync(dts).mtimeMs > newest) process.exit(0);
 
 fs.mkdirSync(outDir, { recursive: true });
-execFileSync(bin('pbjs'), ['-t', 'static-module', '-w', 'commonjs', '--force-number', '--no-delimited', '--no-verify', '--no-convert', '-o', js, ...protos], { stdio: 'inherit' });
+execFileSync(bin('pbjs'), ['-t', 'static-module', '-w', 'commonjs', '--force-number', '--no-delimited', '-o', js, ...protos], { stdio: 'inherit' });
 execFileSync(bin('pbts'), ['-o', dts, js], { stdio: 'inherit' });
 console.log(`generated ${path.relative(root, js)} and ${path.relative(root, dts)} from ${protos.length} proto file(s)`);

@@ -1,0 +1,169 @@
+// Command-line options of `kpng`, their parsing and the --help text.
+import { parseArgs } from 'node:util';
+import os from 'node:os';
+
+export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
+export type Command = (typeof COMMANDS)[number];
+export const SINKS = ['routes', 'dump', 'trace', 'nft', 'api'] as const;
+export type SinkName = (typeof SINKS)[number];
+
+export interface CliOptions {
+  command: Command;
+  node: string;
+  to: SinkName;
+  format: string | undefined;
+  once: boolean;
+  stats: boolean;
+  minSyncPeriodMs: number;
+  syncBurst: number;
+  clusterCIDRs: string[];
+  masqueradeAll: boolean;
+  serviceProxyName: string;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  input?: string;
+  kubeconfig?: string;
+  api?: string;
+  listen?: string;
+  socketGroup?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsCA?: string;
+}
+
+export class UsageError extends Error {}
+
+export const HELP = `kpng: a Kubernetes service proxy built around the expected node-local state (ENLS).
+
+Usage:
+  kpng file  --input FILE [--node NAME] [--to SINK] [options]   read a kubectl dump, follow its changes
+  kpng kube  [--kubeconfig PATH] [--node NAME] [--to SINK] [options]   watch an API server
+  kpng local --api unix:///run/kpng/kpng.sock --node NAME [--to SINK]   consume another kpng's state
+  kpng help | --help        this text
+  kpng version | --version
+
+Sources:
+  file     FILE holds what \`kubectl get nodes,services,endpointslices -A -o yaml\` (or -o json)
+           prints: a List or a multi-document YAML stream. kpng reloads it when it is rewritten
+           or replaced (renamed over), without restarting.
+  kube     Services, EndpointSlices (discovery.k8s.io/v1) and this node's Node object from the
+           API server (kubeconfig, $KUBECONFIG, ~/.kube/config, or in-cluster service account).
+  local    the ENLS served by \`kpng ... --to api\` in another process.
+
+Sinks (--to, default routes):
+  routes   where each service port sends traffic from this node. --format table (default) | jsonl:
+           {"service":"ns/name","protocol":"TCP","port":80,"internal":["10.0.0.1:8080"],"external":[]}
+  dump     the ENLS itself. --format json (default) | yaml
+  trace    every Set / Delete / Sync as it happens (the smallest backend)
+  nft      program nftables (tables "kpng" in the ip and ip6 families) through netlink
+  api      serve every node's state over gRPC (--listen)
+
+Options:
+  --node NAME, --hostname-override NAME
+                        the node whose state is computed (default: this host's name, ${os.hostname()})
+  --once                compute, emit one sync and exit
+  --stats               print "stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events"
+                        on stderr once a second (ms, counts, CPU ms in the interval, % of one
+                        core, MiB of resident memory, % of events that changed the state)
+  --min-sync-period D   minimum time between two syncs of the sink, e.g. 1s, 250ms, 0 (default 1s)
+  --sync-burst N        syncs allowed back to back before the minimum period applies (default 2)
+  --service-proxy-name NAME
+                        also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
+                        (services with another name are always left alone)
+  --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
+ nft sink:
+  --cluster-cidr CIDR   pod network(s), repeatable or comma separated; traffic from elsewhere to
+                        a service is masqueraded
+  --masquerade-all      masquerade all traffic to services
+ api sink / local source:
+  --listen URL          unix:///run/kpng/kpng.sock (default; mode 0600) or tcp://HOST:PORT (needs
+                        --tls-cert and --tls-key; client certificates are verified with --tls-ca)
+  --socket-group GROUP  make the unix socket 0660 and owned by GROUP
+  --api URL             the server to read from (local source)
+  --tls-cert/--tls-key/--tls-ca FILE
+  --kubeconfig PATH     kube source: the kubeconfig to use
+`;
+
+/** "1s", "250ms", "2m", "0" or a number of seconds, to milliseconds. */
+export function parseDuration(text: string, what: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!m) throw new UsageError(`${what}: ${JSON.stringify(text)} is not a duration (e.g. 1s, 250ms, 0)`);
+  const n = Number(m[1]);
+  const unit = m[2] ?? 's';
+  return Math.round(n * ({ ms: 1, s: 1000, m: 60000, h: 3600000 } as const)[unit as 'ms']);
+}
+
+export function parseCli(argv: string[]): CliOptions {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean' },
+        input: { type: 'string', short: 'i' },
+        node: { type: 'string' },
+        'hostname-override': { type: 'string' },
+        to: { type: 'string' },
+        format: { type: 'string' },
+        once: { type: 'boolean' },
+        stats: { type: 'boolean' },
+        'min-sync-period': { type: 'string' },
+        'sync-burst': { type: 'string' },
+        'cluster-cidr': { type: 'string', multiple: true },
+        'masquerade-all': { type: 'boolean' },
+        'service-proxy-name': { type: 'string' },
+        'log-level': { type: 'string' },
+        kubeconfig: { type: 'string' },
+        api: { type: 'string' },
+        listen: { type: 'string' },
+        'socket-group': { type: 'string' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
+        'tls-ca': { type: 'string' },
+      },
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const v = parsed.values;
+  const first = parsed.positionals[0];
+  const command: Command = v.help ? 'help' : v.version ? 'version' : ((first ?? 'help') as Command);
+  if (!COMMANDS.includes(command)) throw new UsageError(`unknown command ${JSON.stringify(first)}`);
+  if (parsed.positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[1])}`);
+  const to = (v.to ?? 'routes') as SinkName;
+  if (!SINKS.includes(to)) throw new UsageError(`--to ${JSON.stringify(v.to)}: expected one of ${SINKS.join(', ')}`);
+  const formats: Record<string, string[]> = { routes: ['table', 'jsonl'], dump: ['json', 'yaml'] };
+  if (v.format !== undefined && !(formats[to] ?? []).includes(v.format)) {
+    throw new UsageError(`--format ${JSON.stringify(v.format)} does not apply to --to ${to}${formats[to] ? ` (use ${formats[to].join(' or ')})` : ''}`);
+  }
+  const logLevel = (v['log-level'] ?? 'info') as CliOptions['logLevel'];
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new UsageError(`--log-level ${JSON.stringify(logLevel)}: expected debug, info, warn or error`);
+  const burst = Number(v['sync-burst'] ?? '2');
+  if (!Number.isInteger(burst) || burst < 1) throw new UsageError(`--sync-burst ${JSON.stringify(v['sync-burst'])}: expected a whole number >= 1`);
+  if (command === 'file' && !v.input) throw new UsageError('kpng file needs --input FILE');
+  if (command === 'local' && !v.api) throw new UsageError('kpng local needs --api URL');
+  if (command === 'local' && to === 'api') throw new UsageError('kpng local cannot --to api');
+  return {
+    command,
+    node: v.node ?? v['hostname-override'] ?? os.hostname(),
+    to,
+    format: v.format,
+    once: !!v.once,
+    stats: !!v.stats,
+    minSyncPeriodMs: parseDuration(v['min-sync-period'] ?? '1s', '--min-sync-period'),
+    syncBurst: burst,
+    clusterCIDRs: (v['cluster-cidr'] ?? []).flatMap((c) => c.split(',')).map((c) => c.trim()).filter(Boolean),
+    masqueradeAll: !!v['masquerade-all'],
+    serviceProxyName: v['service-proxy-name'] ?? '',
+    logLevel,
+    input: v.input,
+    kubeconfig: v.kubeconfig,
+    api: v.api,
+    listen: v.listen,
+    socketGroup: v['socket-group'],
+    tlsCert: v['tls-cert'],
+    tlsKey: v['tls-key'],
+    tlsCA: v['tls-ca'],
+  };
+}

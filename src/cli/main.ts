@@ -1,0 +1,126 @@
+// `kpng`: wires a source (file, kube, local) to a sink (routes, dump, trace, nft, api).
+import { ClusterStore } from '../store/cluster';
+import { NodeState } from '../store/node-state';
+import type { ItemStore } from '../store/item-store';
+import { FileSource } from '../source/file-source';
+import { createRoutesSink } from '../sink/routes';
+import { createDumpSink, type DumpFormat } from '../sink/dump';
+import { createTraceSink } from '../sink/trace';
+import type { Sink } from '../sink/sink';
+import { runSink } from '../runner';
+import { startStats } from '../stats';
+import { createLogger, type Logger } from '../util/log';
+import { HELP, parseCli, UsageError, type CliOptions } from './args';
+import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule, type NftModule } from './plugins';
+
+const out = (text: string) => { process.stdout.write(text); };
+
+function createSink(opts: CliOptions, log: Logger): Sink {
+  switch (opts.to) {
+    case 'routes': return createRoutesSink({ format: (opts.format ?? 'table') as 'table' | 'jsonl', write: out });
+    case 'dump': return createDumpSink({ format: (opts.format ?? 'json') as DumpFormat, write: out });
+    case 'trace': return createTraceSink((line) => out(line + '\n'));
+    case 'nft': return loadPlugin<NftModule>('../backend/nft', 'the nft backend')
+      .createNftSink({ node: opts.node, clusterCIDRs: opts.clusterCIDRs, masqueradeAll: opts.masqueradeAll, log: (m) => log.info(m) });
+    default: throw new UsageError(`--to ${opts.to} cannot be used here`);
+  }
+}
+
+/** Resolves on SIGINT/SIGTERM (or when the returned controller is aborted). */
+function stopSignal(): AbortController {
+  const ac = new AbortController();
+  const stop = () => ac.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  ac.signal.addEventListener('abort', () => { process.off('SIGINT', stop); process.off('SIGTERM', stop); });
+  return ac;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let opts: CliOptions;
+  try {
+    opts = parseCli(argv);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`kpng: ${e.message}\nRun 'kpng --help' for usage.\n`);
+    return 2;
+  }
+  if (opts.command === 'help') { out(HELP); return 0; }
+  if (opts.command === 'version') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    out(`kpng ${(require('../../../package.json') as { version: string }).version} (node ${process.version})\n`);
+    return 0;
+  }
+  const log = createLogger(opts.logLevel);
+  const ac = stopSignal();
+  const stops: (() => Promise<void> | void)[] = [];
+  try {
+    let state: ItemStore;
+    let events = () => 0;
+    if (opts.command === 'local') {
+      const client = loadPlugin<ApiClientModule>('../api/client', 'the local (API) source');
+      const src = await client.startApiSource({ api: opts.api!, node: opts.node, log, signal: ac.signal, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey, tlsCA: opts.tlsCA });
+      stops.push(() => src.stop());
+      state = src.state;
+    } else {
+      const store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName });
+      events = () => store.events;
+      if (opts.to === 'api') {
+        // The API serves every node: no node state here, and the process runs until stopped.
+        const api = loadPlugin<ApiServerModule>('../api/server', 'the API server');
+        const server = await api.serveApi({ store, log, listen: opts.listen ?? 'unix:///run/kpng/kpng.sock', socketGroup: opts.socketGroup, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey, tlsCA: opts.tlsCA, signal: ac.signal });
+        stops.push(() => server.close());
+        log.info(`serving the ENLS on ${server.address}`);
+      }
+      if (opts.command === 'file') {
+        const file = new FileSource({ file: opts.input!, store, log });
+        await file.start(!opts.once);
+        stops.push(() => file.stop());
+      } else {
+        const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
+        const src = await kube.startKubeSource({ store, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal });
+        stops.push(() => src.stop());
+      }
+      if (opts.to === 'api') {
+        if (opts.stats) stops.push(startStats({ events, revision: () => 0 }, (l) => process.stderr.write(l + '\n')));
+        await new Promise<void>((r) => ac.signal.addEventListener('abort', () => r(), { once: true }));
+        return 0;
+      }
+      state = new NodeState(store, opts.node);
+    }
+    const sink = createSink(opts, log);
+    stops.push(() => sink.close?.());
+    if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
+    const result = await runSink(state, sink, {
+      log,
+      minSyncPeriodMs: opts.once ? 0 : opts.minSyncPeriodMs,
+      burst: opts.syncBurst,
+      once: opts.once,
+      onApplied: (b, ms) => log.debug(`${sink.name}: synced revision ${b.revision} (${b.changes.length} changes${b.reset ? ', full' : ''}) in ${ms.toFixed(1)} ms`),
+    }, ac.signal);
+    if (opts.once && result.syncs === 0) {
+      log.error(`${sink.name}: no successful sync`);
+      return 1;
+    }
+    return 0;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`kpng: ${e.message}\n`);
+      return 2;
+    }
+    log.error((e as Error).message);
+    return 1;
+  } finally {
+    ac.abort();
+    for (const s of stops.reverse()) {
+      try { await s(); } catch (e) { log.warn(`while stopping: ${(e as Error).message}`); }
+    }
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e) => {
+    process.stderr.write(`kpng: ${(e as Error).stack ?? String(e)}\n`);
+    process.exitCode = 1;
+  });
+}

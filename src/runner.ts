@@ -1,0 +1,93 @@
+// Drives one sink from a node state: waits for changes (never before the source is synced),
+// respects a minimum interval between syncs with a burst allowance (kube-proxy's
+// --min-sync-period), and turns a failed apply into a full resync after a backoff.
+import type { ItemStore } from './store/item-store';
+import type { Batch, Sink } from './sink/sink';
+import type { Logger } from './util/log';
+
+export interface RunnerOptions {
+  log: Logger;
+  /** Minimum time between two syncs, in ms (0 = none). */
+  minSyncPeriodMs: number;
+  /** Syncs allowed back to back before the minimum interval applies. */
+  burst: number;
+  /** Apply one batch and return. */
+  once?: boolean;
+  /** Called after each successful apply. */
+  onApplied?: (batch: Batch, ms: number) => void;
+  /** Upper bound of the retry backoff after a failed apply, in ms. */
+  maxBackoffMs?: number;
+}
+
+export interface RunnerStats { syncs: number; failures: number; lastRevision: number }
+
+/** A token bucket: `burst` tokens, one more every `periodMs`. */
+export class SyncLimiter {
+  private tokens: number;
+  private last = Date.now();
+  constructor(private readonly periodMs: number, private readonly burst: number) {
+    this.tokens = Math.max(1, burst);
+  }
+  /** Resolves when a sync may run, and uses up a token. */
+  async acquire(signal?: AbortSignal): Promise<void> {
+    if (this.periodMs <= 0) return;
+    for (;;) {
+      const now = Date.now();
+      this.tokens = Math.min(Math.max(1, this.burst), this.tokens + (now - this.last) / this.periodMs);
+      this.last = now;
+      if (this.tokens >= 1) { this.tokens -= 1; return; }
+      await sleep((1 - this.tokens) * this.periodMs, signal);
+    }
+  }
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() { clearTimeout(t); signal?.removeEventListener('abort', done); resolve(); }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions, signal?: AbortSignal): Promise<RunnerStats> {
+  const stats: RunnerStats = { syncs: 0, failures: 0, lastRevision: 0 };
+  const sub = state.subscribe();
+  const limiter = new SyncLimiter(opts.minSyncPeriodMs, opts.burst);
+  const onAbort = () => sub.close();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let backoff = 1000;
+  try {
+    for (;;) {
+      try {
+        await sub.ready();
+      } catch {
+        return stats; // closed
+      }
+      await limiter.acquire(signal);
+      if (signal?.aborted) return stats;
+      const batch = sub.take();
+      if (!batch.reset && batch.changes.length === 0) continue;
+      const t0 = performance.now();
+      try {
+        await sink.apply(batch, state);
+      } catch (e) {
+        stats.failures++;
+        opts.log.error(`${sink.name}: sync to revision ${batch.revision} failed (${(e as Error).message}); retrying with a full sync in ${backoff} ms`);
+        sub.requestReset();
+        if (opts.once) return stats;
+        await sleep(backoff, signal);
+        backoff = Math.min(backoff * 2, opts.maxBackoffMs ?? 30000);
+        continue;
+      }
+      backoff = 1000;
+      stats.syncs++;
+      stats.lastRevision = batch.revision;
+      opts.onApplied?.(batch, performance.now() - t0);
+      if (opts.once) return stats;
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    sub.close();
+  }
+}

@@ -1,0 +1,79 @@
+// The routes view: for each service port, where this node sends internal and external traffic.
+// A table for humans, or JSON lines for tools:
+//   {"service":"ns/name","protocol":"TCP","port":80,"internal":["10.0.0.1:8080"],"external":[]}
+import { hostPort } from '../model/ip';
+import { protocolName, type Endpoint, type IPSet, type Item } from '../model/enls';
+import type { Batch, Sink, StateView } from './sink';
+
+export interface RouteRow {
+  service: string;
+  protocol: 'TCP' | 'UDP' | 'SCTP';
+  port: number;
+  internal: string[];
+  external: string[];
+}
+
+/** The VIPs of a row, for the table only. */
+interface TableRow extends RouteRow { vips: string[]; nodePort: number; hasEndpoints: boolean; reachableFromOutside: boolean }
+
+const ips = (s: IPSet): string[] => [...s.v4, ...s.v6];
+const eps = (list: Endpoint[]): string[] => list.map((e) => hostPort(e.ip, e.port));
+
+function rowsOf(item: Item): TableRow[] {
+  const svc = item.service;
+  if (!svc) return [];
+  return svc.ports.map((p) => ({
+    service: `${svc.namespace}/${svc.name}`,
+    protocol: protocolName(p.port.protocol),
+    port: p.port.port,
+    internal: eps(p.internal),
+    external: eps(p.external),
+    vips: [...ips(svc.clusterIps), ...ips(svc.externalIps), ...ips(svc.loadBalancerIps)],
+    nodePort: p.port.nodePort,
+    hasEndpoints: p.hasEndpoints,
+    reachableFromOutside: svc.external,
+  }));
+}
+
+export function routeRows(items: Iterable<Item>): RouteRow[] {
+  const out: RouteRow[] = [];
+  for (const item of items) for (const r of rowsOf(item)) out.push({ service: r.service, protocol: r.protocol, port: r.port, internal: r.internal, external: r.external });
+  return out;
+}
+
+export function formatRoutesJsonl(items: Iterable<Item>): string {
+  return routeRows(items).map((r) => JSON.stringify(r) + '\n').join('');
+}
+
+export function formatRoutesTable(items: Iterable<Item>): string {
+  const rows: TableRow[] = [];
+  for (const item of items) rows.push(...rowsOf(item));
+  const none = (r: TableRow, list: string[]) => (list.length ? list.join(',') : r.hasEndpoints ? '(drop: no local endpoint)' : '(reject: no endpoints)');
+  const cells = rows.map((r) => [
+    r.service,
+    `${r.port}/${r.protocol}${r.nodePort ? ` node:${r.nodePort}` : ''}`,
+    r.vips.join(','),
+    none(r, r.internal),
+    r.reachableFromOutside ? none(r, r.external) : '-',
+  ]);
+  const header = ['SERVICE', 'PORT', 'VIPS', 'INTERNAL', 'EXTERNAL'];
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const line = (c: string[]) => c.map((x, i) => (i === c.length - 1 ? x : x.padEnd(widths[i]))).join('  ').trimEnd();
+  return [line(header), ...cells.map(line)].join('\n') + '\n';
+}
+
+export interface RoutesSinkOptions {
+  format: 'table' | 'jsonl';
+  write: (text: string) => void;
+}
+
+/** Prints the whole routes view after every sync (with a revision header in table form). */
+export function createRoutesSink(opts: RoutesSinkOptions): Sink {
+  return {
+    name: 'routes',
+    async apply(batch: Batch, state: StateView): Promise<void> {
+      if (opts.format === 'jsonl') opts.write(formatRoutesJsonl(state.items()));
+      else opts.write(`# node ${state.node}, revision ${batch.revision}\n${formatRoutesTable(state.items())}`);
+    },
+  };
+}

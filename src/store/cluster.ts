@@ -1,0 +1,180 @@
+// The cluster's objects as kpng keeps them (trimmed), and what changed since the last flush.
+// Sources feed it raw objects; node states read it. Every other concern is downstream.
+import { objectName, parseEndpointSlice, parseNode, parseService } from '../model/parse';
+import type { NodeSpec, ServiceSpec, SliceSpec } from '../model/objects';
+import { ObjectWarnings, type Logger } from '../util/log';
+
+export type Kind = 'Service' | 'EndpointSlice' | 'Node';
+
+/** What a flush reports: the services ("ns/name") and nodes whose inputs changed. */
+export interface ClusterChange {
+  services: ReadonlySet<string>;
+  nodes: ReadonlySet<string>;
+}
+
+export interface ClusterStoreOptions {
+  log: Logger;
+  /** This proxy's service-proxy-name ("" = proxy only unlabelled services). */
+  serviceProxyName?: string;
+}
+
+const nsName = (ns: string, name: string) => `${ns}/${name}`;
+
+export class ClusterStore {
+  private readonly services = new Map<string, ServiceSpec>();
+  private readonly serviceText = new Map<string, string>();
+  /** slices by owning service "ns/svc", then by slice name. */
+  private readonly slicesByService = new Map<string, Map<string, SliceSpec>>();
+  /** slice "ns/name" -> { owner "ns/svc", trimmed text } */
+  private readonly slices = new Map<string, { owner: string; text: string }>();
+  private readonly nodes = new Map<string, NodeSpec>();
+  private readonly nodeText = new Map<string, string>();
+  private dirtyServices = new Set<string>();
+  private dirtyNodes = new Set<string>();
+  private readonly listeners = new Set<(c: ClusterChange) => void>();
+  private readonly warnings: ObjectWarnings;
+  private flushScheduled = false;
+  private syncedFlag = false;
+  private readonly syncedWaiters: (() => void)[] = [];
+  /** Objects received from the source (adds, updates, deletes), the "events" of the stats line. */
+  events = 0;
+
+  constructor(private readonly opts: ClusterStoreOptions) {
+    this.warnings = new ObjectWarnings(opts.log);
+  }
+
+  get synced(): boolean { return this.syncedFlag; }
+
+  /** The source has applied every initial list: sinks may now sync (an empty first sync would wipe rules). */
+  markSynced(): void {
+    this.flush();
+    if (this.syncedFlag) return;
+    this.syncedFlag = true;
+    for (const w of this.syncedWaiters.splice(0)) w();
+  }
+
+  whenSynced(): Promise<void> {
+    return this.syncedFlag ? Promise.resolve() : new Promise((r) => this.syncedWaiters.push(r));
+  }
+
+  onChange(f: (c: ClusterChange) => void): () => void {
+    this.listeners.add(f);
+    return () => this.listeners.delete(f);
+  }
+
+  getService(key: string): ServiceSpec | undefined { return this.services.get(key); }
+  serviceKeys(): IterableIterator<string> { return this.services.keys(); }
+  get serviceCount(): number { return this.services.size; }
+  slicesOf(key: string): SliceSpec[] { return [...(this.slicesByService.get(key)?.values() ?? [])]; }
+  getNode(name: string): NodeSpec | undefined { return this.nodes.get(name); }
+
+  /** Add or update (`deleted` false) or delete an object of a kind. Never throws on bad input. */
+  apply(kind: Kind, raw: unknown, deleted = false): void {
+    this.events++;
+    if (kind === 'Service') this.applyService(raw, deleted);
+    else if (kind === 'EndpointSlice') this.applySlice(raw, deleted);
+    else this.applyNode(raw, deleted);
+    this.scheduleFlush();
+  }
+
+  /** Replace every object of a kind (a relist or a file reload): vanished objects are deleted. */
+  replace(kind: Kind, raws: readonly unknown[]): void {
+    const keep = new Set<string>();
+    for (const raw of raws) {
+      const name = objectName(raw);
+      keep.add(kind === 'Node' ? name : name.includes('/') ? name : `default/${name}`);
+      this.apply(kind, raw, false);
+    }
+    const existing = kind === 'Service' ? [...this.serviceText.keys()] : kind === 'EndpointSlice' ? [...this.slices.keys()] : [...this.nodeText.keys()];
+    for (const key of existing) {
+      if (keep.has(key)) continue;
+      const [ns, name] = kind === 'Node' ? ['', key] : key.split('/');
+      this.apply(kind, { metadata: { namespace: ns || undefined, name } }, true);
+    }
+  }
+
+  private applyService(raw: unknown, deleted: boolean): void {
+    const name = objectName(raw);
+    const parsed = deleted ? null : parseService(raw, this.opts.serviceProxyName ?? '');
+    if (parsed && !parsed.ok && !parsed.quiet) this.warnings.warn('Service', name, parsed.reason);
+    else this.warnings.clear('Service', name);
+    const key = name.includes('/') ? name : `default/${name}`;
+    if (parsed?.ok) {
+      const text = JSON.stringify(parsed.value);
+      if (this.serviceText.get(key) === text) return;
+      this.serviceText.set(key, text);
+      this.services.set(key, parsed.value);
+    } else {
+      // Deleted, invalid or not ours: the service stops being proxied.
+      if (!this.serviceText.delete(key)) return;
+      this.services.delete(key);
+    }
+    this.dirtyServices.add(key);
+  }
+
+  private applySlice(raw: unknown, deleted: boolean): void {
+    const name = objectName(raw);
+    const key = name.includes('/') ? name : `default/${name}`;
+    const parsed = deleted ? null : parseEndpointSlice(raw);
+    if (parsed && !parsed.ok && !parsed.quiet) this.warnings.warn('EndpointSlice', name, parsed.reason);
+    else if (parsed?.ok && parsed.value.skipped.length) {
+      this.warnings.warn('EndpointSlice', name, `dropped ${parsed.value.skipped.length} endpoint(s): ${parsed.value.skipped.join('; ')}`);
+    } else this.warnings.clear('EndpointSlice', name);
+    const prev = this.slices.get(key);
+    if (parsed?.ok) {
+      const slice = parsed.value.slice;
+      const owner = nsName(slice.namespace, slice.service);
+      const text = JSON.stringify(slice);
+      if (prev && prev.owner === owner && prev.text === text) return;
+      if (prev && prev.owner !== owner) this.dropSlice(key, prev.owner);
+      this.slices.set(key, { owner, text });
+      let m = this.slicesByService.get(owner);
+      if (!m) this.slicesByService.set(owner, (m = new Map()));
+      m.set(slice.name, slice);
+      this.dirtyServices.add(owner);
+    } else if (prev) {
+      this.dropSlice(key, prev.owner);
+    }
+  }
+
+  private dropSlice(key: string, owner: string): void {
+    this.slices.delete(key);
+    const m = this.slicesByService.get(owner);
+    m?.delete(key.slice(key.indexOf('/') + 1));
+    if (m && m.size === 0) this.slicesByService.delete(owner);
+    this.dirtyServices.add(owner);
+  }
+
+  private applyNode(raw: unknown, deleted: boolean): void {
+    const name = objectName(raw);
+    const parsed = deleted ? null : parseNode(raw);
+    if (parsed && !parsed.ok) this.warnings.warn('Node', name, parsed.reason);
+    else this.warnings.clear('Node', name);
+    if (parsed?.ok) {
+      const text = JSON.stringify(parsed.value);
+      if (this.nodeText.get(name) === text) return;
+      this.nodeText.set(name, text);
+      this.nodes.set(name, parsed.value);
+    } else {
+      if (!this.nodeText.delete(name)) return;
+      this.nodes.delete(name);
+    }
+    this.dirtyNodes.add(name);
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** Tell listeners what changed since the last flush (also runs by itself after events). */
+  flush(): void {
+    this.flushScheduled = false;
+    if (this.dirtyServices.size === 0 && this.dirtyNodes.size === 0) return;
+    const change: ClusterChange = { services: this.dirtyServices, nodes: this.dirtyNodes };
+    this.dirtyServices = new Set();
+    this.dirtyNodes = new Set();
+    for (const l of this.listeners) l(change);
+  }
+}
