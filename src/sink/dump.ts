@@ -7,8 +7,9 @@ export type DumpFormat = 'json' | 'yaml';
 
 /** A plain object of the state: enums as names, every field present (so a reader sees zeros too). */
 export function stateObject(node: string, revision: number, items: Iterable<Item>): Record<string, unknown> {
-  const state = pb.State.create({ node, revision, items: [...items] });
-  return pb.State.toObject(state, { enums: String, longs: Number, defaults: true, oneofs: false });
+  const state = pb.State.toObject(pb.State.create({ node, revision, items: [...items] }), { enums: String, longs: Number, defaults: true, oneofs: false });
+  // Readers expect the header fields first.
+  return { node: state.node, revision: state.revision, items: state.items };
 }
 
 export function formatDump(format: DumpFormat, obj: Record<string, unknown>): string {

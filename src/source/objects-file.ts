@@ -23,7 +23,14 @@ export function parseObjectsText(text: string): ObjectsByKind {
   const list = Array.isArray(docs) ? docs : [docs];
   for (const doc of list) {
     if (doc.errors.length) throw new Error(`not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}`);
-    collect(doc.toJS({ maxAliasCount: 100 }), out, 0);
+    let value: unknown;
+    try {
+      // maxAliasCount bounds "billion laughs" alias expansion.
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (e) {
+      throw new Error(`not valid YAML or JSON: ${(e as Error).message.split('\n')[0]}`);
+    }
+    collect(value, out, 0);
   }
   return out;
 }

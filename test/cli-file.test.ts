@@ -1,0 +1,119 @@
+// The `kpng file` command end to end: the built binary on files.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { stringify } from 'yaml';
+import { KpngProcess, ROOT, runKpng } from './helpers/cli';
+import { ep, node, slice, svc } from './helpers/k8s';
+
+const example = path.join(ROOT, 'examples', 'cluster.yaml');
+let dir: string;
+beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-cli-')); });
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const writeList = (file: string, items: unknown[]) => fs.writeFileSync(file, stringify({ apiVersion: 'v1', kind: 'List', items }));
+
+test('--once --to routes --format jsonl prints one exact line per service port', () => {
+  const r = runKpng(['file', '--input', example, '--node', 'n1', '--once', '--to', 'routes', '--format', 'jsonl']);
+  expect(r.code).toBe(0);
+  expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
+    { service: 'default/api', protocol: 'TCP', port: 8000, internal: [], external: [] },
+    { service: 'default/web', protocol: 'TCP', port: 80, internal: ['10.244.1.5:8080', '10.244.2.7:8080'], external: [] },
+    { service: 'kube-system/dns', protocol: 'UDP', port: 53, internal: ['10.244.1.53:53', '[fd00:10:244:1::53]:53'], external: [] },
+    { service: 'kube-system/dns', protocol: 'TCP', port: 53, internal: ['10.244.1.53:53', '[fd00:10:244:1::53]:53'], external: [] },
+    { service: 'shop/front', protocol: 'TCP', port: 443, internal: ['10.244.1.20:8443', '10.244.2.20:8443'], external: ['10.244.1.20:8443'] },
+  ]);
+  // Key order is part of the format.
+  expect(r.stdout.split('\n')[0]).toBe('{"service":"default/api","protocol":"TCP","port":8000,"internal":[],"external":[]}');
+  expect(r.stderr).toBe('warn: skipping Service default/broken: spec.ports[0].port 70000 out of range (1-65535)\n');
+});
+
+test('the routes table for humans', () => {
+  const r = runKpng(['file', '--input', example, '--node', 'n2', '--once']);
+  expect(r.code).toBe(0);
+  const lines = r.stdout.split('\n');
+  expect(lines[0]).toBe('# node n2, revision 1');
+  expect(lines[1]).toMatch(/^SERVICE\s+PORT\s+VIPS\s+INTERNAL\s+EXTERNAL$/);
+  expect(r.stdout).toMatch(/shop\/front\s+443\/TCP node:30443\s+10\.96\.0\.20,192\.168\.60\.10\s+10\.244\.1\.20:8443,10\.244\.2\.20:8443\s+10\.244\.2\.20:8443/);
+  expect(r.stdout).toMatch(/default\/api\s+8000\/TCP\s+10\.96\.0\.30\s+\(reject: no endpoints\)\s+-/);
+});
+
+test('--to dump prints the ENLS as JSON and YAML', () => {
+  const json = runKpng(['file', '--input', example, '--node', 'n1', '--once', '--to', 'dump']);
+  const state = JSON.parse(json.stdout);
+  expect(state.node).toBe('n1');
+  expect(state.items.map((i: { key: string }) => i.key)).toEqual(['node', 'svc/default/api', 'svc/default/web', 'svc/kube-system/dns', 'svc/shop/front']);
+  const front = state.items[4].service;
+  expect(front).toMatchObject({ type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, loadBalancerIps: { v4: ['192.168.60.10'], v6: [] } });
+  expect(front.ports[0].port).toEqual({ name: 'https', protocol: 'TCP', port: 443, nodePort: 30443 });
+  const yaml = runKpng(['file', '--input', example, '--node', 'n1', '--once', '--to', 'dump', '--format', 'yaml']);
+  expect(yaml.stdout).toMatch(/^---\nnode: n1\nrevision: 1\nitems:\n/);
+});
+
+test('usage errors exit 2 with a clear message; --help explains', () => {
+  const bad = runKpng(['file', '--input', example, '--to', 'nowhere']);
+  expect(bad.code).toBe(2);
+  expect(bad.stderr).toMatch(/--to "nowhere": expected one of routes, dump, trace, nft, api/);
+  expect(runKpng(['file']).stderr).toMatch(/kpng file needs --input FILE/);
+  expect(runKpng(['file', '--input', example, '--format', 'yaml']).stderr).toMatch(/--format "yaml" does not apply to --to routes \(use table or jsonl\)/);
+  const help = runKpng(['--help']);
+  expect(help.code).toBe(0);
+  expect(help.stdout).toMatch(/kpng file\s+--input FILE/);
+});
+
+test('a file that cannot be read or parsed is a clear error', () => {
+  expect(runKpng(['file', '--input', path.join(dir, 'nope.yaml'), '--once']).stderr).toMatch(/cannot read .*nope.yaml: ENOENT/);
+  fs.writeFileSync(path.join(dir, 'bad.yaml'), 'kind: [');
+  const r = runKpng(['file', '--input', path.join(dir, 'bad.yaml'), '--once']);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toMatch(/bad.yaml: not valid YAML or JSON/);
+});
+
+test('follows the file when it is rewritten in place and when a new file is renamed over it', async () => {
+  const file = path.join(dir, 'state.yaml');
+  const web = svc('web');
+  writeList(file, [node('n1'), web, slice('web-1', 'web', [ep('10.244.1.1')])]);
+  const p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'trace', '--min-sync-period', '0']);
+  try {
+    await p.waitFor(/^sync rev=1 changes=2$/);
+    expect(p.lines).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP internal=[10.244.1.1:8080]', 'sync rev=1 changes=2']);
+
+    // Rewrite in place: an endpoint is added.
+    let from = p.lines.length;
+    writeList(file, [node('n1'), web, slice('web-1', 'web', [ep('10.244.1.1'), ep('10.244.1.2')])]);
+    await p.waitFor(/^sync rev=2 changes=1$/, from);
+    expect(p.lines.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP internal=[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
+
+    // Replace: a new file renamed over the old one, without the service.
+    from = p.lines.length;
+    const tmp = path.join(dir, '.state.yaml.tmp');
+    writeList(tmp, [node('n1')]);
+    fs.renameSync(tmp, file);
+    await p.waitFor(/^sync rev=3 changes=1$/, from);
+    expect(p.lines.slice(from)).toEqual(['delete svc/default/web', 'sync rev=3 changes=1']);
+
+    // A broken rewrite keeps the previous state and says so.
+    fs.writeFileSync(file, 'kind: [');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(p.stderr).toMatch(/not valid YAML or JSON.*keeping the previous state/);
+    from = p.lines.length;
+    writeList(file, [node('n1'), svc('api', { clusterIPs: ['10.96.0.5'] })]);
+    await p.waitFor(/^sync rev=4 changes=1$/, from);
+  } finally {
+    expect(await p.stop()).toBe(0);
+  }
+});
+
+test('--stats prints a header and one line a second on stderr', async () => {
+  const p = new KpngProcess(['file', '--input', example, '--node', 'n1', '--to', 'trace', '--stats']);
+  try {
+    await p.waitFor(/^sync rev=1/);
+    await new Promise((r) => setTimeout(r, 2300));
+  } finally {
+    await p.stop();
+  }
+  const stats = p.stderr.split('\n').filter((l) => l.startsWith('stats:'));
+  expect(stats[0]).toBe('stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events');
+  expect(stats.length).toBeGreaterThanOrEqual(3);
+  expect(stats[1]).toMatch(/^stats: \d+ 11 1 \d+ \d+ \d+\.\d\d% \d+\.\dMiB 9\.09%$/);
+});
