@@ -1,0 +1,75 @@
+// The fixed part of each family's table: shared maps, hook chains and helper chains. Hooks and
+// priorities follow upstream kube-proxy's nftables mode (facts, not code):
+//   filter prerouting/output at dstnat-10: load-balancer source ranges, before DNAT rewrites daddr;
+//   filter input/forward/output at -110: reject/drop new connections to service ports without
+//     endpoints (no DNAT happened, so daddr is still the service IP / node port);
+//   nat prerouting/output at dstnat: dispatch (one vmap lookup) and DNAT;
+//   nat postrouting at srcnat: hairpin and mark-based masquerade.
+import { N, type ChainSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
+
+export interface BaseOptions {
+  clusterCIDRs: string[];
+  masqueradeAll: boolean;
+}
+
+export const SHARED_SETS: SetSpec[] = [
+  { name: N.vips, kind: 'vipMap' },
+  { name: N.nodePorts, kind: 'portMap' },
+  { name: N.noEndpoints, kind: 'vipMap' },
+  { name: N.noEndpointNodePorts, kind: 'portMap' },
+  { name: N.firewall, kind: 'vipMap' },
+  { name: N.endpoints, kind: 'slotMap' },
+  { name: N.hairpin, kind: 'pairSet' },
+];
+
+const DSTNAT = -100;
+const SRCNAT = 100;
+
+export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpec; rules: Stmt[] }> {
+  const cidrs = opts.clusterCIDRs.filter((c) => (fam === 'ip6') === c.includes(':'));
+  const masqOutside: Stmt[] = opts.masqueradeAll || cidrs.length === 0
+    // Without a cluster CIDR we cannot tell pods from outside: like kube-proxy, masquerade only when asked to.
+    ? (opts.masqueradeAll ? [{ s: 'markMasq' }] : [])
+    : [...cidrs.map((cidr): Stmt => ({ s: 'srcCidr', cidr, then: 'return' })), { s: 'markMasq' }];
+  return [
+    { chain: { name: N.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
+    { chain: { name: N.masqOutside }, rules: masqOutside },
+    {
+      chain: { name: N.services },
+      rules: [{ s: 'vmapVip', map: N.vips }, { s: 'vmapPort', map: N.nodePorts, local: true }],
+    },
+    {
+      chain: { name: N.filterPrerouting, hook: { type: 'filter', hook: 'prerouting', priority: DSTNAT - 10 } },
+      rules: [{ s: 'vmapVip', map: N.firewall, ctNew: true }],
+    },
+    {
+      chain: { name: N.filterOutput, hook: { type: 'filter', hook: 'output', priority: DSTNAT - 10 } },
+      rules: [{ s: 'vmapVip', map: N.firewall, ctNew: true }, { s: 'vmapVip', map: N.noEndpoints, ctNew: true }],
+    },
+    {
+      chain: { name: N.filterInput, hook: { type: 'filter', hook: 'input', priority: -110 } },
+      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'vmapPort', map: N.noEndpointNodePorts, ctNew: true }],
+    },
+    {
+      chain: { name: N.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
+      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }],
+    },
+    { chain: { name: N.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
+    { chain: { name: N.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
+    {
+      chain: { name: N.natPostrouting, hook: { type: 'nat', hook: 'postrouting', priority: SRCNAT } },
+      rules: [{ s: 'hairpinMasq' }, { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' }],
+    },
+  ];
+}
+
+/** Ops that (re)create the table with its fixed objects. Helper chains come before the chains that use them. */
+export function baseOps(fam: Fam, opts: BaseOptions): Op[] {
+  const ops: Op[] = [{ k: 'resetTable' }];
+  for (const set of SHARED_SETS) ops.push({ k: 'addSet', set });
+  const chains = baseChains(fam, opts);
+  // All chains first (a vmap/jump may name any of them), then the rules.
+  for (const c of chains) ops.push({ k: 'addChain', chain: c.chain });
+  for (const c of chains) for (const stmt of c.rules) ops.push({ k: 'addRule', chain: c.chain.name, stmt });
+  return ops;
+}

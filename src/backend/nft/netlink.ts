@@ -1,0 +1,210 @@
+// Render the backend's ops as NftOp[] for the native addon (one atomic netlink batch).
+import {
+  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host,
+  type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
+} from '../../native/nft-types';
+import { MASQ_BIT, N, type Elem, type Fam, type Op, type SetSpec, type Stmt, type Verd } from './types';
+
+const IPS_DST_NAT = 0x20;
+
+interface Ctx { fam: Fam; table: string }
+
+const addrLen = (fam: Fam): number => (fam === 'ip' ? 4 : 16);
+const saddrOff = (fam: Fam): number => (fam === 'ip' ? 12 : 8);
+const daddrOff = (fam: Fam): number => (fam === 'ip' ? 16 : 24);
+const addrType = (fam: Fam): NftDataType => (fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr');
+/** The 4-byte register right after an address loaded into NFT_REG_1. */
+const afterAddr = (fam: Fam, k = 0): number => NFT_REG32((fam === 'ip' ? 1 : 4) + k);
+
+const saddr = (fam: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: saddrOff(fam), len: addrLen(fam), dreg });
+const daddr = (fam: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: daddrOff(fam), len: addrLen(fam), dreg });
+const dport = (dreg: number): NftExpr => ({ type: 'payload', base: 'transport', offset: 2, len: 2, dreg });
+const l4proto = (dreg: number): NftExpr => ({ type: 'meta', key: 'l4proto', dreg });
+const verdict = (v: NftVerdict): NftExpr => ({ type: 'verdict', verdict: v });
+
+function ctNew(): NftExpr[] {
+  return [
+    { type: 'ct', key: 'state', dreg: NFT_REG_1 },
+    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(CT_STATE.new), xor: u32host(0) },
+    { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
+  ];
+}
+
+function orMark(): NftExpr[] {
+  return [
+    { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
+    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(~MASQ_BIT), xor: u32host(MASQ_BIT) },
+    { type: 'metaSet', key: 'mark', sreg: NFT_REG_1 },
+  ];
+}
+
+/** Network address and mask bytes of a CIDR. */
+export function cidrBytes(cidr: string): { net: Uint8Array; mask: Uint8Array } {
+  const [a, l] = cidr.split('/');
+  const addr = ipAddr(a);
+  const bits = l === undefined ? addr.length * 8 : Number(l);
+  const mask = new Uint8Array(addr.length);
+  for (let i = 0; i < addr.length; i++) {
+    const b = Math.max(0, Math.min(8, bits - i * 8));
+    mask[i] = b === 0 ? 0 : (0xff << (8 - b)) & 0xff;
+  }
+  const net = addr.map((x, i) => x & mask[i]);
+  return { net, mask };
+}
+
+function protoEq(p: 'tcp' | 'udp' | 'sctp'): NftExpr[] {
+  return [l4proto(NFT_REG_1), { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(p) }];
+}
+
+export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
+  switch (st.s) {
+    case 'vmapVip':
+      return [
+        ...(st.ctNew ? ctNew() : []),
+        daddr(fam), l4proto(afterAddr(fam)), dport(afterAddr(fam, 1)),
+        { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: 0 },
+      ];
+    case 'vmapPort': {
+      const out: NftExpr[] = st.ctNew ? ctNew() : [];
+      if (st.local) {
+        out.push({ type: 'fib', flags: ['daddr'], result: 'addrtype', dreg: NFT_REG_1 });
+        out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
+        if (fam === 'ip') {
+          out.push({ type: 'payload', base: 'network', offset: daddrOff(fam), len: 1, dreg: NFT_REG_1 });
+          out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: new Uint8Array([127]) });
+        } else {
+          out.push(daddr(fam));
+          out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: ipAddr('::1') });
+        }
+      }
+      out.push(l4proto(NFT_REG_1), dport(NFT_REG32(1)), { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: 0 });
+      return out;
+    }
+    case 'jump': return [verdict({ jump: st.chain })];
+    case 'goto': return [verdict({ goto: st.chain })];
+    case 'markMasq': return orMark();
+    case 'srcCidr': {
+      const { net, mask } = cidrBytes(st.cidr);
+      return [
+        saddr(fam),
+        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: net.length, mask, xor: new Uint8Array(net.length) },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: net },
+        verdict(st.then === 'return' ? 'return' : { goto: st.then.goto }),
+      ];
+    }
+    case 'localSrcMasqGoto':
+      return [
+        { type: 'fib', flags: ['saddr'], result: 'addrtype', dreg: NFT_REG_1 },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) },
+        ...orMark(),
+        verdict({ goto: st.chain }),
+      ];
+    case 'dnatSlots':
+      return [
+        ...protoEq(st.proto),
+        { type: 'numgen', mode: 'random', mod: st.n, offset: st.base, dreg: NFT_REG_1 },
+        { type: 'lookup', sreg: NFT_REG_1, set: N.endpoints, dreg: NFT_REG_1 },
+        { type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: fam === 'ip' ? NFT_REG32(1) : NFT_REG_2 },
+      ];
+    case 'dnat':
+      return [
+        ...protoEq(st.proto),
+        { type: 'immediate', dreg: NFT_REG_1, data: ipAddr(st.addr) },
+        { type: 'immediate', dreg: NFT_REG_2, data: portBytes(st.port) },
+        { type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: NFT_REG_2 },
+      ];
+    case 'affinityGoto':
+      return [saddr(fam), { type: 'lookup', sreg: NFT_REG_1, set: st.set }, verdict({ goto: st.chain })];
+    case 'randomGoto':
+      return [
+        { type: 'numgen', mode: 'random', mod: st.mod, offset: 0, dreg: NFT_REG_1 },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(0) },
+        verdict({ goto: st.chain }),
+      ];
+    case 'affinityUpdate':
+      return [saddr(fam), { type: 'dynset', op: 'update', set: st.set, sregKey: NFT_REG_1 }];
+    case 'drop': return [verdict('drop')];
+    case 'rejectTcp':
+      return [l4proto(NFT_REG_1), { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(IPPROTO.tcp) }, { type: 'reject', reject: 'tcpReset' }];
+    case 'rejectIcmp':
+      // ICMP port unreachable is code 3; ICMPv6 port unreachable is code 4.
+      return [{ type: 'reject', reject: 'icmp', code: fam === 'ip' ? 3 : 4 }];
+    case 'hairpinMasq':
+      return [
+        { type: 'ct', key: 'status', dreg: NFT_REG_1 },
+        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(IPS_DST_NAT), xor: u32host(0) },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
+        saddr(fam), daddr(fam, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2),
+        { type: 'lookup', sreg: NFT_REG_1, set: N.hairpin },
+        { type: 'masq' },
+      ];
+    case 'returnIfNoMark':
+      return [
+        { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
+        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(MASQ_BIT), xor: u32host(0) },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(0) },
+        verdict('return'),
+      ];
+    case 'clearMark':
+      return [
+        { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
+        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(0xffffffff), xor: u32host(MASQ_BIT) },
+        { type: 'metaSet', key: 'mark', sreg: NFT_REG_1 },
+      ];
+    case 'masquerade':
+      return [{ type: 'masq', flags: { fullyRandom: true } }];
+  }
+}
+
+function setObject(c: Ctx, spec: SetSpec): NftSet {
+  const base = { family: c.fam, table: c.table, name: spec.name };
+  const a = addrType(c.fam);
+  switch (spec.kind) {
+    case 'vipMap': return { ...base, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' };
+    case 'portMap': return { ...base, keyType: ['inet_proto', 'inet_service'], dataType: 'verdict' };
+    case 'slotMap': return { ...base, keyType: 'integer', keyLen: 4, dataType: [a, 'inet_service'] };
+    case 'pairSet': return { ...base, keyType: [a, a] };
+    case 'affinity':
+      return { ...base, keyType: a, flags: { timeout: true, dynamic: true }, timeout: (spec.timeoutSec ?? 10800) * 1000, size: 65535 };
+  }
+}
+
+const verd = (v: Verd): NftVerdict => (v === 'drop' ? 'drop' : { goto: v.goto });
+
+export function elemObject(e: Elem): NftElement {
+  switch (e.t) {
+    case 'vip': return { key: concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
+    case 'port': return { key: concat(protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
+    case 'slot': return { key: u32host(e.slot), data: concat(ipAddr(e.addr), portBytes(e.port)) };
+    case 'pair': return { key: concat(ipAddr(e.addr), ipAddr(e.addr)) };
+  }
+}
+
+/** NftOps for one family's ops. */
+export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
+  const c: Ctx = { fam, table };
+  const t = { family: fam, table };
+  const out: NftOp[] = [];
+  for (const op of ops) {
+    switch (op.k) {
+      case 'resetTable':
+        out.push({ op: 'add', table: { family: fam, name: table } });
+        out.push({ op: 'delete', table: { family: fam, name: table } });
+        out.push({ op: 'add', table: { family: fam, name: table, comment: 'kpng service proxy' } });
+        break;
+      case 'addSet': out.push({ op: 'add', set: setObject(c, op.set) }); break;
+      case 'delSet': out.push({ op: 'delete', set: { ...t, name: op.name, keyType: 'integer' } }); break;
+      case 'addChain': {
+        const h = op.chain.hook;
+        out.push({ op: 'add', chain: { ...t, name: op.chain.name, ...(h ? { hook: h.hook, type: h.type, priority: h.priority, policy: 'accept' as const } : {}) } });
+        break;
+      }
+      case 'flushChain': out.push({ op: 'flush', chain: { ...t, name: op.name } }); break;
+      case 'delChain': out.push({ op: 'delete', chain: { ...t, name: op.name } }); break;
+      case 'addRule': out.push({ op: 'add', rule: { ...t, chain: op.chain, exprs: stmtExprs(fam, op.stmt) } }); break;
+      case 'addElems': out.push({ op: 'add', elements: { ...t, set: op.set, elements: op.elems.map(elemObject) } }); break;
+      case 'delElems': out.push({ op: 'delete', elements: { ...t, set: op.set, elements: op.elems.map(elemObject) } }); break;
+    }
+  }
+  return out;
+}

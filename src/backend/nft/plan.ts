@@ -1,0 +1,166 @@
+// The backend's model of what is in each family's table (programs per service, slot allocator,
+// hairpin reference counts) and the diff that turns a change of programs into the few ops needed.
+import type { ConntrackFilter } from '../../native/nft-types';
+import type { Service } from '../../model/enls';
+import { baseOps, SHARED_SETS, type BaseOptions } from './base';
+import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
+import { SlotAllocator } from './slots';
+import { N, type Elem, type Fam, type Op, type Stmt } from './types';
+
+/** Elements per add/delete op (the addon packs each op into netlink messages). */
+const ELEM_CHUNK = 1000;
+
+export class TableModel {
+  readonly programs = new Map<string, Program>();
+  readonly alloc = new SlotAllocator();
+  readonly hairpinRefs = new Map<string, number>();
+  constructor(readonly fam: Fam) {}
+}
+
+/** Ops collected by kind, emitted in an order the kernel accepts within one transaction. */
+export class OpCollector {
+  private readonly delElems = new Map<string, Elem[]>();
+  private readonly flush: string[] = [];
+  private readonly delChains: string[] = [];
+  private readonly delSets: string[] = [];
+  private readonly addSets: Op[] = [];
+  private readonly addChains: string[] = [];
+  private readonly rules: Array<{ chain: string; stmt: Stmt }> = [];
+  private readonly addElems = new Map<string, Elem[]>();
+  /** Counts for reports. */
+  changedChains = 0;
+
+  delElem(map: string, e: Elem): void { push(this.delElems, map, e); }
+  addElem(map: string, e: Elem): void { push(this.addElems, map, e); }
+  flushChain(name: string): void { this.flush.push(name); this.changedChains++; }
+  delChain(name: string): void { this.delChains.push(name); }
+  delSet(name: string): void { this.delSets.push(name); }
+  addSet(name: string, timeoutSec: number): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'affinity', timeoutSec } }); }
+  addChain(name: string): void { this.addChains.push(name); this.changedChains++; }
+  addRules(chain: string, stmts: Stmt[]): void { for (const stmt of stmts) this.rules.push({ chain, stmt }); }
+
+  get empty(): boolean {
+    return this.delElems.size + this.flush.length + this.delChains.length + this.delSets.length + this.addSets.length +
+      this.addChains.length + this.rules.length + this.addElems.size === 0;
+  }
+
+  ops(): Op[] {
+    const ops: Op[] = [];
+    for (const [set, elems] of this.delElems) for (const c of chunks(elems)) ops.push({ k: 'delElems', set, elems: c });
+    for (const name of this.flush) ops.push({ k: 'flushChain', name });
+    for (const name of this.delChains) ops.push({ k: 'delChain', name });
+    for (const name of this.delSets) ops.push({ k: 'delSet', name });
+    ops.push(...this.addSets);
+    for (const name of this.addChains) ops.push({ k: 'addChain', chain: { name } });
+    for (const r of this.rules) ops.push({ k: 'addRule', chain: r.chain, stmt: r.stmt });
+    for (const [set, elems] of this.addElems) for (const c of chunks(elems)) ops.push({ k: 'addElems', set, elems: c });
+    return ops;
+  }
+}
+
+function push<T>(m: Map<string, T[]>, k: string, v: T): void {
+  const l = m.get(k);
+  if (l) l.push(v); else m.set(k, [v]);
+}
+
+function chunks<T>(l: T[]): T[][] {
+  if (l.length <= ELEM_CHUNK) return [l];
+  const out: T[][] = [];
+  for (let i = 0; i < l.length; i += ELEM_CHUNK) out.push(l.slice(i, i + ELEM_CHUNK));
+  return out;
+}
+
+const sameRules = (a: Stmt[], b: Stmt[]): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** Diff one service's program (old -> new) into `c`, and update the model's shared bookkeeping. */
+export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: OpCollector): void {
+  // Elements of the shared maps.
+  for (const [map, olds] of oldP.elems) {
+    const news = newP.elems.get(map);
+    for (const [id, e] of olds) {
+      const n = news?.get(id);
+      if (!n || !sameElem(n, e)) c.delElem(map, e);
+    }
+  }
+  for (const [map, news] of newP.elems) {
+    const olds = oldP.elems.get(map);
+    for (const [id, e] of news) {
+      const o = olds?.get(id);
+      if (!o || !sameElem(o, e)) c.addElem(map, e);
+    }
+  }
+  // Chains.
+  for (const [name, rules] of oldP.chains) {
+    const n = newP.chains.get(name);
+    if (!n) { c.flushChain(name); c.delChain(name); } else if (!sameRules(rules, n)) { c.flushChain(name); c.addRules(name, n); }
+  }
+  for (const [name, rules] of newP.chains) {
+    if (!oldP.chains.has(name)) { c.addChain(name); c.addRules(name, rules); }
+  }
+  // Affinity sets (the timeout is in the name).
+  for (const name of oldP.sets.keys()) if (!newP.sets.has(name)) c.delSet(name);
+  for (const [name, t] of newP.sets) if (!oldP.sets.has(name)) c.addSet(name, t);
+  // Hairpin reference counts.
+  for (const a of oldP.hairpin) {
+    if (newP.hairpin.has(a)) continue;
+    const n = (model.hairpinRefs.get(a) ?? 1) - 1;
+    if (n <= 0) { model.hairpinRefs.delete(a); c.delElem(N.hairpin, { t: 'pair', addr: a }); } else model.hairpinRefs.set(a, n);
+  }
+  for (const a of newP.hairpin) {
+    if (oldP.hairpin.has(a)) continue;
+    const n = (model.hairpinRefs.get(a) ?? 0) + 1;
+    model.hairpinRefs.set(a, n);
+    if (n === 1) c.addElem(N.hairpin, { t: 'pair', addr: a });
+  }
+  // Slot ranges no longer used.
+  for (const [chain, s] of oldP.slots) {
+    const n = newP.slots.get(chain);
+    if (!n || n.base !== s.base) model.alloc.release(s.base, s.cap);
+  }
+}
+
+/** Update one service in the model; returns its old and new programs. */
+export function updateService(model: TableModel, key: string, svc: Service | undefined, opts: BaseOptions, c: OpCollector): { oldP: Program; newP: Program } {
+  const oldP = model.programs.get(key) ?? emptyProgram();
+  const newP = svc ? buildProgram(svc, model.fam, { opts, alloc: model.alloc, prevSlots: oldP.slots }) : emptyProgram();
+  diffProgram(model, oldP, newP, c);
+  if (newP.chains.size + newP.elems.size + newP.sets.size === 0) model.programs.delete(key);
+  else model.programs.set(key, newP);
+  return { oldP, newP };
+}
+
+/** Ops that replace the table with the full state (one transaction: old table deleted, new one built). */
+export function fullSyncOps(model: TableModel, services: Iterable<[string, Service]>, opts: BaseOptions): Op[] {
+  const c = new OpCollector();
+  for (const [key, svc] of services) updateService(model, key, svc, opts, c);
+  return [...baseOps(model.fam, opts), ...c.ops()];
+}
+
+export { SHARED_SETS };
+
+/** conntrack entries made stale by a change of one service's UDP ports. */
+export function staleConntrack(fam: Fam, oldP: Program, newP: Program): ConntrackFilter[] {
+  const out: ConntrackFilter[] = [];
+  const newById = new Map(newP.udp.map((u) => [u.id, u]));
+  const oldById = new Map(oldP.udp.map((u) => [u.id, u]));
+  for (const o of oldP.udp) {
+    const n = newById.get(o.id);
+    const keep = new Set(n?.endpoints ?? []);
+    for (const ep of o.endpoints) {
+      if (keep.has(ep)) continue;
+      const [addr] = ep.split('|');
+      for (const vip of o.vips) out.push({ family: fam, proto: 'udp', origDst: vip, dport: o.port, replySrc: addr });
+      if (o.nodePort) out.push({ family: fam, proto: 'udp', dport: o.nodePort, replySrc: addr });
+    }
+  }
+  for (const n of newP.udp) {
+    const o = oldById.get(n.id);
+    if (!n.served || (o && o.served)) continue;
+    // Was rejected (or absent): entries created meanwhile would keep black-holing the flow.
+    for (const vip of n.vips) out.push({ family: fam, proto: 'udp', origDst: vip, dport: n.port });
+    if (n.nodePort) out.push({ family: fam, proto: 'udp', dport: n.nodePort });
+  }
+  return out;
+}
+
+export { elemId };

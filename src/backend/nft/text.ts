@@ -1,0 +1,81 @@
+// Render the backend's ops as an `nft -f` script: the same ruleset the netlink path builds. Used by
+// the benchmark (to compare with `nft -f`) and for debugging; product code never runs nft.
+import { MASQ_BIT, N, type Elem, type Fam, type Op, type SetSpec, type Stmt, type Verd } from './types';
+
+const hex = (n: number): string => `0x${n.toString(16).padStart(8, '0')}`;
+const a = (fam: Fam, addr: string): string => (fam === 'ip6' ? addr : addr);
+const dnatAddr = (fam: Fam, addr: string, port: number): string => (fam === 'ip6' ? `[${addr}]:${port}` : `${addr}:${port}`);
+
+export function stmtText(fam: Fam, st: Stmt): string {
+  const ct = (b?: boolean) => (b ? 'ct state new ' : '');
+  switch (st.s) {
+    case 'vmapVip': return `${ct(st.ctNew)}${fam} daddr . meta l4proto . th dport vmap @${st.map}`;
+    case 'vmapPort': {
+      const local = st.local ? `fib daddr type local ${fam} daddr != ${fam === 'ip' ? '127.0.0.0/8' : '::1'} ` : '';
+      return `${ct(st.ctNew)}${local}meta l4proto . th dport vmap @${st.map}`;
+    }
+    case 'jump': return `jump ${st.chain}`;
+    case 'goto': return `goto ${st.chain}`;
+    case 'markMasq': return `meta mark set meta mark | ${hex(MASQ_BIT)}`;
+    case 'srcCidr': return `${fam} saddr ${st.cidr} ${st.then === 'return' ? 'return' : `goto ${st.then.goto}`}`;
+    case 'localSrcMasqGoto': return `fib saddr type local meta mark set meta mark | ${hex(MASQ_BIT)} goto ${st.chain}`;
+    case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${N.endpoints}`;
+    case 'dnat': return `meta l4proto ${st.proto} dnat ${fam} to ${dnatAddr(fam, st.addr, st.port)}`;
+    case 'affinityGoto': return `${fam} saddr @${st.set} goto ${st.chain}`;
+    case 'randomGoto': return `numgen random mod ${st.mod} 0 goto ${st.chain}`;
+    case 'affinityUpdate': return `update @${st.set} { ${fam} saddr }`;
+    case 'drop': return 'drop';
+    case 'rejectTcp': return 'meta l4proto tcp reject with tcp reset';
+    case 'rejectIcmp': return fam === 'ip' ? 'reject with icmp type port-unreachable' : 'reject with icmpv6 type port-unreachable';
+    case 'hairpinMasq': return `ct status dnat ${fam} saddr . ${fam} daddr @${N.hairpin} masquerade`;
+    case 'returnIfNoMark': return `meta mark & ${hex(MASQ_BIT)} == 0 return`;
+    case 'clearMark': return `meta mark set meta mark ^ ${hex(MASQ_BIT)}`;
+    case 'masquerade': return 'masquerade fully-random';
+  }
+}
+
+function setText(fam: Fam, s: SetSpec): string {
+  const addr = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
+  switch (s.kind) {
+    case 'vipMap': return `map ${s.name} { type ${addr} . inet_proto . inet_service : verdict; }`;
+    case 'portMap': return `map ${s.name} { type inet_proto . inet_service : verdict; }`;
+    case 'slotMap': return `map ${s.name} { typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
+    case 'pairSet': return `set ${s.name} { type ${addr} . ${addr}; }`;
+    case 'affinity': return `set ${s.name} { type ${addr}; flags dynamic,timeout; timeout ${s.timeoutSec ?? 10800}s; size 65535; }`;
+  }
+}
+
+const verd = (v: Verd): string => (v === 'drop' ? 'drop' : `goto ${v.goto}`);
+
+export function elemText(fam: Fam, e: Elem): string {
+  switch (e.t) {
+    case 'vip': return `${a(fam, e.addr)} . ${e.proto} . ${e.port} : ${verd(e.v)}`;
+    case 'port': return `${e.proto} . ${e.port} : ${verd(e.v)}`;
+    case 'slot': return `${e.slot} : ${e.addr} . ${e.port}`;
+    case 'pair': return `${e.addr} . ${e.addr}`;
+  }
+}
+
+/** One family's ops as nft commands (one per line), for `nft -f`. */
+export function toNftText(fam: Fam, table: string, ops: Op[]): string {
+  const t = `${fam} ${table}`;
+  const lines: string[] = [];
+  for (const op of ops) {
+    switch (op.k) {
+      case 'resetTable': lines.push(`add table ${t}`, `delete table ${t}`, `add table ${t}`); break;
+      case 'addSet': lines.push(`add ${setText(fam, op.set).replace(/^(map|set) /, `$1 ${t} `)}`); break;
+      case 'delSet': lines.push(`delete set ${t} ${op.name}`); break;
+      case 'addChain': {
+        const h = op.chain.hook;
+        lines.push(`add chain ${t} ${op.chain.name}${h ? ` { type ${h.type} hook ${h.hook} priority ${h.priority}; policy accept; }` : ''}`);
+        break;
+      }
+      case 'flushChain': lines.push(`flush chain ${t} ${op.name}`); break;
+      case 'delChain': lines.push(`delete chain ${t} ${op.name}`); break;
+      case 'addRule': lines.push(`add rule ${t} ${op.chain} ${stmtText(fam, op.stmt)}`); break;
+      case 'addElems': lines.push(`add element ${t} ${op.set} { ${op.elems.map((e) => elemText(fam, e)).join(', ')} }`); break;
+      case 'delElems': lines.push(`delete element ${t} ${op.set} { ${op.elems.map((e) => elemText(fam, e).replace(/ : .*$/, '')).join(', ')} }`); break;
+    }
+  }
+  return lines.join('\n') + '\n';
+}

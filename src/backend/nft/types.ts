@@ -1,0 +1,117 @@
+// The nft backend's own description of the ruleset: a few statement kinds and element kinds with
+// semantic fields. Two renderers turn it into kernel objects: netlink.ts (NftOp[] for the native
+// addon, the product path) and text.ts (an `nft -f` script, for benchmarks and debugging). Keeping
+// one description guarantees that both describe the same ruleset.
+
+export type Fam = 'ip' | 'ip6';
+export type L4 = 'tcp' | 'udp' | 'sctp';
+
+/** Packet mark bit that asks nat postrouting to masquerade (kube-proxy's 0x4000). */
+export const MASQ_BIT = 0x4000;
+
+/** Names of the shared objects of each family's table. */
+export const N = {
+  /** daddr . l4proto . dport -> goto service chain (cluster IPs -> svc-*, external/LB IPs -> ext-*). */
+  vips: 'vips',
+  /** l4proto . dport -> goto ext-* chain, for destinations of type local (NodePorts). */
+  nodePorts: 'node-ports',
+  /** daddr . l4proto . dport -> goto reject-chain | drop: service IPs without usable endpoints. */
+  noEndpoints: 'no-endpoints',
+  /** l4proto . dport -> goto reject-chain | drop: NodePorts without usable endpoints. */
+  noEndpointNodePorts: 'no-endpoint-nodeports',
+  /** daddr . l4proto . dport -> goto fw-* chain: load-balancer IPs with source ranges. */
+  firewall: 'firewall',
+  /** slot (u32) -> endpoint addr . port: every service's endpoints, picked by numgen + offset. */
+  endpoints: 'endpoints',
+  /** saddr . daddr for every endpoint address: a connection DNATed back to its own source is masqueraded. */
+  hairpin: 'hairpin',
+  // chains
+  natPrerouting: 'nat-prerouting',
+  natOutput: 'nat-output',
+  natPostrouting: 'nat-postrouting',
+  filterPrerouting: 'filter-prerouting',
+  filterInput: 'filter-input',
+  filterForward: 'filter-forward',
+  filterOutput: 'filter-output',
+  services: 'services',
+  masqOutside: 'mark-masq-outside',
+  reject: 'reject-chain',
+} as const;
+
+export type Verd = { goto: string } | 'drop';
+
+/** Statements: each is one rule. */
+export type Stmt =
+  /** [ct state new] <fam> daddr . meta l4proto . th dport vmap @map */
+  | { s: 'vmapVip'; map: string; ctNew?: boolean }
+  /** [ct state new] [fib daddr type local <fam> daddr != loopback] meta l4proto . th dport vmap @map */
+  | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean }
+  | { s: 'jump'; chain: string }
+  | { s: 'goto'; chain: string }
+  /** meta mark set meta mark | MASQ_BIT */
+  | { s: 'markMasq' }
+  /** <fam> saddr CIDR return | goto chain */
+  | { s: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
+  /** fib saddr type local meta mark set meta mark | MASQ_BIT goto chain */
+  | { s: 'localSrcMasqGoto'; chain: string }
+  /** meta l4proto P dnat to numgen random mod n offset base map @endpoints */
+  | { s: 'dnatSlots'; proto: L4; n: number; base: number }
+  /** meta l4proto P dnat to addr:port */
+  | { s: 'dnat'; proto: L4; addr: string; port: number }
+  /** <fam> saddr @set goto chain */
+  | { s: 'affinityGoto'; set: string; chain: string }
+  /** numgen random mod m == 0 goto chain */
+  | { s: 'randomGoto'; mod: number; chain: string }
+  /** update @set { <fam> saddr } */
+  | { s: 'affinityUpdate'; set: string }
+  | { s: 'drop' }
+  /** meta l4proto tcp reject with tcp reset */
+  | { s: 'rejectTcp' }
+  /** reject with icmp(v6) port-unreachable */
+  | { s: 'rejectIcmp' }
+  /** ct status dnat <fam> saddr . <fam> daddr @hairpin masquerade */
+  | { s: 'hairpinMasq' }
+  /** meta mark & MASQ_BIT == 0 return */
+  | { s: 'returnIfNoMark' }
+  /** meta mark set meta mark ^ MASQ_BIT */
+  | { s: 'clearMark' }
+  /** masquerade fully-random */
+  | { s: 'masquerade' };
+
+/** Elements of the shared maps and sets. */
+export type Elem =
+  | { t: 'vip'; addr: string; proto: L4; port: number; v: Verd }
+  | { t: 'port'; proto: L4; port: number; v: Verd }
+  | { t: 'slot'; slot: number; addr: string; port: number }
+  | { t: 'pair'; addr: string };
+
+export type SetKind = 'vipMap' | 'portMap' | 'slotMap' | 'pairSet' | 'affinity';
+
+export interface SetSpec {
+  name: string;
+  kind: SetKind;
+  /** affinity sets: element timeout in seconds. */
+  timeoutSec?: number;
+}
+
+export interface ChainSpec {
+  name: string;
+  hook?: { type: 'nat' | 'filter'; hook: 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting'; priority: number };
+}
+
+/** One operation on one family's table. Ops are applied in order, in one transaction. */
+export type Op =
+  /** Replace the table by an empty one (create if absent, delete, create: no window without rules). */
+  | { k: 'resetTable' }
+  | { k: 'addSet'; set: SetSpec }
+  | { k: 'delSet'; name: string }
+  | { k: 'addChain'; chain: ChainSpec }
+  | { k: 'flushChain'; name: string }
+  | { k: 'delChain'; name: string }
+  | { k: 'addRule'; chain: string; stmt: Stmt }
+  | { k: 'addElems'; set: string; elems: Elem[] }
+  | { k: 'delElems'; set: string; elems: Elem[] };
+
+export interface FamOps { fam: Fam; ops: Op[] }
+
+export const famOf = (addr: string): Fam => (addr.includes(':') ? 'ip6' : 'ip');
