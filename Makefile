@@ -25,7 +25,7 @@ test: build controlplane
 	@npx jest --ci
 
 demo: build
-	@node dist/hack/demo.js 2>/dev/null || bash hack/demo.sh
+	@node dist/hack/demo.js
 
 bench: build
 	@bash bench/run.sh
