@@ -22,7 +22,8 @@ controlplane: deps
 
 test: build controlplane
 	@npm run --silent typecheck
-	@npx jest --ci
+	@mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
+	  node hack/test-summary.js .cache/jest-results.json && exit $$status
 
 demo: build
 	@node dist/hack/demo.js
