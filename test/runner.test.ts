@@ -1,0 +1,61 @@
+// The runner: minimum sync period with burst, coalescing while limited, full resync after a failure.
+import { runSink, SyncLimiter } from '../src/runner';
+import type { Batch, Sink } from '../src/sink/sink';
+import { silentLogger } from '../src/util/log';
+import { cluster, ep, slice, svc } from './helpers/k8s';
+
+test('a failed apply is retried as a full sync', async () => {
+  const c = cluster('n1', [svc('web'), slice('web-1', 'web', [ep('10.244.1.1')])]);
+  const seen: Batch[] = [];
+  let fail = true;
+  const ac = new AbortController();
+  const sink: Sink = {
+    name: 'flaky',
+    async apply(b) {
+      seen.push(b);
+      if (seen.length === 2 && fail) { fail = false; throw new Error('kernel said no'); }
+      if (seen.length === 3) ac.abort();
+    },
+  };
+  const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 0, burst: 1, maxBackoffMs: 10 }, ac.signal);
+  await new Promise((r) => setTimeout(r, 20));
+  c.add(slice('web-1', 'web', [ep('10.244.1.2')]));
+  const stats = await done;
+  expect(seen.map((b) => [b.reset, b.changes.length])).toEqual([[true, 2], [false, 1], [true, 2]]);
+  expect(stats.failures).toBe(1);
+});
+
+test('changes made while the minimum period holds a sync back are coalesced into one batch', async () => {
+  const c = cluster('n1', [svc('web'), slice('web-1', 'web', [ep('10.244.1.1')])]);
+  const seen: Batch[] = [];
+  const ac = new AbortController();
+  const sink: Sink = { name: 'rec', async apply(b) { seen.push(b); } };
+  const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 300, burst: 1 }, ac.signal);
+  await new Promise((r) => setTimeout(r, 20));
+  for (let i = 2; i < 12; i++) { c.add(slice('web-1', 'web', [ep(`10.244.1.${i}`)])); await new Promise((r) => setTimeout(r, 5)); }
+  await new Promise((r) => setTimeout(r, 500));
+  ac.abort();
+  await done;
+  expect(seen).toHaveLength(2);
+  expect(seen[1].changes).toHaveLength(1);
+  const item = seen[1].changes[0];
+  expect(item.op === 'set' && item.item.service!.ports[0].internal.map((e) => e.ip)).toEqual(['10.244.1.11']);
+});
+
+test('the limiter allows a burst, then one sync per period (fake clock)', async () => {
+  jest.useFakeTimers();
+  try {
+    const l = new SyncLimiter(100, 2);
+    await l.acquire();
+    await l.acquire();
+    let third = false;
+    const p = l.acquire().then(() => { third = true; });
+    await jest.advanceTimersByTimeAsync(50);
+    expect(third).toBe(false);
+    await jest.advanceTimersByTimeAsync(60);
+    await p;
+    expect(third).toBe(true);
+  } finally {
+    jest.useRealTimers();
+  }
+});
