@@ -30,10 +30,10 @@ test('changes made while the minimum period holds a sync back are coalesced into
   const seen: Batch[] = [];
   const ac = new AbortController();
   const sink: Sink = { name: 'rec', async apply(b) { seen.push(b); } };
-  const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 300, burst: 1 }, ac.signal);
+  const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 1000, burst: 1 }, ac.signal);
   await new Promise((r) => setTimeout(r, 20));
   for (let i = 2; i < 12; i++) { c.add(slice('web-1', 'web', [ep(`10.244.1.${i}`)])); await new Promise((r) => setTimeout(r, 5)); }
-  await new Promise((r) => setTimeout(r, 500));
+  await new Promise((r) => setTimeout(r, 1300));
   ac.abort();
   await done;
   expect(seen).toHaveLength(2);
