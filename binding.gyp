@@ -1,0 +1,17 @@
+{
+  "targets": [
+    {
+      "target_name": "kpng_native",
+      "sources": [
+        "native/addon.cc",
+        "native/nft_apply.cc",
+        "native/nft_list.cc",
+        "native/conntrack.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],
+      "cflags_cc": ["-O2", "-Wall", "-Wno-missing-field-initializers", "<!@(pkg-config --cflags libnftnl libmnl libnetfilter_conntrack)"],
+      "libraries": ["<!@(pkg-config --libs libnftnl libmnl libnetfilter_conntrack)"]
+    }
+  ]
+}

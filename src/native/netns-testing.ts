@@ -1,0 +1,31 @@
+// Test helpers: throwaway network namespaces (tests only; product code never spawns processes).
+import { execFileSync, spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+
+export function sh(cmd: string, args: string[], input?: string): string {
+  return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+export function canUseNetns(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  const r = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+  const n = spawnSync('nft', ['--version'], { encoding: 'utf8' });
+  return r.status === 0 && n.status === 0;
+}
+
+export class Netns {
+  readonly name: string;
+  readonly path: string;
+  constructor(prefix = 'kpng-test') {
+    this.name = `${prefix}-${crypto.randomBytes(3).toString('hex')}`;
+    sh('ip', ['netns', 'add', this.name]);
+    this.path = `/var/run/netns/${this.name}`;
+    this.exec('ip', ['link', 'set', 'lo', 'up']);
+  }
+  exec(cmd: string, args: string[], input?: string): string {
+    return sh('ip', ['netns', 'exec', this.name, cmd, ...args], input);
+  }
+  nft(...args: string[]): string { return this.exec('nft', args); }
+  ruleset(): string { return this.nft('list', 'ruleset'); }
+  destroy(): void { spawnSync('ip', ['netns', 'del', this.name]); }
+}
