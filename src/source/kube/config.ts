@@ -1,0 +1,34 @@
+// Where the API server is and how to authenticate, from a kubeconfig, through
+// @kubernetes/client-node: --kubeconfig PATH, else $KUBECONFIG, else ~/.kube/config, else the
+// in-cluster service account. The library is ESM-only (2.x); Node >= 22.12 require()s it from
+// this CommonJS build (no top-level await in it).
+import { KubeConfig } from '@kubernetes/client-node';
+import { createTransport, type Transport } from './http';
+
+export interface KubeTarget {
+  transport: Transport;
+  /** "context X, cluster Y, user Z" or "in-cluster" (for the log). */
+  describe: string;
+}
+
+const FALLBACK_SERVER = 'http://localhost:8080';
+
+export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTarget {
+  const kc = new KubeConfig();
+  if (kubeconfig) kc.loadFromFile(kubeconfig);
+  else kc.loadFromDefault();
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) {
+    throw new Error(`kubeconfig ${kubeconfig ?? '(default)'}: no current cluster (context ${JSON.stringify(kc.getCurrentContext())})`);
+  }
+  if (!kubeconfig && cluster.server === FALLBACK_SERVER && kc.getCurrentUser()?.name === 'user') {
+    throw new Error('no kubeconfig: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run in a pod (service account)');
+  }
+  if (cluster.server.startsWith('http:') && !cluster.skipTLSVerify) {
+    throw new Error(`cluster ${cluster.name}: plain HTTP (${cluster.server}) needs insecure-skip-tls-verify in the kubeconfig`);
+  }
+  const context = kc.getCurrentContext();
+  const user = kc.getCurrentUser()?.name ?? '-';
+  const describe = context === 'inClusterContext' ? 'in-cluster service account' : `context ${context}, cluster ${cluster.name}, user ${user}`;
+  return { transport: createTransport(cluster.server, (o) => kc.applyToHTTPSOptions(o), userAgent), describe };
+}

@@ -1,0 +1,90 @@
+// The HTTP(S) transport of the kube source. Connection settings and credentials come from the
+// kubeconfig through @kubernetes/client-node (`applyOptions` = KubeConfig.applyToHTTPSOptions:
+// CA, client certificate, bearer token or exec/OIDC plugin, proxy agent), applied again on every
+// request so that rotating tokens are picked up. This file itself does not load the library, so
+// the reflector can be tested against a plain HTTP server.
+import * as http from 'node:http';
+import * as https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
+
+export type ApplyOptions = (opts: https.RequestOptions) => Promise<void>;
+
+export interface Transport {
+  /** The API server's URL (for logs). */
+  readonly server: string;
+  /** GET `path` (with its query); resolves once the response headers arrived. */
+  get(path: string, signal: AbortSignal): Promise<http.IncomingMessage>;
+}
+
+export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng'): Transport {
+  const base = new URL(server);
+  // A server URL may carry a path prefix (some proxies in front of API servers use one).
+  const prefix = base.pathname.replace(/\/+$/, '');
+  const mod = base.protocol === 'http:' ? http : https;
+  return {
+    server,
+    async get(path: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+      const opts: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json', 'User-Agent': userAgent } };
+      await applyOptions(opts);
+      const url = new URL(base.origin + prefix + path);
+      return new Promise((resolve, reject) => {
+        const req = mod.request(url, { ...opts, signal }, resolve);
+        req.on('error', reject);
+        // Keepalive probes notice a peer that vanished without closing (the watchdog is the backstop).
+        req.on('socket', (s) => s.setKeepAlive(true, 15_000));
+        req.end();
+      });
+    },
+  };
+}
+
+/** Reads a whole response body as JSON (bounded). */
+export function readJson(res: http.IncomingMessage, maxBytes = 1 << 30): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > maxBytes) {
+        res.destroy(new Error(`response larger than ${maxBytes} bytes`));
+        return;
+      }
+      chunks.push(c);
+    });
+    res.on('error', reject);
+    res.on('aborted', () => reject(new Error('response aborted')));
+    res.on('close', () => { if (!res.complete) reject(new Error('connection closed before the response ended')); });
+    res.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      try {
+        resolve(text ? JSON.parse(text) : undefined);
+      } catch {
+        reject(new Error(`HTTP ${res.statusCode}: response is not JSON: ${text.slice(0, 200)}`));
+      }
+    });
+  });
+}
+
+/** Splits a byte stream into lines (a watch response carries one JSON event per line). */
+export class LineSplitter {
+  private readonly decoder = new StringDecoder('utf8');
+  private rest = '';
+
+  constructor(private readonly maxLine = 64 << 20) {}
+
+  /** The complete lines in `chunk` (plus what was pending); throws on an oversized line. */
+  push(chunk: Buffer): string[] {
+    const text = this.rest + this.decoder.write(chunk);
+    const lines = text.split('\n');
+    this.rest = lines.pop() ?? '';
+    if (this.rest.length > this.maxLine) throw new Error(`watch event longer than ${this.maxLine} bytes`);
+    return lines.filter((l) => l.trim() !== '');
+  }
+
+  /** What remains at the end of the stream (a last line without a newline). */
+  end(): string[] {
+    const last = (this.rest + this.decoder.end()).trim();
+    this.rest = '';
+    return last ? [last] : [];
+  }
+}

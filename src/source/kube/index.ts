@@ -1,0 +1,86 @@
+// The kube source: three reflectors (Services, EndpointSlices discovery.k8s.io/v1, and this
+// node's Node) feeding the ClusterStore from an API server. The store is marked synced only once
+// every initial list has been applied: a sink never sees a partial first state (an empty first
+// sync would wipe every rule). Until then, and whenever the API server is away, the reflectors
+// retry on their own; the last good state stays in force.
+import type { KubeSourceModule } from '../../cli/plugins';
+import type { ClusterStore } from '../../store/cluster';
+import type { Logger } from '../../util/log';
+import { loadKubeTarget } from './config';
+import type { Transport } from './http';
+import { Reflector, type ReflectorOptions } from './reflector';
+import { nodeFieldSelector, selectorsFor } from './selectors';
+
+export { Reflector } from './reflector';
+
+export interface KubeSourceOptions {
+  store: ClusterStore;
+  log: Logger;
+  kubeconfig?: string;
+  node: string;
+  serviceProxyName: string;
+  signal: AbortSignal;
+}
+
+/** The reflectors for one node, over any transport (tests use a plain HTTP server). */
+export function createReflectors(
+  opts: Omit<KubeSourceOptions, 'kubeconfig' | 'signal'> & { transport: Transport },
+  tuning: Partial<Pick<ReflectorOptions, 'pageSize' | 'minWatchTimeoutSeconds' | 'idleTimeoutMs' | 'requestTimeoutMs'>> = {},
+): Reflector[] {
+  const sel = selectorsFor(opts.serviceProxyName);
+  const common = { transport: opts.transport, store: opts.store, log: opts.log, ...tuning };
+  return [
+    new Reflector({ ...common, kind: 'Service', what: 'Services', path: '/api/v1/services', labelSelector: sel.services }),
+    new Reflector({ ...common, kind: 'EndpointSlice', what: 'EndpointSlices', path: '/apis/discovery.k8s.io/v1/endpointslices', labelSelector: sel.endpointSlices }),
+    new Reflector({ ...common, kind: 'Node', what: `Node ${opts.node}`, path: '/api/v1/nodes', fieldSelector: nodeFieldSelector(opts.node) }),
+  ];
+}
+
+/** Runs the reflectors; marks the store synced after every first list. */
+export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore, 'markSynced' | 'getNode'>, log: Logger, node: string, signal: AbortSignal): { stop(): Promise<void> } {
+  const ac = new AbortController();
+  const onAbort = () => ac.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  if (signal.aborted) ac.abort();
+  const runs = reflectors.map((r) => r.run(ac.signal));
+  void Promise.all(reflectors.map((r) => r.whenListed())).then(() => {
+    if (ac.signal.aborted) return;
+    if (!store.getNode(node)) log.warn(`kube: Node ${node} not found (or not usable): no zone for topology hints until it appears`);
+    log.info('kube: every initial list applied; the state is synced');
+    store.markSynced();
+  });
+  return {
+    async stop() {
+      ac.abort();
+      signal.removeEventListener('abort', onAbort);
+      await Promise.allSettled(runs);
+    },
+  };
+}
+
+export const startKubeSource: KubeSourceModule['startKubeSource'] = async (opts) => {
+  const target = loadKubeTarget(opts.kubeconfig);
+  opts.log.info(`kube: API server ${target.transport.server} (${target.describe}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
+  const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
+  return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal);
+};
+
+/** Test and bench knobs (not part of the CLI): KPNG_KUBE_WATCH_TIMEOUT_S, KPNG_KUBE_IDLE_TIMEOUT_MS,
+ *  KPNG_KUBE_REQUEST_TIMEOUT_MS, KPNG_KUBE_PAGE_SIZE. */
+function tuningFromEnv(): Partial<ReflectorOptions> {
+  const num = (name: string) => {
+    const v = process.env[name];
+    const n = v === undefined || v === '' ? NaN : Number(v);
+    return Number.isFinite(n) && n >= 0 ? n : undefined;
+  };
+  const t: Partial<ReflectorOptions> = {};
+  const w = num('KPNG_KUBE_WATCH_TIMEOUT_S');
+  if (w !== undefined && w > 0) t.minWatchTimeoutSeconds = w;
+  const i = num('KPNG_KUBE_IDLE_TIMEOUT_MS');
+  if (i !== undefined && i > 0) t.idleTimeoutMs = i;
+  const r = num('KPNG_KUBE_REQUEST_TIMEOUT_MS');
+  if (r !== undefined && r > 0) t.requestTimeoutMs = r;
+  const p = num('KPNG_KUBE_PAGE_SIZE');
+  if (p !== undefined) t.pageSize = p;
+  return t;
+}

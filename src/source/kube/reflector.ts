@@ -1,0 +1,290 @@
+// A reflector keeps one kind of object in the ClusterStore equal to what the API server holds,
+// the way client-go's does for kube-proxy, with what a service proxy needs to trust it:
+//
+//   list   consistent read (no resourceVersion), paginated with limit/continue; the whole result
+//          replaces the kind in the store, so objects that vanished meanwhile are deleted;
+//   watch  from the list's resourceVersion, with allowWatchBookmarks (the server says "you are
+//          current at RV" now and then, so a resume after a quiet period does not start from an
+//          old RV) and timeoutSeconds (the server ends each watch after 5-10 min; we resume);
+//   410    Gone (HTTP status or ERROR event): the RV was compacted away: relist and replace;
+//   errors any other failure or a dropped connection: resume the watch from the last RV after a
+//          jittered exponential backoff (an ERROR event other than 410 relists);
+//   watchdog a watch silent past a bound (no event, no bookmark, no bytes) is torn down and
+//          resumed: a half-open connection never leaves the proxy on stale rules.
+//
+// Each event is one store.apply(); the store trims objects and ignores updates that change
+// nothing a proxy uses (status noise, labels, annotations).
+import type { IncomingMessage } from 'node:http';
+import type { Kind } from '../../store/cluster';
+import type { Logger } from '../../util/log';
+import { Backoff } from './backoff';
+import { LineSplitter, readJson, type Transport } from './http';
+
+export interface ReflectorStore {
+  apply(kind: Kind, raw: unknown, deleted?: boolean): void;
+  replace(kind: Kind, raws: readonly unknown[]): void;
+}
+
+export interface ReflectorOptions {
+  kind: Kind;
+  /** For logs, e.g. "Services", "Node n1". */
+  what: string;
+  /** The collection, e.g. /api/v1/services. */
+  path: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  transport: Transport;
+  store: ReflectorStore;
+  log: Logger;
+  /** Items per list page (limit). Default 500, as client-go. */
+  pageSize?: number;
+  /** Each watch asks for timeoutSeconds in [min, 2*min). Default 300 (client-go's 5 min). */
+  minWatchTimeoutSeconds?: number;
+  /** A watch that received nothing for this long is restarted. Default 90 s (bookmarks come about once a minute). */
+  idleTimeoutMs?: number;
+  /** Bound on waiting for response headers, and on a whole list page. Default 60 s. */
+  requestTimeoutMs?: number;
+  backoff?: Backoff;
+}
+
+/** A failed API call: HTTP status (0 = no response) and the Status reason. */
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number, readonly reason = '') {
+    super(message);
+  }
+  get gone(): boolean { return this.status === 410; }
+}
+
+/** Counters for logs and tests. */
+export interface ReflectorStats {
+  lists: number;
+  /** Lists after the first one (410 Gone, errors). */
+  relists: number;
+  gone: number;
+  watches: number;
+  /** Watches that ended in an error, a dropped connection or the watchdog. */
+  watchFailures: number;
+  events: number;
+  bookmarks: number;
+}
+
+interface WatchEvent { type?: string; object?: { metadata?: { resourceVersion?: string }; code?: number; reason?: string; message?: string } }
+
+export class Reflector {
+  /** The resourceVersion the store is current at ("" = a list is needed). */
+  resourceVersion = '';
+  readonly stats: ReflectorStats = { lists: 0, relists: 0, gone: 0, watches: 0, watchFailures: 0, events: 0, bookmarks: 0 };
+  private readonly listed: Promise<void>;
+  private resolveListed!: () => void;
+  private readonly backoff: Backoff;
+
+  constructor(private readonly opts: ReflectorOptions) {
+    this.listed = new Promise((r) => (this.resolveListed = r));
+    this.backoff = opts.backoff ?? new Backoff();
+  }
+
+  /** Resolves once the first list has been applied to the store. */
+  whenListed(): Promise<void> { return this.listed; }
+
+  /** Lists and watches until the signal aborts. Never rejects. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { log, what } = this.opts;
+    let goneInARow = 0;
+    while (!signal.aborted) {
+      let phase = 'list';
+      try {
+        if (!this.resourceVersion) await this.list(signal);
+        phase = 'watch';
+        const t0 = Date.now();
+        const events = await this.watch(signal);
+        if (signal.aborted) break;
+        goneInARow = 0;
+        if (events === 0 && Date.now() - t0 < 1000) throw new Error('the server ended the watch at once');
+        log.debug(`kube: ${what}: watch ended after ${((Date.now() - t0) / 1000).toFixed(0)} s (${events} events); resuming at resourceVersion ${this.resourceVersion}`);
+      } catch (e) {
+        if (signal.aborted) break;
+        const err = e as Error;
+        if (err instanceof ApiError && err.gone) {
+          this.stats.gone++;
+          log.info(`kube: ${what}: ${phase === 'watch' ? `resourceVersion ${this.resourceVersion}` : 'list continuation'} expired (410 Gone): relisting`);
+          this.resourceVersion = '';
+          // A relist at once; but never loop hot if the server keeps answering 410.
+          if (++goneInARow > 1) await sleepFor(this.backoff.next(), signal);
+          continue;
+        }
+        if (phase === 'watch') this.stats.watchFailures++;
+        // An ERROR event other than 410 says the stream is unusable: start over from a list.
+        if (err instanceof ApiError && err.reason === 'watch-error') this.resourceVersion = '';
+        const delay = this.backoff.next();
+        const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : 'listing';
+        log.warn(`kube: ${what}: ${phase} failed: ${err.message}; ${next} in ${delay} ms`);
+        await sleepFor(delay, signal);
+      }
+    }
+  }
+
+  private query(params: Record<string, string | number | undefined>): string {
+    const q = new URLSearchParams();
+    if (this.opts.labelSelector) q.set('labelSelector', this.opts.labelSelector);
+    if (this.opts.fieldSelector) q.set('fieldSelector', this.opts.fieldSelector);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') q.set(k, String(v));
+    return `${this.opts.path}?${q.toString()}`;
+  }
+
+  /** GET with a bound on the time to the response headers; non-2xx becomes an ApiError. */
+  private async get(path: string, signal: AbortSignal, ac: AbortController): Promise<IncomingMessage> {
+    const timeoutMs = this.opts.requestTimeoutMs ?? 60_000;
+    const timer = setTimeout(() => ac.abort(new Error(`no response within ${timeoutMs} ms`)), timeoutMs);
+    const onAbort = () => ac.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    let res: IncomingMessage;
+    try {
+      res = await this.opts.transport.get(path, ac.signal);
+    } catch (e) {
+      throw ac.signal.aborted && ac.signal.reason instanceof Error ? ac.signal.reason : e;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) return res;
+    const body = (await readJson(res, 1 << 20).catch(() => undefined)) as { reason?: string; message?: string } | undefined;
+    throw new ApiError(`HTTP ${status}${body?.reason ? ` ${body.reason}` : ''}${body?.message ? `: ${body.message}` : ''}`, status, body?.reason ?? '');
+  }
+
+  /** A consistent, paginated list; replaces the kind in the store and sets the resourceVersion. */
+  private async list(signal: AbortSignal): Promise<void> {
+    const { what, log, kind } = this.opts;
+    const t0 = performance.now();
+    const items: unknown[] = [];
+    let cont = '';
+    let rv = '';
+    let pages = 0;
+    const limit = this.opts.pageSize ?? 500;
+    do {
+      const ac = new AbortController();
+      const pageTimeout = this.opts.requestTimeoutMs ?? 60_000;
+      const timer = setTimeout(() => ac.abort(new Error(`list page not read within ${pageTimeout} ms`)), pageTimeout);
+      const onAbort = () => ac.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      let page: { metadata?: { resourceVersion?: string; continue?: string }; items?: unknown[] };
+      try {
+        const res = await this.get(this.query({ limit: limit > 0 ? limit : undefined, continue: cont }), signal, ac);
+        page = (await readJson(res)) as typeof page;
+      } catch (e) {
+        throw ac.signal.aborted && !signal.aborted && ac.signal.reason instanceof Error ? ac.signal.reason : e;
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      }
+      if (!page || !Array.isArray(page.items)) throw new Error('list response has no items');
+      for (const item of page.items) items.push(item);
+      rv = page.metadata?.resourceVersion ?? rv;
+      cont = page.metadata?.continue ?? '';
+      pages++;
+    } while (cont && !signal.aborted);
+    if (signal.aborted) return;
+    if (!rv) throw new Error('list response has no resourceVersion');
+    this.opts.store.replace(kind, items);
+    const first = this.stats.lists === 0;
+    this.stats.lists++;
+    if (!first) this.stats.relists++;
+    this.resourceVersion = rv;
+    log.info(`kube: ${first ? 'listed' : 'relisted'} ${items.length} ${what} (resourceVersion ${rv}, ${pages} page${pages === 1 ? '' : 's'}, ${(performance.now() - t0).toFixed(0)} ms)`);
+    if (first) this.resolveListed();
+  }
+
+  /** One watch from this.resourceVersion. Resolves with the number of events when the server
+   *  ends it (timeoutSeconds); rejects on 410, errors, a dropped connection or the watchdog. */
+  private async watch(signal: AbortSignal): Promise<number> {
+    const { what, log, kind, store } = this.opts;
+    const min = this.opts.minWatchTimeoutSeconds ?? 300;
+    const timeoutSeconds = Math.floor(min * (1 + Math.random()));
+    const ac = new AbortController();
+    const res = await this.get(this.query({ watch: 1, resourceVersion: this.resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds }), signal, ac);
+    this.stats.watches++;
+    log.debug(`kube: ${what}: watching from resourceVersion ${this.resourceVersion} (timeoutSeconds ${timeoutSeconds})`);
+    const idleMs = this.opts.idleTimeoutMs ?? 90_000;
+    return new Promise<number>((resolve, reject) => {
+      let events = 0;
+      let settled = false;
+      const splitter = new LineSplitter();
+      const finish = (err?: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(idle);
+        clearTimeout(hard);
+        signal.removeEventListener('abort', onAbort);
+        if (err || signal.aborted) res.destroy();
+        if (err && !signal.aborted) reject(err);
+        else resolve(events);
+      };
+      const onAbort = () => finish();
+      signal.addEventListener('abort', onAbort, { once: true });
+      let idle = setTimeout(() => finish(new Error(`watch silent for ${idleMs / 1000} s (watchdog)`)), idleMs);
+      // The server ends the watch after timeoutSeconds; if it does not, something is wrong.
+      const hard = setTimeout(() => finish(new Error(`watch not ended by the server ${timeoutSeconds} s + 60 s after it began (watchdog)`)), (timeoutSeconds + 60) * 1000);
+      const handle = (line: string) => {
+        let ev: WatchEvent;
+        try {
+          ev = JSON.parse(line) as WatchEvent;
+        } catch {
+          throw new Error(`undecodable watch event: ${line.slice(0, 200)}`);
+        }
+        const obj = ev.object;
+        const rv = obj?.metadata?.resourceVersion;
+        switch (ev.type) {
+          case 'ADDED':
+          case 'MODIFIED':
+          case 'DELETED':
+            events++;
+            this.stats.events++;
+            store.apply(kind, obj, ev.type === 'DELETED');
+            if (rv) this.resourceVersion = rv;
+            return;
+          case 'BOOKMARK':
+            this.stats.bookmarks++;
+            if (rv) this.resourceVersion = rv;
+            return;
+          case 'ERROR': {
+            const code = typeof obj?.code === 'number' ? obj.code : 0;
+            if (code === 410) throw new ApiError(`watch: 410 ${obj?.reason ?? 'Gone'}: ${obj?.message ?? ''}`, 410, obj?.reason ?? 'Gone');
+            throw new ApiError(`watch ERROR event ${code} ${obj?.reason ?? ''}: ${obj?.message ?? JSON.stringify(obj)}`, code, 'watch-error');
+          }
+          default:
+            throw new Error(`unknown watch event type ${JSON.stringify(ev.type)}`);
+        }
+      };
+      res.on('data', (chunk: Buffer) => {
+        if (settled) return;
+        clearTimeout(idle);
+        idle = setTimeout(() => finish(new Error(`watch silent for ${idleMs / 1000} s (watchdog)`)), idleMs);
+        try {
+          for (const line of splitter.push(chunk)) handle(line);
+        } catch (e) {
+          finish(e as Error);
+        }
+      });
+      res.on('end', () => {
+        try {
+          for (const line of splitter.end()) handle(line);
+        } catch (e) {
+          return finish(e as Error);
+        }
+        finish();
+      });
+      res.on('aborted', () => finish(new Error('watch connection lost')));
+      res.on('error', (e) => finish(new Error(`watch connection lost: ${e.message}`)));
+      res.on('close', () => finish(res.complete ? undefined : new Error('watch connection lost')));
+    });
+  }
+}
+
+function sleepFor(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => { clearTimeout(t); signal.removeEventListener('abort', done); resolve(); };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
