@@ -1,0 +1,98 @@
+// The Watch messages (proto/watch.proto) on the wire: protobufjs static code does the
+// encoding; this file adds what gRPC needs (serializers that never throw on the server side)
+// and a per-item cache so that an item shared by many clients is encoded once.
+import { Writer } from 'protobufjs/minimal';
+import { kpng } from '../gen/proto';
+import { normalizeItem, type Item } from '../model/enls';
+import type { Change } from '../sink/sink';
+
+const w = kpng.watchv1;
+
+export const WATCH_METHOD = '/kpng.watchv1.Watch/Watch';
+
+export interface WatchRequest {
+  node: string;
+  reset: boolean;
+  appliedRevision: number;
+}
+
+/** A request the server could not decode (garbage, wrong wire types). */
+export interface BadRequest { bad: string }
+
+export const isBadRequest = (r: WatchRequest | BadRequest): r is BadRequest => 'bad' in r;
+
+export function encodeRequest(r: Partial<WatchRequest>): Buffer {
+  return Buffer.from(w.WatchRequest.encode({ node: r.node ?? '', reset: !!r.reset, appliedRevision: r.appliedRevision ?? 0 }).finish());
+}
+
+/** Server side: never throws (a malformed request becomes a BadRequest answered with INVALID_ARGUMENT). */
+export function decodeRequest(buf: Buffer): WatchRequest | BadRequest {
+  try {
+    const m = w.WatchRequest.decode(buf);
+    if (typeof m.node !== 'string') return { bad: 'node is not a string' };
+    const rev = Number(m.appliedRevision ?? 0);
+    return { node: m.node, reset: !!m.reset, appliedRevision: Number.isFinite(rev) ? rev : 0 };
+  } catch (e) {
+    return { bad: (e as Error).message };
+  }
+}
+
+/** An op as the client sees it. */
+export type WireOp =
+  | { op: 'reset' }
+  | { op: 'set'; item: Item }
+  | { op: 'delete'; key: string }
+  | { op: 'sync'; revision: number; items: number };
+
+/** Encoded `Op{set: item}` per item object (items are immutable once stored; a new value is a new object). */
+const setOpCache = new WeakMap<Item, Uint8Array>();
+
+function setOpBytes(item: Item): Uint8Array {
+  let b = setOpCache.get(item);
+  if (!b) {
+    b = w.Op.encode({ set: item }).finish();
+    setOpCache.set(item, b);
+  }
+  return b;
+}
+
+const RESET_OP = w.Op.encode({ reset: {} }).finish();
+
+/**
+ * Encodes a batch as OpBatch messages of about `chunkBytes` each: Reset first when the batch
+ * is a reset, then the changes, then Sync. Returns the messages lazily so a slow client's
+ * stream encodes only as fast as it drains.
+ */
+export function* encodeBatch(batch: { reset: boolean; changes: readonly Change[]; revision: number }, items: number, chunkBytes = 64 * 1024): Generator<Buffer> {
+  let out = Writer.create();
+  let size = 0;
+  const add = (op: Uint8Array) => {
+    out.uint32(10).bytes(op); // field 1 (ops), length-delimited
+    size += op.length + 6;
+  };
+  if (batch.reset) add(RESET_OP);
+  for (const c of batch.changes) {
+    add(c.op === 'set' ? setOpBytes(c.item) : w.Op.encode({ delete: { key: c.key } }).finish());
+    if (size >= chunkBytes) {
+      yield Buffer.from(out.finish());
+      out = Writer.create();
+      size = 0;
+    }
+  }
+  add(w.Op.encode({ sync: { revision: batch.revision, items } }).finish());
+  yield Buffer.from(out.finish());
+}
+
+/** Client side: throws on garbage (gRPC then fails the call and the client reconnects). */
+export function decodeOpBatch(buf: Buffer): WireOp[] {
+  const m = w.OpBatch.decode(buf);
+  const ops: WireOp[] = [];
+  for (const op of m.ops) {
+    if (op.set) ops.push({ op: 'set', item: normalizeItem(kpng.localv1.Item.toObject(op.set as kpng.localv1.Item, { defaults: true, longs: Number, enums: Number, oneofs: false })) });
+    else if (op.delete) ops.push({ op: 'delete', key: op.delete.key ?? '' });
+    else if (op.sync) ops.push({ op: 'sync', revision: Number(op.sync.revision ?? 0), items: op.sync.items ?? 0 });
+    else if (op.reset) ops.push({ op: 'reset' });
+    else throw new Error('an op with no operation');
+  }
+  return ops;
+}
