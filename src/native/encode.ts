@@ -294,7 +294,7 @@ export class NftBatch {
       while ((p - start) & 3) b[p++] = 0;
     };
     value(1, e.key);
-    if (e.keyEnd) value(9, e.keyEnd);
+    if (e.keyEnd) value(10, e.keyEnd); // NFTA_SET_ELEM_KEY_END
     if (e.data) value(2, e.data);
     if (e.verdict !== undefined) {
       const code = verdictCode(e.verdict);
