@@ -1,0 +1,188 @@
+// The kube source against a real kube-apiserver: `kpng kube --to trace` runs as a child process
+// (built CLI, dist/) and its trace shows every revision the sink receives. Creates, updates and
+// deletes reach the sink; updates that change nothing a proxy uses produce no revision; the
+// server-side label selectors are kube-proxy's; the first sync already holds every object.
+import { startControlPlane, type ControlPlane } from './support/controlplane';
+import { KpngChild, kpngOnce, traceState } from '../../bench/events/kpng-child';
+import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+
+const NS = 'default';
+
+async function ok(p: Promise<{ status: number; text: string }>, what: string): Promise<any> {
+  const r = await p;
+  if (r.status < 200 || r.status >= 300) throw new Error(`${what}: HTTP ${r.status}: ${r.text.slice(0, 300)}`);
+  return (r as any).body;
+}
+
+describe('kube source (kpng kube) against a real API server', () => {
+  let cp: ControlPlane;
+  let kpng: KpngChild;
+  const ips: Record<string, string> = {};
+
+  const create = async (kind: 'svc' | 'slice', obj: any) => {
+    const body = await ok(cp.request('POST', kind === 'svc' ? SERVICES(NS) : SLICES(NS), obj), `create ${kind} ${obj.metadata.name}`);
+    if (kind === 'svc') ips[obj.metadata.name] = body.spec.clusterIP;
+    return body;
+  };
+  const patch = (path: string, body: unknown, what: string) => ok(cp.request('PATCH', path, body), what);
+  const del = (path: string, what: string) => ok(cp.request('DELETE', path), what);
+
+  beforeAll(async () => {
+    cp = await startControlPlane({ log: () => {}, apiServerArgs: ['--endpoint-reconciler-type=none'] });
+    await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
+    await patch(`${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()), 'node status');
+    // Objects that exist before kpng starts: they must all be in the first sync.
+    for (let i = 0; i < 5; i++) {
+      await create('svc', service(`pre-${i}`));
+      await create('slice', endpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }]));
+    }
+    // Page size 2: the initial lists take several pages (limit/continue).
+    kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--stats', '--log-level', 'debug'], env: { KPNG_KUBE_PAGE_SIZE: '2' } });
+    await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
+  }, 180_000);
+
+  afterAll(async () => {
+    await kpng?.stop();
+    await cp?.stop();
+  }, 60_000);
+
+  test('the first sync is complete: every object listed before it (paginated lists), no empty sync', () => {
+    expect(kpng.lines[0]).toBe('reset');
+    const first = kpng.syncs[0];
+    // node + kubernetes + 5 services, all in the first batch
+    expect(first.changes).toBe(7);
+    for (let i = 0; i < 5; i++) expect(kpng.state.get(`svc/default/pre-${i}`)).toBe(`ClusterIP 80/TCP internal=[10.244.1.${i + 1}:8080]`);
+    expect(kpng.state.get('node')).toBe('node n1 zone=zone-a addresses=192.168.1.1');
+    expect(kpng.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, 3 pages/.test(l))).toBe(true);
+    expect(kpng.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, 3 pages/.test(l))).toBe(true);
+    expect(kpng.stderr.some((l) => /kube: listed 1 Node n1/.test(l))).toBe(true);
+  });
+
+  test('creates, updates and deletes of Services and EndpointSlices reach the sink', async () => {
+    await create('svc', service('web', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }] }));
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[reject] 53/UDP internal=[reject]');
+
+    await create('slice', endpointSlice('web-1', 'web', [{ ip: '10.244.0.5' }, { ip: '10.244.0.6', ready: false, serving: false }], {
+      ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
+    }));
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[10.244.0.5:8080] 53/UDP internal=[10.244.0.5:5353]');
+
+    // Readiness flips: .6 becomes ready, .5 terminates (not ready, still serving, terminating).
+    await patch(`${SLICES(NS)}/web-1`, endpointSlice('web-1', 'web', [{ ip: '10.244.0.5', ready: false, serving: true, terminating: true }, { ip: '10.244.0.6' }], {
+      ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
+    }), 'flip readiness');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[10.244.0.6:8080] 53/UDP internal=[10.244.0.6:5353]');
+
+    // A second slice for the same service (pod replacement: a new IP elsewhere).
+    await create('slice', endpointSlice('web-2', 'web', [{ ip: '10.244.2.7' }], { ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }] }));
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[10.244.0.6:8080,10.244.2.7:8080] 53/UDP internal=[10.244.0.6:5353,10.244.2.7:5353]');
+
+    // Service port change.
+    await patch(`${SERVICES(NS)}/web`, { spec: { ports: [{ name: 'http', port: 8000, targetPort: 8080, protocol: 'TCP' }] } }, 'service port');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP internal=[10.244.0.6:8080,10.244.2.7:8080]');
+
+    await del(`${SLICES(NS)}/web-1`, 'delete slice');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP internal=[10.244.2.7:8080]');
+    await del(`${SLICES(NS)}/web-2`, 'delete slice');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP internal=[reject]');
+    await del(`${SERVICES(NS)}/web`, 'delete service');
+    await kpng.waitForGone('svc/default/web');
+    expect(kpng.lines).toContain('delete svc/default/web');
+  }, 60_000);
+
+  test('updates that change nothing a proxy uses (labels, annotations, heartbeats) produce no revision', async () => {
+    await create('svc', service('quiet'));
+    await create('slice', endpointSlice('quiet-1', 'quiet', [{ ip: '10.244.3.1' }]));
+    await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP internal=[10.244.3.1:8080]');
+    const rev0 = kpng.rev;
+    const lines0 = kpng.lines.length;
+    const events0 = await eventsNow();
+
+    // Services: labels, annotations (the last-applied kind), a no-op apply.
+    for (let i = 0; i < 3; i++) {
+      await patch(`${SERVICES(NS)}/quiet`, { metadata: { labels: { tier: `t${i}` }, annotations: { 'kubectl.kubernetes.io/last-applied-configuration': `{"n":${i}}` } } }, 'svc noise');
+    }
+    // EndpointSlices: labels, annotations, a targetRef-free rewrite with the same endpoints.
+    for (let i = 0; i < 3; i++) {
+      await patch(`${SLICES(NS)}/quiet-1`, { metadata: { labels: { noise: `n${i}` }, annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': new Date(Date.now() + i * 1000).toISOString() } } }, 'slice noise');
+    }
+    // Node: kubelet heartbeats (status conditions), an unrelated label.
+    for (let i = 0; i < 3; i++) {
+      await patch(`${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date(Date.now() + (i + 1) * 10_000)), 'heartbeat');
+    }
+    await patch(`${NODES}/n1`, { metadata: { labels: { 'node.kubernetes.io/noise': 'x' } } }, 'node label');
+
+    // Sentinels, one per watch (each watch delivers in order): a real change of each kind.
+    await create('svc', service('sentinel'));
+    await patch(`${SLICES(NS)}/quiet-1`, { endpoints: [{ addresses: ['10.244.3.2'], conditions: { ready: true } }] }, 'slice sentinel');
+    await patch(`${NODES}/n1`, { metadata: { labels: { 'topology.kubernetes.io/zone': 'zone-b' } } }, 'node sentinel');
+    await kpng.waitForItem('svc/default/sentinel', 'ClusterIP 80/TCP internal=[reject]');
+    await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP internal=[10.244.3.2:8080]');
+    await kpng.waitForItem('node', 'node n1 zone=zone-b addresses=192.168.1.1');
+
+    // Only the sentinels changed the state: at most 3 revisions (fewer if coalesced), and the
+    // trace holds nothing but their Sets.
+    const sets = kpng.lines.slice(lines0).filter((l) => l.startsWith('set ') || l.startsWith('delete '));
+    expect(new Set(sets.map((l) => l.split(' ')[1]))).toEqual(new Set(['svc/default/sentinel', 'svc/default/quiet', 'node']));
+    expect(sets.filter((l) => l.startsWith('set svc/default/quiet'))).toHaveLength(1);
+    expect(kpng.rev - rev0).toBeLessThanOrEqual(3);
+    // The noise did arrive (10 events + 3 sentinels), it just changed nothing.
+    await kpng.waitFor('stats to count the events', () => (kpng.stats.at(-1)?.events ?? 0) - events0 >= 13, 5000);
+  }, 60_000);
+
+  test('a Node change that matters (zone label, addresses) reaches the sink', async () => {
+    await patch(`${NODES}/n1/status`, nodeStatus(['192.168.1.1', '203.0.113.9'], new Date()), 'addresses');
+    await kpng.waitForItem('node', 'node n1 zone=zone-b addresses=192.168.1.1,203.0.113.9');
+    await patch(`${NODES}/n1`, { metadata: { labels: { 'topology.kubernetes.io/zone': null } } }, 'remove zone');
+    await kpng.waitForItem('node', 'node n1 zone=- addresses=192.168.1.1,203.0.113.9');
+  }, 30_000);
+
+  test("kube-proxy's label selectors: service-proxy-name and headless objects are not watched", async () => {
+    await create('svc', service('other-proxy', { labels: { 'service.kubernetes.io/service-proxy-name': 'someone-else' } }));
+    await create('svc', service('mine'));
+    // A slice marked headless (as the EndpointSlice controller marks those of headless services).
+    await create('slice', endpointSlice('mine-headless', 'mine', [{ ip: '10.244.4.9' }], { labels: { 'service.kubernetes.io/headless': '' } }));
+    await create('slice', endpointSlice('mine-1', 'mine', [{ ip: '10.244.4.1' }]));
+    await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP internal=[10.244.4.1:8080]');
+    expect(kpng.state.has('svc/default/other-proxy')).toBe(false);
+
+    // Labelling a watched service for another proxy: the server sends DELETED (it left the selector).
+    await patch(`${SERVICES(NS)}/mine`, { metadata: { labels: { 'service.kubernetes.io/service-proxy-name': 'someone-else' } } }, 'label away');
+    await kpng.waitForGone('svc/default/mine');
+    // And back.
+    await patch(`${SERVICES(NS)}/mine`, { metadata: { labels: { 'service.kubernetes.io/service-proxy-name': null } } }, 'label back');
+    await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP internal=[10.244.4.1:8080]');
+  }, 30_000);
+
+  test('--service-proxy-name NAME also proxies services labelled NAME, not those of others', async () => {
+    await create('svc', service('named', { labels: { 'service.kubernetes.io/service-proxy-name': 'kpng-x' } }));
+    const r = await kpngOnce(cp.kubeconfigPath, 'n1', ['--to', 'trace', '--service-proxy-name', 'kpng-x']);
+    expect(r.code).toBe(0);
+    const st = traceState(r.stdout);
+    expect(st.has('svc/default/named')).toBe(true);
+    expect(st.has('svc/default/quiet')).toBe(true);
+    expect(st.has('svc/default/other-proxy')).toBe(false);
+  }, 60_000);
+
+  test('the long-running state equals a fresh list (nothing stale, nothing missing)', async () => {
+    await settle();
+    const fresh = await kpngOnce(cp.kubeconfigPath, 'n1', ['--to', 'trace']);
+    expect(fresh.code).toBe(0);
+    expect(new Map([...kpng.state].sort())).toEqual(new Map([...traceState(fresh.stdout)].sort()));
+  }, 60_000);
+
+  async function eventsNow(): Promise<number> {
+    const n = kpng.stats.length;
+    await kpng.waitFor('a stats line', () => kpng.stats.length > n, 5000);
+    return kpng.stats.at(-1)!.events;
+  }
+
+  /** Waits until no new trace line came for a while. */
+  async function settle(quietMs = 1500): Promise<void> {
+    let last = -1;
+    while (last !== kpng.lines.length) {
+      last = kpng.lines.length;
+      await new Promise((r) => setTimeout(r, quietMs));
+    }
+  }
+});
