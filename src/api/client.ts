@@ -148,7 +148,10 @@ export class WatchClient {
               reset = false;
               const consistent = keys.size === op.items;
               chain = chain.then(() => this.deliver(call, handler, batch, consistent, keys.size, () => {
-                if (!delivered) log.info(`api: following node ${node} on ${api}: ${batch.items} items (revision ${batch.revision})`);
+                if (!delivered) {
+                  this.stats.connects++;
+                  log.info(`api: following node ${node} on ${api}: ${batch.items} items (revision ${batch.revision})`);
+                }
                 delivered = true;
               }));
             }

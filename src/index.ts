@@ -1,0 +1,39 @@
+// kpng as a library: `import { watchLocalState, type Backend } from 'kpng'`.
+//
+// - The ENLS (expected node-local state) as strict TypeScript types: Item, Service,
+//   PortEndpoints, Endpoint, NodeInfo... and its protobuf codec.
+// - The Sink contract (Batch, Change, StateView) that kpng's own backends implement.
+// - Receiving a node's state, in-process or from another kpng over its API socket, as full
+//   state (Backend.onState) or incremental changes (Backend.onChange).
+// - The building blocks behind them, for those who need more control.
+// See examples/print-backend.ts for a backend to copy.
+
+// The ENLS.
+export type { IPSet, Port, Endpoint, PortEndpoints, SessionAffinity, Service, NodeInfo, Item } from './model/enls';
+export { Protocol, NODE_KEY, serviceKey, encodeItem, decodeItem, normalizeItem, protocolName, pb } from './model/enls';
+
+// The sink contract.
+export type { Change, Batch, StateView, Sink } from './sink/sink';
+
+// Receiving a node's state.
+export type { Backend, WatchOptions, StateWatch } from './api/backend';
+export { watchLocalState, watchFileState, watchClusterState, watchItemStore, backendSink } from './api/backend';
+
+// The API: serving every node's state, following one node's state.
+export type { TlsFiles } from './cli/plugins';
+export type { ServeApiOptions, ApiServer } from './api/server';
+export { serveApi } from './api/server';
+export type { WatchClientOptions, ReceivedBatch, BatchHandler, ClientStats, ApiSource } from './api/client';
+export { WatchClient, startApiSource, applyBatch } from './api/client';
+export { DEFAULT_API, parseApiAddress } from './api/address';
+
+// Building blocks.
+export { ClusterStore, type ClusterChange, type ClusterStoreOptions, type Kind } from './store/cluster';
+export { ItemStore, itemHash } from './store/item-store';
+export { NodeState } from './store/node-state';
+export { Subscription } from './store/subscription';
+export { FileSource, type FileSourceOptions } from './source/file-source';
+export { runSink, type RunnerOptions, type RunnerStats } from './runner';
+export { routeRows, formatRoutesJsonl, formatRoutesTable, type RouteRow } from './sink/routes';
+export { describeItem } from './sink/trace';
+export { createLogger, silentLogger, type Logger, type Level } from './util/log';
