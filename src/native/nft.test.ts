@@ -2,7 +2,7 @@
 // checks the result with `nft list ruleset` and with nftList().
 import {
   CT_STATE, NFT_REG32, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
-  type NftApplyError, type NftOp,
+  type NftApplyError, type NftElement, type NftOp,
 } from './index';
 import { Netns, canUseNetns } from './netns-testing';
 
@@ -300,9 +300,9 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
       { op: 'add', chain: d({ name: 'target' }) as never },
       { op: 'add', set: d({ name: 'big', keyType: ['ipv4_addr', 'inet_proto', 'inet_service'], dataType: 'verdict', size: 4 * n }) as never },
     ], { netns: ns.path });
-    const elements = [];
+    const elements: NftElement[] = [];
     for (let i = 0; i < n; i++) {
-      elements.push({ key: concat(ipv4(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`), proto('tcp'), port(80)), verdict: { goto: 'target' } as const });
+      elements.push({ key: concat(ipv4(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`), proto('tcp'), port(80)), verdict: { goto: 'target' } });
     }
     const r = await nftApply([{ op: 'add', elements: d({ set: 'big', elements }) as never }], { netns: ns.path });
     expect(r.messages).toBeGreaterThan(3);
@@ -310,8 +310,8 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
     expect(l.sets[0].elements).toHaveLength(n);
 
     // a bad element deep inside (index 43210) fails the whole batch and is reported precisely
-    const more = elements.slice(0, 43210).map((e) => ({ ...e, key: Uint8Array.from(e.key) }));
-    for (const e of more) e.key[5] = 17; // udp: new keys
+    const more: NftElement[] = elements.slice(0, 43210).map((e) => ({ ...e, key: Uint8Array.from(e.key) }));
+    for (const e of more) (e.key as Uint8Array)[4] = 17; // udp: new keys
     more.push({ key: concat(ipv4('10.200.0.1'), proto('udp'), port(80)), verdict: { goto: 'no-such-chain' } as never });
     let err: NftApplyError | undefined;
     try { await nftApply([{ op: 'add', elements: d({ set: 'big', elements: more }) as never }], { netns: ns.path }); } catch (e) { err = e as NftApplyError; }
