@@ -27,7 +27,7 @@ export const ADDR = {
   n1: { v4: '192.168.50.11', v6: 'fd00:50::11', podCidr4: '10.244.1.0/24', podCidr6: 'fd00:244:1::/64', gw4: '10.244.1.1', gw6: 'fd00:244:1::1' },
   n2: { v4: '192.168.50.12', v6: 'fd00:50::12', podCidr4: '10.244.2.0/24', podCidr6: 'fd00:244:2::/64', gw4: '10.244.2.1', gw6: 'fd00:244:2::1' },
   clusterCidr4: '10.244.0.0/16',
-  clusterCidr6: 'fd00:244::/48',
+  clusterCidr6: 'fd00:244::/32',
   // Routed from the client to n1 (load-balancer and external IPs live here).
   lbRange4: '192.168.60.0/24',
   lbRange6: 'fd00:60::/64',
@@ -167,6 +167,8 @@ export class Lab {
       const a = ADDR[p.node];
       this.ip(node, 'link', 'add', `v-${p.name}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod);
       this.ip(node, 'link', 'set', `v-${p.name}`, 'master', 'br0', 'up');
+      // Like kubelet's hairpin-veth: a pod DNATed back to itself (bridged by br_netfilter) leaves by its own port.
+      this.ip(node, 'link', 'set', `v-${p.name}`, 'type', 'bridge_slave', 'hairpin', 'on');
       this.ip(pod, 'addr', 'add', `${p.v4}/24`, 'dev', 'eth0');
       this.ip(pod, '-6', 'addr', 'add', `${p.v6}/64`, 'dev', 'eth0', 'nodad');
       this.ip(pod, 'link', 'set', 'eth0', 'up');

@@ -1,0 +1,134 @@
+// Running kpng against the lab's node n1.
+//  - 'cli' mode (the acceptance path): `node dist/src/cli/main.js file --input F --node n1 --to nft
+//    --cluster-cidr ...` inside n1, through the native addon. Needs `npm run build` and the addon.
+//  - 'text' mode (before the addon exists): the same pipeline (file source, store, node state,
+//    runner) in the test process, with the nft sink writing through `nft -f` inside n1.
+// Choose with KPNG_E2E_MODE=cli|text; by default cli when dist/ and the addon are there.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { execFileSync, spawn } from 'node:child_process';
+import { NftSink, type NftKernel } from '../../../src/backend/nft/sink';
+import { toNftText } from '../../../src/backend/nft/text';
+import { ClusterStore } from '../../../src/store/cluster';
+import { NodeState } from '../../../src/store/node-state';
+import { FileSource } from '../../../src/source/file-source';
+import { runSink } from '../../../src/runner';
+import { createLogger } from '../../../src/util/log';
+import { NODE_BIN, type Lab } from './lab';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const CLI = path.join(ROOT, 'dist/src/cli/main.js');
+
+export type KpngMode = 'cli' | 'text';
+
+export function nativeAvailable(): boolean {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const n = require(path.join(ROOT, 'dist/src/native')) as { nftApply?: unknown };
+    return typeof n.nftApply === 'function';
+  } catch {
+    return false;
+  }
+}
+
+export function kpngMode(): KpngMode {
+  const m = process.env.KPNG_E2E_MODE;
+  if (m === 'cli' || m === 'text') return m;
+  return fs.existsSync(CLI) && nativeAvailable() ? 'cli' : 'text';
+}
+
+/** A kernel that renders ops as text and runs `nft -f` inside a namespace (tests only). */
+export function textKernel(ns: string, onText?: (t: string) => void): NftKernel {
+  return {
+    async apply(table, famOps) {
+      const text = famOps.map((f) => toNftText(f.fam, table, f.ops)).join('');
+      onText?.(text);
+      const t0 = process.hrtime.bigint();
+      execFileSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: text, stdio: ['pipe', 'pipe', 'pipe'], maxBuffer: 1 << 30 });
+      return { messages: text.split('\n').length, bytes: text.length, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+    },
+    async conntrackDelete() {
+      return 0; // no conntrack tool here; the native path does it
+    },
+  };
+}
+
+export interface KpngOptions {
+  clusterCIDRs?: string[];
+  masqueradeAll?: boolean;
+  minSyncPeriod?: string;
+  mode?: KpngMode;
+}
+
+export class Kpng {
+  private lines: string[] = [];
+  private stopFn: () => Promise<void> = async () => {};
+  readonly mode: KpngMode;
+
+  private constructor(readonly lab: Lab, readonly file: string, readonly opts: KpngOptions) {
+    this.mode = opts.mode ?? kpngMode();
+  }
+
+  static async start(lab: Lab, file: string, opts: KpngOptions = {}): Promise<Kpng> {
+    const k = new Kpng(lab, file, opts);
+    await k.launch();
+    await k.waitSyncs(1, 20000);
+    return k;
+  }
+
+  /** Log lines so far. */
+  get log(): string {
+    return this.lines.join('\n');
+  }
+
+  /** Number of successful syncs logged by the nft sink. */
+  get syncs(): number {
+    return this.lines.filter((l) => /nft: revision \d+: .* sync, /.test(l)).length;
+  }
+
+  async waitSyncs(n: number, timeoutMs = 10000): Promise<void> {
+    const t0 = Date.now();
+    while (this.syncs < n) {
+      if (Date.now() - t0 > timeoutMs) throw new Error(`kpng did not sync ${n} times in ${timeoutMs} ms; log:\n${this.log}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  private async launch(): Promise<void> {
+    const cidrs = this.opts.clusterCIDRs ?? ['10.244.0.0/16', 'fd00:244::/32'];
+    const period = this.opts.minSyncPeriod ?? '200ms';
+    if (this.mode === 'cli') {
+      const args = [CLI, 'file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
+        ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : [])];
+      const child = this.lab.spawnIn(this.lab.ns.n1, NODE_BIN, args);
+      const onData = (d: Buffer) => { this.lines.push(...String(d).split('\n').filter(Boolean)); };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+      const exited = new Promise<void>((r) => child.on('exit', () => r()));
+      this.stopFn = async () => { child.kill('SIGTERM'); await exited; };
+      return;
+    }
+    const logger = createLogger('info', (l) => this.lines.push(l));
+    const store = new ClusterStore({ log: logger });
+    const src = new FileSource({ file: this.file, store, log: logger });
+    await src.start(true);
+    const state = new NodeState(store, 'n1');
+    const sink = new NftSink({ node: 'n1', clusterCIDRs: cidrs, masqueradeAll: !!this.opts.masqueradeAll, log: (m) => this.lines.push(m) }, textKernel(this.lab.ns.n1));
+    const ac = new AbortController();
+    const ms = /ms$/.test(period) ? Number(period.slice(0, -2)) : Number(period.replace(/s$/, '')) * 1000;
+    const done = runSink(state, sink, { log: logger, minSyncPeriodMs: ms, burst: 2 }, ac.signal);
+    this.stopFn = async () => { ac.abort(); src.stop(); await done; };
+  }
+
+  /** Stop kpng (rules stay in the kernel, as with kube-proxy). */
+  async stop(): Promise<void> {
+    await this.stopFn();
+  }
+}
+
+/** Start a process that keeps `nft list ruleset` output for debugging. */
+export function ruleset(lab: Lab): string {
+  return lab.nftList(lab.ns.n1, 'ruleset');
+}
+
+export { spawn };
