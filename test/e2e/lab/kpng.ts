@@ -1,9 +1,12 @@
 // Running kpng against the lab's node n1.
 //  - 'cli' mode (the acceptance path): `node dist/src/cli/main.js file --input F --node n1 --to nft
 //    --cluster-cidr ...` inside n1, through the native addon. Needs `npm run build` and the addon.
+//  - 'native' mode: the same pipeline in the test process, the nft sink going through the native addon
+//    with its netlink socket opened inside n1 (no build of dist/ needed).
 //  - 'text' mode (before the addon exists): the same pipeline (file source, store, node state,
 //    runner) in the test process, with the nft sink writing through `nft -f` inside n1.
-// Choose with KPNG_E2E_MODE=cli|text; by default cli when dist/ and the addon are there.
+// Choose with KPNG_E2E_MODE=cli|native|text; by default cli when dist/ and the addon are there, else
+// native when the addon loads, else text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
@@ -14,18 +17,24 @@ import { NodeState } from '../../../src/store/node-state';
 import { FileSource } from '../../../src/source/file-source';
 import { runSink } from '../../../src/runner';
 import { createLogger } from '../../../src/util/log';
+import { nativeKernel } from '../../../src/backend/nft';
+import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 
-export type KpngMode = 'cli' | 'text';
+export type KpngMode = 'cli' | 'native' | 'text';
 
 export function nativeAvailable(): boolean {
+  return nativeLoads();
+}
+
+function distNativeLoads(): boolean {
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const n = require(path.join(ROOT, 'dist/src/native')) as { nftApply?: unknown };
-    return typeof n.nftApply === 'function';
+    const n = require(path.join(ROOT, 'dist/src/native')) as { nativeAvailable?: () => boolean };
+    return typeof n.nativeAvailable === 'function' && n.nativeAvailable();
   } catch {
     return false;
   }
@@ -33,8 +42,9 @@ export function nativeAvailable(): boolean {
 
 export function kpngMode(): KpngMode {
   const m = process.env.KPNG_E2E_MODE;
-  if (m === 'cli' || m === 'text') return m;
-  return fs.existsSync(CLI) && nativeAvailable() ? 'cli' : 'text';
+  if (m === 'cli' || m === 'text' || m === 'native') return m;
+  if (fs.existsSync(CLI) && fs.existsSync(path.join(ROOT, 'dist/src/backend/nft/index.js')) && distNativeLoads()) return 'cli';
+  return nativeLoads() ? 'native' : 'text';
 }
 
 /** A kernel that renders ops as text and runs `nft -f` inside a namespace (tests only). */
@@ -113,7 +123,8 @@ export class Kpng {
     const src = new FileSource({ file: this.file, store, log: logger });
     await src.start(true);
     const state = new NodeState(store, 'n1');
-    const sink = new NftSink({ node: 'n1', clusterCIDRs: cidrs, masqueradeAll: !!this.opts.masqueradeAll, log: (m) => this.lines.push(m) }, textKernel(this.lab.ns.n1));
+    const kernel = this.mode === 'native' ? nativeKernel({ netns: `/var/run/netns/${this.lab.ns.n1}` }) : textKernel(this.lab.ns.n1);
+    const sink = new NftSink({ node: 'n1', clusterCIDRs: cidrs, masqueradeAll: !!this.opts.masqueradeAll, log: (m) => this.lines.push(m) }, kernel);
     const ac = new AbortController();
     const ms = /ms$/.test(period) ? Number(period.slice(0, -2)) : Number(period.replace(/s$/, '')) * 1000;
     const done = runSink(state, sink, { log: logger, minSyncPeriodMs: ms, burst: 2 }, ac.signal);
