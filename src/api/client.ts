@@ -158,7 +158,7 @@ export class WatchClient {
           }
         }
       });
-      call.on('error', (e: ServiceError) => end(e.code === status.CANCELLED && this.ac.signal.aborted ? 'stopped' : `${status[e.code] ?? e.code}: ${e.details}`));
+      call.on('error', (e: ServiceError) => end(e.code === status.CANCELLED && this.ac.signal.aborted ? 'stopped' : `${status[e.code] ?? e.code}: ${e.details.replace(/\.? ?Resolution note: ?$/, '')}`));
       call.on('end', () => end('the server ended the stream'));
       call.on('close', () => end('the stream closed'));
       call.write({ node });
