@@ -1,7 +1,7 @@
 // kpng's nft backend with real packets: a netns cluster (test/e2e/lab), kpng running on node n1 from
 // a kubectl-style state file, TCP and UDP probes from the node, from pods and from an outside client.
 import { Lab, ADDR, PODS } from './lab/lab';
-import { Kpng } from './lab/kpng';
+import { Kpng, kpngMode } from './lab/kpng';
 import { StateFile, type SvcSpec } from './lab/world';
 
 const root = process.getuid?.() === 0;
@@ -41,7 +41,7 @@ const base: SvcSpec[] = [
   { name: 'churn', clusterIPs: ['10.96.0.80'], ports: [{ port: 80, targetPort: 8080 }, { name: 'u', protocol: 'UDP', port: 80, targetPort: 8080 }], pods: ['p1a'] },
 ];
 
-d('nft backend e2e (kpng on n1)', () => {
+d(`nft backend e2e (kpng on n1, ${kpngMode()} mode)`, () => {
   let lab: Lab;
   let kpng: Kpng;
   let state: StateFile;
