@@ -97,6 +97,7 @@ export class NftBatch {
   readonly descs: OpDesc[] = [];
   private finished?: Buffer;
   private autoSetId = 0x40000000;
+  private elemStart = 0;
 
   constructor(initialSize = 1 << 16) {
     this.buf = Buffer.allocUnsafe(initialSize);
@@ -149,26 +150,29 @@ export class NftBatch {
   }
 
   private val(tag: number, id: number, w: W, v: number | string | Uint8Array): void {
+    // item() may grow (replace) this.buf / this.dv: take the offset first, then the buffers.
     switch (w) {
-      case 'u8': this.buf[this.item(tag, id, 1)] = Number(v); break;
-      case 'u16': this.dv.setUint16(this.item(tag, id, 2), Number(v), true); break;
+      case 'u8': { const at = this.item(tag, id, 1); this.buf[at] = Number(v); break; }
+      case 'u16': { const at = this.item(tag, id, 2); this.dv.setUint16(at, Number(v), true); break; }
       case 'u32': {
         const n = Number(v);
         const at = this.item(tag, id, 4);
         if (n < 0) this.dv.setInt32(at, n, true); else this.dv.setUint32(at, n, true);
         break;
       }
-      case 'u64': this.dv.setBigUint64(this.item(tag, id, 8), BigInt(v as number), true); break;
+      case 'u64': { const at = this.item(tag, id, 8); this.dv.setBigUint64(at, BigInt(v as number), true); break; }
       case 'str': {
-        const s = Buffer.from(String(v), 'utf8');
-        const at = this.item(tag, id, s.length + 1);
-        s.copy(this.buf, at);
-        this.buf[at + s.length] = 0;
+        const str = String(v);
+        const n = Buffer.byteLength(str, 'utf8');
+        const at = this.item(tag, id, n + 1);
+        this.buf.write(str, at, n, 'utf8');
+        this.buf[at + n] = 0;
         break;
       }
       case 'bytes': {
         const b = v as Uint8Array;
-        this.buf.set(b, this.item(tag, id, b.length));
+        const at = this.item(tag, id, b.length);
+        this.buf.set(b, at);
         break;
       }
     }
@@ -275,48 +279,68 @@ export class NftBatch {
 
   /** Appends one element to the current element op (netlink attributes written directly). */
   element(e: NftElement): void {
+    const v = e.verdict;
+    const chain = v !== undefined && typeof v === 'object' ? this.chainBytes('jump' in v ? v.jump : v.goto) : undefined;
+    const comment = e.comment ? udataComment(0, e.comment) : undefined;
     // upper bound of the encoded size
-    const chainLen = e.verdict && typeof e.verdict === 'object' ? Buffer.byteLength(vChain(e.verdict)) + 1 : 0;
-    const max = 64 + e.key.length + (e.keyEnd?.length ?? 0) + (e.data?.length ?? 0) + chainLen + (e.comment ? 140 : 0);
-    const at = this.item(TAG_ELEM, 0, 0) - 2; // patch the length afterwards
+    const max = 64 + e.key.length + (e.keyEnd?.length ?? 0) + (e.data?.length ?? 0) + (chain?.length ?? 0) + (comment?.length ?? 0);
+    const lenAt = this.item(TAG_ELEM, 0, 0) - 2; // the item length is patched below
     this.ensure(max);
     const start = this.pos;
-    const b = this.buf, dv = this.dv;
-    let p = start;
-    const nlaHdr = (type: number, len: number) => { dv.setUint16(p, len, true); dv.setUint16(p + 2, type, true); p += 4; };
-    const value = (type: number, bytes: Uint8Array) => {
-      // NFTA_SET_ELEM_KEY/KEY_END/DATA { NFTA_DATA_VALUE bytes }
-      const inner = 4 + bytes.length;
-      nlaHdr(type | 0x8000, 4 + inner);
-      nlaHdr(1, inner);
-      b.set(bytes, p);
-      p += bytes.length;
-      while ((p - start) & 3) b[p++] = 0;
-    };
-    value(1, e.key);
-    if (e.keyEnd) value(10, e.keyEnd); // NFTA_SET_ELEM_KEY_END
-    if (e.data) value(2, e.data);
-    if (e.verdict !== undefined) {
-      const code = verdictCode(e.verdict);
-      const chain = typeof e.verdict === 'object' ? Buffer.from(vChain(e.verdict) + '\0', 'utf8') : undefined;
+    this.elemStart = start;
+    this.value(1, e.key); // NFTA_SET_ELEM_KEY
+    if (e.keyEnd) this.value(10, e.keyEnd); // NFTA_SET_ELEM_KEY_END
+    if (e.data) this.value(2, e.data); // NFTA_SET_ELEM_DATA
+    if (v !== undefined) {
       const vlen = 4 + 8 + (chain ? 4 + ((chain.length + 3) & ~3) : 0);
-      nlaHdr(2 | 0x8000, 4 + vlen); // NFTA_SET_ELEM_DATA
-      nlaHdr(2 | 0x8000, vlen); // NFTA_DATA_VERDICT
-      nlaHdr(1, 8); dv.setInt32(p, code, false); p += 4; // NFTA_VERDICT_CODE (be32)
-      if (chain) {
-        nlaHdr(2, 4 + chain.length); b.set(chain, p); p += chain.length;
-        while ((p - start) & 3) b[p++] = 0;
-      }
+      this.nla(2 | 0x8000, 4 + vlen); // NFTA_SET_ELEM_DATA
+      this.nla(2 | 0x8000, vlen); // NFTA_DATA_VERDICT
+      this.nla(1, 8); // NFTA_VERDICT_CODE (be32)
+      this.dv.setInt32(this.pos, verdictCode(v), false);
+      this.pos += 4;
+      if (chain) this.blob(2, chain); // NFTA_VERDICT_CHAIN
     }
-    if (e.intervalEnd) { nlaHdr(3, 8); dv.setUint32(p, 1, false); p += 4; } // NFTA_SET_ELEM_FLAGS
-    if (e.timeout !== undefined) { nlaHdr(4, 12); dv.setBigUint64(p, BigInt(e.timeout), false); p += 8; }
-    if (e.comment) {
-      const u = udataComment(0, e.comment);
-      nlaHdr(6, 4 + u.length); b.set(u, p); p += u.length;
-      while ((p - start) & 3) b[p++] = 0;
+    if (e.intervalEnd) { this.nla(3, 8); this.dv.setUint32(this.pos, 1, false); this.pos += 4; } // NFTA_SET_ELEM_FLAGS
+    if (e.timeout !== undefined) { // NFTA_SET_ELEM_TIMEOUT (be64 ms)
+      this.nla(4, 12);
+      this.dv.setBigUint64(this.pos, BigInt(e.timeout), false);
+      this.pos += 8;
     }
-    dv.setUint16(at, p - start, true);
-    this.pos = p;
+    if (comment) this.blob(6, comment); // NFTA_SET_ELEM_USERDATA
+    this.dv.setUint16(lenAt, this.pos - start, true);
+  }
+
+  private chainCache = new Map<string, Uint8Array>();
+  /** NUL-terminated chain name bytes, cached (verdict maps repeat the same few chains). */
+  private chainBytes(name: string): Uint8Array {
+    let b = this.chainCache.get(name);
+    if (!b) {
+      b = Buffer.from(name + '\0', 'utf8');
+      if (this.chainCache.size > 4096) this.chainCache.clear();
+      this.chainCache.set(name, b);
+    }
+    return b;
+  }
+
+  /** Netlink attribute header (host order), at this.pos (capacity ensured by the caller). */
+  private nla(type: number, len: number): void {
+    this.dv.setUint16(this.pos, len, true);
+    this.dv.setUint16(this.pos + 2, type, true);
+    this.pos += 4;
+  }
+
+  /** Attribute with a binary payload, padded to 4 bytes. */
+  private blob(type: number, bytes: Uint8Array): void {
+    this.nla(type, 4 + bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
+    while ((this.pos - this.elemStart) & 3) this.buf[this.pos++] = 0;
+  }
+
+  /** Nested { NFTA_DATA_VALUE bytes } under `type` (KEY, KEY_END, DATA). */
+  private value(type: number, bytes: Uint8Array): void {
+    this.nla(type | 0x8000, 8 + ((bytes.length + 3) & ~3));
+    this.blob(1, bytes);
   }
 
   rule(op: NftOp['op'], r: NftRule): void {
@@ -335,9 +359,10 @@ export class NftBatch {
   private expr(x: NftExpr): void {
     const put = (name: string, fields: Record<string, number | string | Uint8Array | undefined>) => {
       const table = EXPR_ATTRS[name];
-      const nb = Buffer.from(name);
-      this.buf.set(nb, this.item(TAG_EXPR, 0, nb.length));
-      for (const [k, v] of Object.entries(fields)) {
+      const at = this.item(TAG_EXPR, 0, name.length);
+      this.buf.write(name, at, name.length, 'latin1');
+      for (const k in fields) {
+        const v = fields[k];
         if (v === undefined) continue;
         const [id, w] = table[k];
         this.val(TAG_EXPR_ATTR, id, w, v);

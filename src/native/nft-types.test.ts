@@ -69,3 +69,20 @@ test('the encoder writes one compact buffer', () => {
   expect(c.NFTNL_EXPR_MASQ_REG_PROTO_MAX).toBe(E.masq.regProtoMax[0]);
   expect(c.NFTNL_EXPR_FIB_FLAGS).toBe(E.fib.flags[0]);
 });
+
+test('encoding does not depend on buffer growth', () => {
+  const fill = (b: NftBatch) => {
+    b.add({ op: 'add', table: { family: 'ip', name: 't', comment: 'x' } });
+    for (let i = 0; i < 300; i++) {
+      b.add({ op: 'add', chain: { family: 'ip', table: 't', name: `c${i}`, hook: 'input', type: 'filter', priority: -i } });
+      b.add({ op: 'add', rule: { family: 'ip', table: 't', chain: `c${i}`, comment: `r${i}`, exprs: [
+        { type: 'payload', base: 'network', offset: 16, len: 4, dreg: 1 }, { type: 'cmp', sreg: 1, op: 'eq', data: ipv4('1.2.3.4') },
+        { type: 'ct', key: 'state', dreg: 1, dir: 'original' }, { type: 'log', prefix: 'p', group: 2 }, { type: 'counter' },
+        { type: 'verdict', verdict: { jump: `c${i}` } }] } });
+      b.add({ op: 'add', elements: { family: 'ip', table: 't', set: 's', elements: [
+        { key: port(i), comment: 'odd' }, { key: proto(6), data: ipv4('1.1.1.1'), timeout: 5 }] } });
+    }
+    return Buffer.from(b.finish());
+  };
+  expect(fill(new NftBatch(16)).equals(fill(new NftBatch(1 << 22)))).toBe(true);
+});

@@ -266,14 +266,23 @@ export const NFT_REG32 = (n: number): number => 8 + n;
 
 /** IPv4 address "10.0.0.1" -> 4 bytes (network order). */
 export function ipv4(addr: string): Uint8Array {
-  const p = addr.split('.');
-  if (p.length !== 4) throw new Error(`bad IPv4 address: ${addr}`);
   const b = new Uint8Array(4);
-  for (let i = 0; i < 4; i++) {
-    const n = Number(p[i]);
-    if (!Number.isInteger(n) || n < 0 || n > 255 || p[i] === '') throw new Error(`bad IPv4 address: ${addr}`);
-    b[i] = n;
+  let part = 0, val = 0, digits = 0;
+  for (let i = 0; i <= addr.length; i++) {
+    const c = i < addr.length ? addr.charCodeAt(i) : 46;
+    if (c === 46) { // '.'
+      if (digits === 0 || val > 255 || part > 3) throw new Error(`bad IPv4 address: ${addr}`);
+      b[part++] = val;
+      val = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57 && digits < 3) {
+      val = val * 10 + (c - 48);
+      digits++;
+    } else {
+      throw new Error(`bad IPv4 address: ${addr}`);
+    }
   }
+  if (part !== 4) throw new Error(`bad IPv4 address: ${addr}`);
   return b;
 }
 
