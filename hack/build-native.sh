@@ -1,10 +1,41 @@
 #!/usr/bin/env bash
-# Builds the native netlink addon when its sources changed (node-gyp through binding.gyp;
-# prebuildify for release artifacts is `npm run prebuild`).
+# Builds the native netlink addon (build/Release/kpng_native.node) when its sources changed, with
+# node-gyp through binding.gyp (flags from pkg-config). `--prebuild` makes the release artifact
+# prebuilds/linux-<arch>/kpng_native.node with prebuildify (N-API: one file for every Node version),
+# which node-gyp-build (the loader in src/native/index.ts) picks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f binding.gyp ] || exit 0
+
+if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack 2>/dev/null; then
+  echo "build-native: missing libnftnl-dev / libmnl-dev / libnetfilter-conntrack-dev / pkg-config (run hack/install-deps.sh)" >&2
+  exit 1
+fi
+if [ ! -f node_modules/node-addon-api/package.json ]; then
+  echo "build-native: node-addon-api is not installed (npm install)" >&2
+  exit 1
+fi
+
+if [ "${1:-}" = "--prebuild" ]; then
+  exec npx --no-install prebuildify --napi --strip
+fi
+
 out=build/Release/kpng_native.node
 if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f 2>/dev/null | head -1)" ]; then exit 0; fi
+
+# node-gyp from the project, else the copy bundled with npm.
+gyp=(npx --no-install node-gyp)
+if [ ! -x node_modules/.bin/node-gyp ]; then
+  bundled="$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")/node_modules/node-gyp/bin/node-gyp.js"
+  [ -f "$bundled" ] && gyp=(node "$bundled")
+  # offline: use the installed headers (N-API is ABI-stable across Node versions)
+  [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_api.h ] && gyp+=(--nodedir=/usr)
+fi
 echo "build-native: compiling native addon"
-npx --no-install node-gyp rebuild --loglevel=warn >/dev/null
+log=$(mktemp)
+if ! "${gyp[@]}" rebuild --loglevel=warn >"$log" 2>&1; then
+  grep -E "error|Error|ERR" "$log" | head -40 >&2
+  rm -f "$log"
+  exit 1
+fi
+rm -f "$log"
