@@ -34,6 +34,7 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
   return [
     { chain: { name: N.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
     { chain: { name: N.masqOutside }, rules: masqOutside },
+    { chain: { name: N.endpointDnat }, rules: [{ s: 'dnatFromSlot' }] },
     {
       chain: { name: N.services },
       rules: [{ s: 'vmapVip', map: N.vips }, { s: 'vmapPort', map: N.nodePorts, local: true }],

@@ -20,6 +20,7 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'srcCidr': return `${fam} saddr ${st.cidr} ${st.then === 'return' ? 'return' : `goto ${st.then.goto}`}`;
     case 'localSrcMasqGoto': return `fib saddr type local meta mark set meta mark | ${hex(MASQ_BIT)} goto ${st.chain}`;
     case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${N.endpoints}`;
+    case 'dnatFromSlot': return ''; // not expressible: see types.ts
     case 'dnat': return `meta l4proto ${st.proto} dnat ${fam} to ${dnatAddr(fam, st.addr, st.port)}`;
     case 'affinityGoto': return `${fam} saddr @${st.set} goto ${st.chain}`;
     case 'randomGoto': return `numgen random mod ${st.mod} 0 goto ${st.chain}`;
@@ -72,7 +73,11 @@ export function toNftText(fam: Fam, table: string, ops: Op[]): string {
       }
       case 'flushChain': lines.push(`flush chain ${t} ${op.name}`); break;
       case 'delChain': lines.push(`delete chain ${t} ${op.name}`); break;
-      case 'addRule': lines.push(`add rule ${t} ${op.chain} ${stmtText(fam, op.stmt)}`); break;
+      case 'addRule': {
+        const r = stmtText(fam, op.stmt);
+        if (r) lines.push(`add rule ${t} ${op.chain} ${r}`);
+        break;
+      }
       case 'addElems': lines.push(`add element ${t} ${op.set} { ${op.elems.map((e) => elemText(fam, e)).join(', ')} }`); break;
       case 'delElems': lines.push(`delete element ${t} ${op.set} { ${op.elems.map((e) => elemText(fam, e).replace(/ : .*$/, '')).join(', ')} }`); break;
     }

@@ -1,0 +1,188 @@
+// nft backend benchmark (root; prints tables, never asserts on time).
+//   1. Full sync of 1k / 10k / 50k services (10 endpoints each) into an empty table in a fresh netns:
+//      native netlink batch vs `nft -f` of the same ruleset rendered as text.
+//   2. One endpoint change in a 10k-service state: apply() -> kernel ack, p50/p99, messages per change.
+//   3. Data path: TCP connect latency to a service with 10 vs 10k services programmed.
+// Run: npx tsc -p tsconfig.json && node dist/bench/nft-sync.bench.js [--sizes 1000,10000,50000] [--changes 300]
+import { execFileSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import { normalizeItem, Protocol, type Item, type Service } from '../src/model/enls';
+import { fullSyncOps, TableModel } from '../src/backend/nft/plan';
+import { toNftOps } from '../src/backend/nft/netlink';
+import { toNftText } from '../src/backend/nft/text';
+import { NftSink, nativeKernel } from '../src/backend/nft';
+import * as native from '../src/native';
+import type { Batch, StateView } from '../src/sink/sink';
+import { Lab, PODS } from '../test/e2e/lab/lab';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
+const CHANGES = Number(arg('--changes', '300'));
+const OPTS = { clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false };
+const id = crypto.randomBytes(3).toString('hex');
+const created: string[] = [];
+
+function netns(): string {
+  const n = `kb${id}-${created.length}`;
+  execFileSync('ip', ['netns', 'add', n]);
+  created.push(n);
+  return n;
+}
+function cleanup(): void {
+  for (const n of created.splice(0)) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } }
+}
+process.on('exit', cleanup);
+process.on('SIGINT', () => { cleanup(); process.exit(130); });
+
+const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+
+function service(i: number, eps = 10, epBase = 0): Item {
+  const endpoints = Array.from({ length: eps }, (_, k) => ({ ip: ip4((10 << 24) | (200 << 16) + ((i * eps + k + epBase) % 65000) + 1), port: 8080, local: false, terminating: false }));
+  return normalizeItem({
+    key: `svc/bench/s${i}`,
+    service: {
+      namespace: 'bench', name: `s${i}`, type: 'ClusterIP',
+      clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
+      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
+      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, internal: endpoints, external: [], hasEndpoints: true }],
+    },
+  });
+}
+
+function view(items: Item[], revision = 1): StateView {
+  const m = new Map(items.map((x) => [x.key, x]));
+  return { node: 'n1', revision, get: (k) => m.get(k), items: () => m.values(), size: m.size };
+}
+
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+const f1 = (x: number) => x.toFixed(1);
+
+function table(title: string, head: string[], rows: (string | number)[][]): void {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (r: (string | number)[]) => r.map((c, i) => String(c).padStart(w[i])).join('  ');
+  console.log(`\n${title}\n${line(head)}\n${w.map((x) => '-'.repeat(x)).join('  ')}`);
+  for (const r of rows) console.log(line(r));
+}
+
+async function fullSync(): Promise<void> {
+  const rows: (string | number)[][] = [];
+  for (const n of SIZES) {
+    const items = Array.from({ length: n }, (_, i) => service(i));
+    const svcs = items.map((x): [string, Service] => [x.key, x.service!]);
+    const ops = fullSyncOps(new TableModel('ip'), svcs, OPTS);
+    // native
+    const ns1 = netns();
+    const t0 = performance.now();
+    const nops = toNftOps('ip', 'kpng', ops);
+    const r = await native.nftApply(nops, { netns: `/var/run/netns/${ns1}` });
+    const nativeMs = performance.now() - t0;
+    // nft -f (same ruleset as text)
+    const ns2 = netns();
+    const text = toNftText('ip', 'kpng', ops);
+    const file = `/tmp/kpng-bench-${id}-${n}.nft`;
+    fs.writeFileSync(file, text);
+    const t1 = performance.now();
+    let textMs: number | string;
+    try {
+      execFileSync('ip', ['netns', 'exec', ns2, 'nft', '-f', file], { stdio: 'pipe', timeout: 600000 });
+      textMs = performance.now() - t1;
+    } catch (e) {
+      textMs = `failed: ${(e as Error).message.split('\n')[0]}`;
+    }
+    fs.rmSync(file, { force: true });
+    const listed = execFileSync('ip', ['netns', 'exec', ns1, 'nft', 'list', 'chains', 'ip'], { encoding: 'utf8', maxBuffer: 1 << 30 }).split('\n').filter((l) => l.includes('chain ')).length;
+    rows.push([n, n * 10, listed, r.messages, (r.bytes / 1e6).toFixed(1) + ' MB', f1(nativeMs), typeof textMs === 'number' ? f1(textMs) : textMs,
+      typeof textMs === 'number' ? (textMs / nativeMs).toFixed(1) + 'x' : '-', (text.length / 1e6).toFixed(1) + ' MB']);
+    cleanup();
+  }
+  table('Full sync into an empty table (fresh netns), 10 endpoints per service',
+    ['services', 'endpoints', 'chains', 'messages', 'netlink', 'native ms', 'nft -f ms', 'nft/native', 'text size'], rows);
+}
+
+async function incremental(): Promise<void> {
+  const n = 10000;
+  const ns = netns();
+  const logs: string[] = [];
+  const sink = new NftSink({ node: 'n1', ...OPTS, log: (m) => logs.push(m) }, nativeKernel({ netns: `/var/run/netns/${ns}` }));
+  const items = Array.from({ length: n }, (_, i) => service(i));
+  const t0 = performance.now();
+  await sink.apply({ revision: 1, reset: true, changes: items.map((item) => ({ op: 'set', key: item.key, item })) } as Batch, view(items));
+  const fullMs = performance.now() - t0;
+  const fullMsgs = sink.stats.lastMessages;
+  const times: number[] = [];
+  const msgs: number[] = [];
+  const bytes: number[] = [];
+  let rev = 2;
+  for (let c = 0; c < CHANGES; c++) {
+    const i = Math.floor(Math.random() * n);
+    const item = items[i];
+    // Replace one endpoint by a new address.
+    const svc = structuredClone(item.service!);
+    svc.ports[0].internal[c % 10] = { ip: ip4((10 << 24) | (201 << 16) + c + 1), port: 8080, local: false, terminating: false };
+    const next = normalizeItem({ key: item.key, service: svc });
+    items[i] = next;
+    const t = performance.now();
+    await sink.apply({ revision: rev++, reset: false, changes: [{ op: 'set', key: next.key, item: next }] }, view(items, rev));
+    times.push(performance.now() - t);
+    msgs.push(sink.stats.lastMessages);
+    bytes.push(sink.stats.lastBytes);
+  }
+  // Endpoint count change (rule rewrite) for comparison.
+  const scale: number[] = [];
+  for (let c = 0; c < 50; c++) {
+    const i = Math.floor(Math.random() * n);
+    const svc = structuredClone(items[i].service!);
+    svc.ports[0].internal = svc.ports[0].internal.slice(0, 5 + (c % 5));
+    const next = normalizeItem({ key: items[i].key, service: svc });
+    items[i] = next;
+    const t = performance.now();
+    await sink.apply({ revision: rev++, reset: false, changes: [{ op: 'set', key: next.key, item: next }] }, view(items, rev));
+    scale.push(performance.now() - t);
+  }
+  table(`Incremental syncs in a ${n}-service state (full sync first: ${f1(fullMs)} ms, ${fullMsgs} messages)`,
+    ['change', 'count', 'p50 ms', 'p99 ms', 'max ms', 'messages', 'bytes'],
+    [
+      ['one endpoint replaced', times.length, f1(pct(times, 50)), f1(pct(times, 99)), f1(Math.max(...times)), pct(msgs, 50), pct(bytes, 50)],
+      ['endpoint count changed', scale.length, f1(pct(scale, 50)), f1(pct(scale, 99)), f1(Math.max(...scale)), '-', '-'],
+    ]);
+  cleanup();
+}
+
+async function dataPath(): Promise<void> {
+  const lab = await Lab.create();
+  try {
+    const nsPath = `/var/run/netns/${lab.ns.n1}`;
+    const target = normalizeItem({
+      key: 'svc/bench/target',
+      service: {
+        namespace: 'bench', name: 'target', type: 'ClusterIP', clusterIps: { v4: ['10.95.0.1'], v6: [] },
+        internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
+        ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, internal: PODS.map((p) => ({ ip: p.v4, port: 8080, local: p.node === 'n1', terminating: false })), external: [], hasEndpoints: true }],
+      },
+    });
+    const rows: (string | number)[][] = [];
+    for (const n of [10, 10000]) {
+      const sink = new NftSink({ node: 'n1', ...OPTS, log: () => {} }, nativeKernel({ netns: nsPath }));
+      const items = [target, ...Array.from({ length: n }, (_, i) => service(i))];
+      await sink.apply({ revision: 1, reset: true, changes: [] }, view(items));
+      const rs = await lab.probe(lab.ns.n1, 'tcp', '10.95.0.1', 80, 300, 2000);
+      const ok = rs.filter((r) => r.ok);
+      const c = ok.map((r) => r.connectMs ?? 0);
+      rows.push([n + 1, ok.length, f1(pct(c, 50) * 1000), f1(pct(c, 99) * 1000), f1(pct(ok.map((r) => r.ms), 50) * 1000)]);
+    }
+    table('Data path: TCP connect from node n1 to a cluster IP (300 connections, endpoints on n1 and n2)',
+      ['services', 'ok', 'connect p50 us', 'connect p99 us', 'request p50 us'], rows);
+  } finally {
+    await lab.destroy();
+  }
+}
+
+(async () => {
+  if (process.getuid?.() !== 0) { console.log('nft-sync bench: needs root, skipped'); return; }
+  if (!native.nativeAvailable()) { console.log('nft-sync bench: native addon not built, skipped'); return; }
+  await fullSync();
+  await incremental();
+  await dataPath();
+})().catch((e) => { console.error(e); process.exitCode = 1; }).finally(cleanup);

@@ -1,0 +1,107 @@
+// The nft sink without a kernel: what it sends for full and incremental syncs, and how it recovers.
+import { normalizeItem, Protocol, type Item } from '../../model/enls';
+import type { Batch, StateView } from '../../sink/sink';
+import { NftSink, type NftKernel } from './sink';
+import { toNftOps } from './netlink';
+import { toNftText } from './text';
+import type { FamOps, Op } from './types';
+
+function svc(name: string, eps: string[], extra: Record<string, unknown> = {}): Item {
+  return normalizeItem({
+    key: `svc/ns/${name}`,
+    service: {
+      namespace: 'ns', name, type: 'ClusterIP', clusterIps: { v4: ['10.96.0.1'], v6: [] },
+      ports: [{ port: { name: 'p', protocol: Protocol.UDP, port: 53, nodePort: 0 }, internal: eps.map((ip) => ({ ip, port: 5353 })), external: [], hasEndpoints: eps.length > 0 }],
+      ...extra,
+    },
+  });
+}
+
+function view(items: Item[]): StateView {
+  const m = new Map(items.map((x) => [x.key, x]));
+  return { node: 'n1', revision: 1, get: (k) => m.get(k), items: () => m.values(), size: m.size };
+}
+
+class FakeKernel implements NftKernel {
+  sent: FamOps[][] = [];
+  ct: unknown[] = [];
+  fail = false;
+  async apply(_table: string, ops: FamOps[]) {
+    if (this.fail) throw Object.assign(new Error('EINVAL'), { failed: [{ object: 'x', code: 'EINVAL' }] });
+    this.sent.push(ops);
+    // Both renderers accept every op.
+    for (const f of ops) { toNftOps(f.fam, 'kpng', f.ops); toNftText(f.fam, 'kpng', f.ops); }
+    return { messages: ops.reduce((n, f) => n + f.ops.length, 0), bytes: 0, ms: 0 };
+  }
+  async conntrackDelete(filters: unknown[]) { this.ct.push(...filters); return filters.length; }
+  last(): Op[] { return this.sent[this.sent.length - 1].flatMap((f) => f.ops); }
+}
+
+const set = (item: Item, revision: number, reset = false): Batch => ({ revision, reset, changes: [{ op: 'set', key: item.key, item }] });
+
+describe('nft sink', () => {
+  test('full sync replaces the table in the same batch, then one endpoint change is two element ops', async () => {
+    const k = new FakeKernel();
+    const sink = new NftSink({ node: 'n1', clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false, log: () => {} }, k);
+    const a = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3']);
+    await sink.apply(set(a, 1, true), view([a]));
+    const full = k.last();
+    expect(full[0]).toEqual({ k: 'resetTable' });
+    expect(full.filter((o) => o.k === 'resetTable')).toHaveLength(2); // ip and ip6
+
+    const b = svc('a', ['10.244.1.1', '10.244.1.9', '10.244.1.3']);
+    await sink.apply(set(b, 2), view([b]));
+    const inc = k.last();
+    expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
+    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'endpoints') as Extract<Op, { k: 'addElems' }>;
+    expect(slotAdd.elems).toEqual([{ t: 'slot', slot: 1, addr: '10.244.1.9', port: 5353 }]);
+    // The removed UDP endpoint's conntrack entries go.
+    expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
+  });
+
+  test('no endpoints: reject; some again: conntrack entries of the rejected flow are cleared', async () => {
+    const k = new FakeKernel();
+    const sink = new NftSink({ node: 'n1', clusterCIDRs: [], masqueradeAll: false, log: () => {} }, k);
+    const empty = svc('a', []);
+    await sink.apply(set(empty, 1, true), view([empty]));
+    expect(toNftText('ip', 'kpng', k.last())).toContain('10.96.0.1 . udp . 53 : goto reject-chain');
+    const one = svc('a', ['10.244.1.1']);
+    await sink.apply(set(one, 2), view([one]));
+    expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53 });
+    expect(toNftText('ip', 'kpng', k.last())).toContain('dnat ip to 10.244.1.1:5353');
+  });
+
+  test('a failed batch is reported, and the next batch is a full sync', async () => {
+    const k = new FakeKernel();
+    const logs: string[] = [];
+    const sink = new NftSink({ node: 'n1', clusterCIDRs: [], masqueradeAll: false, log: (m) => logs.push(m) }, k);
+    const a = svc('a', ['10.244.1.1', '10.244.1.2']);
+    await sink.apply(set(a, 1, true), view([a]));
+    k.fail = true;
+    const b = svc('a', ['10.244.1.1']);
+    await expect(sink.apply(set(b, 2), view([b]))).rejects.toThrow('EINVAL');
+    expect(sink.stats.failures).toBe(1);
+    expect(logs.join('\n')).toMatch(/failed .* next sync is a full one/);
+    k.fail = false;
+    const c = svc('a', ['10.244.1.3']);
+    await sink.apply(set(c, 3), view([c]));
+    expect(k.last()[0]).toEqual({ k: 'resetTable' });
+    expect(sink.stats.fullSyncs).toBe(2);
+  });
+
+  test('deleting a service removes its chains and elements; growing past capacity moves its slots', async () => {
+    const k = new FakeKernel();
+    const sink = new NftSink({ node: 'n1', clusterCIDRs: [], masqueradeAll: false, log: () => {} }, k);
+    const a = svc('a', ['10.244.1.1', '10.244.1.2']);
+    await sink.apply(set(a, 1, true), view([a]));
+    const big = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3', '10.244.1.4', '10.244.1.5']);
+    await sink.apply(set(big, 2), view([big]));
+    const text = toNftText('ip', 'kpng', k.last());
+    expect(text).toContain('flush chain ip kpng svc-ns/a/udp/53');
+    expect(text).toMatch(/numgen random mod 5 offset 2 /);
+    await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([]));
+    const del = toNftText('ip', 'kpng', k.last());
+    expect(del).toContain('delete chain ip kpng svc-ns/a/udp/53');
+    expect(del).toContain('delete element ip kpng vips { 10.96.0.1 . udp . 53 }');
+  });
+});
