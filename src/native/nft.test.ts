@@ -1,7 +1,7 @@
 // Programs the REAL kernel (nf_tables) inside throwaway network namespaces through the addon, and
 // checks the result with `nft list ruleset` and with nftList().
 import {
-  CT_STATE, NFT_REG32, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
+  CT_STATE, NftBatch, NFT_REG32, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
   type NftApplyError, type NftElement, type NftOp,
 } from './index';
 import { Netns, canUseNetns } from './netns-testing';
@@ -304,7 +304,17 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
     for (let i = 0; i < n; i++) {
       elements.push({ key: concat(ipv4(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`), proto('tcp'), port(80)), verdict: { goto: 'target' } });
     }
-    const r = await nftApply([{ op: 'add', elements: d({ set: 'big', elements }) as never }], { netns: ns.path });
+    // encode first, then check the event loop keeps turning while the worker talks to the kernel
+    const batch = new NftBatch();
+    batch.add({ op: 'add', elements: d({ set: 'big', elements }) as never });
+    batch.finish();
+    let ticks = 0;
+    let spinning = true;
+    const spin = () => { ticks++; if (spinning) setImmediate(spin); };
+    setImmediate(spin);
+    const r = await nftApply(batch, { netns: ns.path });
+    spinning = false;
+    expect(ticks).toBeGreaterThan(5);
     expect(r.messages).toBeGreaterThan(3);
     const l = await nftList('ip', T, { netns: ns.path });
     expect(l.sets[0].elements).toHaveLength(n);
@@ -317,5 +327,36 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
     try { await nftApply([{ op: 'add', elements: d({ set: 'big', elements: more }) as never }], { netns: ns.path }); } catch (e) { err = e as NftApplyError; }
     expect(err?.failed[0]).toMatchObject({ index: 0, element: 43210, code: 'ENOENT' });
     expect((await nftList('ip', T, { netns: ns.path })).sets[0].elements).toHaveLength(n);
+  });
+
+  test('ip6 and inet families: IPv6 concatenated keys, icmpx reject', async () => {
+    await nftApply([
+      { op: 'add', table: { family: 'ip6', name: T } },
+      { op: 'add', chain: { family: 'ip6', table: T, name: 'svc' } },
+      { op: 'add', chain: { family: 'ip6', table: T, name: 'out', hook: 'output', type: 'nat', priority: -100 } },
+      { op: 'add', set: { family: 'ip6', table: T, name: 'service-ips', keyType: ['ipv6_addr', 'inet_proto', 'inet_service'], dataType: 'verdict' } },
+      { op: 'add', elements: { family: 'ip6', table: T, set: 'service-ips', elements: [
+        { key: concat(ipv6('fd00:10:96::a'), proto('tcp'), port(443)), verdict: { goto: 'svc' } }] } },
+      { op: 'add', rule: { family: 'ip6', table: T, chain: 'out', exprs: [
+        expr.ip6Daddr(NFT_REG32(0)), expr.l4proto(NFT_REG32(4)), expr.thDport(NFT_REG32(5)), expr.vmap(NFT_REG32(0), 'service-ips')] } },
+      { op: 'add', rule: { family: 'ip6', table: T, chain: 'svc', exprs: [
+        expr.l4proto(NFT_REG_1), expr.eq(NFT_REG_1, proto('tcp')), ...expr.dnatTo('ip6', 'fd00:10:244::5', 8443)] } },
+      { op: 'add', table: { family: 'inet', name: T } },
+      { op: 'add', chain: { family: 'inet', table: T, name: 'in', hook: 'input', type: 'filter', priority: 0 } },
+      { op: 'add', rule: { family: 'inet', table: T, chain: 'in', exprs: [
+        expr.thDport(NFT_REG_1), expr.eq(NFT_REG_1, port(9)), expr.rejectIcmpxPortUnreach()] } },
+    ], { netns: ns.path });
+    const text = ns.ruleset();
+    expect(text).toContain('type ipv6_addr . inet_proto . inet_service : verdict');
+    expect(text).toContain('fd00:10:96::a . tcp . 443 : goto svc');
+    expect(text).toContain('ip6 daddr . meta l4proto . th dport vmap @service-ips');
+    expect(text).toContain('dnat to [fd00:10:244::5]:8443');
+    expect(text).toContain('th dport 9 reject'); // inet default: icmpx port-unreachable
+    const inet = await nftList('inet', T, { netns: ns.path });
+    expect(inet.rules[0].exprs).toContainEqual({ type: 'reject', reject: 'icmpx', code: 1 });
+    const tables = await nftListTables({ netns: ns.path });
+    expect(tables.map((t) => `${t.family} ${t.name}`).sort()).toEqual(['inet kpng', 'ip6 kpng']);
+    const l = await nftList('ip6', T, { netns: ns.path });
+    expect(Buffer.from(l.sets[0].elements[0].key).subarray(0, 16)).toEqual(Buffer.from(ipv6('fd00:10:96::a')));
   });
 });
