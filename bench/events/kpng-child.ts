@@ -60,6 +60,8 @@ export interface KpngChildOptions {
   /** Extra CLI arguments (after `kube --kubeconfig K --node N --to trace`). */
   args?: string[];
   env?: Record<string, string>;
+  /** Node options before the script (e.g. --require a probe). */
+  nodeArgs?: string[];
   /** Keep every stdout line (tests); the bench only needs counts. Default true. */
   keepLines?: boolean;
   /** Called with each stderr line. */
@@ -84,7 +86,7 @@ export class KpngChild {
   private lineNo = 0;
 
   constructor(readonly opts: KpngChildOptions) {
-    const args = [kpngMain(), 'kube', '--kubeconfig', opts.kubeconfig, '--node', opts.node, '--to', 'trace', ...(opts.args ?? [])];
+    const args = [...(opts.nodeArgs ?? []), kpngMain(), 'kube', '--kubeconfig', opts.kubeconfig, '--node', opts.node, '--to', 'trace', ...(opts.args ?? [])];
     this.proc = spawn(nodeBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
     this.exited = new Promise((resolve) => this.proc.once('exit', (code) => { this.notify(); resolve(code); }));
     lines(this.proc.stdout!, (l) => this.onStdout(l));

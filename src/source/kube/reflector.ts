@@ -137,6 +137,7 @@ export class Reflector {
     const timer = setTimeout(() => ac.abort(new Error(`no response within ${timeoutMs} ms`)), timeoutMs);
     const onAbort = () => ac.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) onAbort();
     let res: IncomingMessage;
     try {
       res = await this.opts.transport.get(path, ac.signal);
@@ -167,6 +168,7 @@ export class Reflector {
       const timer = setTimeout(() => ac.abort(new Error(`list page not read within ${pageTimeout} ms`)), pageTimeout);
       const onAbort = () => ac.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) onAbort();
       let page: { metadata?: { resourceVersion?: string; continue?: string }; items?: unknown[] };
       try {
         const res = await this.get(this.query({ limit: limit > 0 ? limit : undefined, continue: cont }), signal, ac);
@@ -224,6 +226,7 @@ export class Reflector {
       let idle = setTimeout(() => finish(new Error(`watch silent for ${idleMs / 1000} s (watchdog)`)), idleMs);
       // The server ends the watch after timeoutSeconds; if it does not, something is wrong.
       const hard = setTimeout(() => finish(new Error(`watch not ended by the server ${timeoutSeconds} s + 60 s after it began (watchdog)`)), (timeoutSeconds + 60) * 1000);
+      if (signal.aborted) return finish();
       const handle = (line: string) => {
         let ev: WatchEvent;
         try {
