@@ -410,8 +410,9 @@ export const expr = {
   counter: (): NftExpr => ({ type: 'counter' }),
   numgenRandom: (mod: number, dreg: number, offset = 0): NftExpr => ({ type: 'numgen', mode: 'random', mod, offset, dreg }),
   ctState: (dreg: number): NftExpr => ({ type: 'ct', key: 'state', dreg }),
-  /** ct original daddr (IPv4). */
-  ctOrigDst: (dreg: number): NftExpr => ({ type: 'ct', key: 'dst', dreg, dir: 'original' }),
+  /** ct original ip/ip6 daddr (the service IP before DNAT). */
+  ctOrigDst: (dreg: number, family: 'ip' | 'ip6' = 'ip'): NftExpr =>
+    ({ type: 'ct', key: family === 'ip' ? 'dst_ip' : 'dst_ip6', dreg, dir: 'original' }),
   /** Mark test: (meta mark & bit) != 0. */
   markSet: (dreg: number, bit: number): NftExpr[] => [
     { type: 'meta', key: 'mark', dreg },

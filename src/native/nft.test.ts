@@ -1,7 +1,7 @@
 // Programs the REAL kernel (nf_tables) inside throwaway network namespaces through the addon, and
 // checks the result with `nft list ruleset` and with nftList().
 import {
-  CT_STATE, NftBatch, NFT_REG32, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
+  CT_STATE, NftBatch, NFT_REG32, ifname, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
   type NftApplyError, type NftElement, type NftOp,
 } from './index';
 import { Netns, canUseNetns } from './netns-testing';
@@ -154,6 +154,18 @@ function kubeLikeRuleset(): NftOp[] {
     },
     {
       op: 'add', rule: d({
+        chain: 'filter-input', comment: 'misc', exprs: [
+          expr.meta('iifname', NFT_REG_1), expr.eq(NFT_REG_1, ifname('eth0')),
+          expr.meta('nfproto', NFT_REG_1), expr.eq(NFT_REG_1, new Uint8Array([2])),
+          expr.ctOrigDst(NFT_REG_1), expr.eq(NFT_REG_1, ipv4('10.0.0.1')),
+          expr.l4proto(NFT_REG_1), expr.eq(NFT_REG_1, proto('tcp')),
+          { type: 'limit', rate: 10, unit: 'second', burst: 5 },
+          expr.tcpReset(),
+        ],
+      }) as never,
+    },
+    {
+      op: 'add', rule: d({
         chain: 'nat-postrouting', comment: 'masquerade marked', exprs: [...expr.markSet(NFT_REG_1, 0x4000), expr.masquerade(true)],
       }) as never,
     },
@@ -196,6 +208,7 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
       'reject',
       'ct state established,related accept comment "established"',
       'meta mark & 0x00004000 != 0x00000000 masquerade fully-random',
+      'iifname "eth0" ct original ip daddr 10.0.0.1 meta l4proto tcp limit rate 10/second reject with tcp reset comment "misc"',
       'jump services comment "to services"',
     ]) expect(text).toContain(s);
 
@@ -358,5 +371,14 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
     expect(tables.map((t) => `${t.family} ${t.name}`).sort()).toEqual(['inet kpng', 'ip6 kpng']);
     const l = await nftList('ip6', T, { netns: ns.path });
     expect(Buffer.from(l.sets[0].elements[0].key).subarray(0, 16)).toEqual(Buffer.from(ipv6('fd00:10:96::a')));
+  });
+
+  test('errors outside a batch: missing netns, missing table, invalid batch', async () => {
+    await expect(nftApply([{ op: 'add', table: { family: 'ip', name: T } }], { netns: '/var/run/netns/kpng-no-such-ns' }))
+      .rejects.toMatchObject({ code: 'ENOENT', errno: 2 });
+    await expect(nftList('ip', 'no-such-table', { netns: ns.path })).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(nftApply([{ op: 'add', set: { family: 'ip', table: T, name: 's', keyType: 'integer' } }], { netns: ns.path }))
+      .rejects.toThrow(/keyLen required/);
+    expect(await nftApply([], { netns: ns.path })).toMatchObject({ messages: 0 });
   });
 });
