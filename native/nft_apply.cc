@@ -189,7 +189,7 @@ class BatchBuilder {
         case OP_DESTROY: type = kMsgDestroyTable; break;
         default: nftnl_table_free(t); return Fail(i, "bad op for table");
       }
-      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_TABLE, 0, 4096);
+      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_TABLE, 0, 4096 + 4 * blen);
       nftnl_table_nlmsg_build_payload(nlh, t);
       EndMsg(nlh);
     }
@@ -210,7 +210,7 @@ class BatchBuilder {
     nftnl_rule* rule = nftnl_rule_alloc();
     nftnl_rule_set_str(rule, NFTNL_RULE_TABLE, table.c_str());
     if (chain) nftnl_rule_set_str(rule, NFTNL_RULE_CHAIN, name.c_str());
-    nlmsghdr* nlh = StartMsg(NFT_MSG_DELRULE, family, 0, i, chain ? K_CHAIN : K_TABLE, 0, 4096);
+    nlmsghdr* nlh = StartMsg(NFT_MSG_DELRULE, family, 0, i, chain ? K_CHAIN : K_TABLE, 0, 4096 + 2 * blen);
     nftnl_rule_nlmsg_build_payload(nlh, rule);
     EndMsg(nlh);
     nftnl_rule_free(rule);
@@ -231,7 +231,7 @@ class BatchBuilder {
         case OP_DESTROY: type = kMsgDestroyChain; break;
         default: nftnl_chain_free(c); return Fail(i, "bad op for chain");
       }
-      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_CHAIN, 0, 4096);
+      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_CHAIN, 0, 4096 + 4 * blen);
       nftnl_chain_nlmsg_build_payload(nlh, c);
       EndMsg(nlh);
     }
@@ -253,7 +253,7 @@ class BatchBuilder {
         case OP_DESTROY: type = kMsgDestroySet; break;
         default: nftnl_set_free(s); return Fail(i, "bad op for set");
       }
-      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_SET, 0, 8192);
+      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_SET, 0, 8192 + 4 * blen);
       nftnl_set_nlmsg_build_payload(nlh, s);
       EndMsg(nlh);
     }
@@ -282,7 +282,7 @@ class BatchBuilder {
         else if (it.id == NFTNL_SET_NAME) set = v;
         else if (it.id == NFTNL_SET_ID && it.len == 4) { memcpy(&setId, it.data, 4); hasSetId = true; }
       } else if (it.tag == T_ELEM) {
-        if (it.len < 4 || (it.len & 3)) return Fail(i, "malformed element");
+        if (it.len < 4 || (it.len & 3) || it.len > 4096) return Fail(i, "malformed element");
         elems.push_back(it);
       } else {
         return Fail(i, "unexpected item in element op");
@@ -299,7 +299,7 @@ class BatchBuilder {
       default: return Fail(i, "bad op for elements");
     }
     auto start = [&](uint32_t first) {
-      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_ELEMENTS, first, kElemListMax + 4096);
+      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_ELEMENTS, first, kElemListMax + 8192 + table.size() + set.size());
       mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, table.c_str());
       if (!set.empty()) mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set.c_str());
       if (hasSetId) mnl_attr_put_u32(nlh, NFTA_SET_ELEM_LIST_SET_ID, htonl(setId));
@@ -379,7 +379,8 @@ class BatchBuilder {
         case OP_DESTROY: type = kMsgDestroyRule; break;
         default: nftnl_rule_free(rule); return Fail(i, "bad op for rule");
       }
-      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_RULE, 0, 65536);
+      // libnftnl's encoding of a rule is well below 4x the compact form (+ headers)
+      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_RULE, 0, 4096 + 4 * blen);
       nftnl_rule_nlmsg_build_payload(nlh, rule);
       EndMsg(nlh);
     }
