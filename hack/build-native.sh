@@ -21,7 +21,7 @@ if [ "${1:-}" = "--prebuild" ]; then
 fi
 
 out=build/Release/kpng_native.node
-if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f 2>/dev/null | head -1)" ]; then exit 0; fi
+if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then exit 0; fi
 
 # node-gyp from the project, else the copy bundled with npm.
 gyp=(npx --no-install node-gyp)
