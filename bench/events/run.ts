@@ -2,6 +2,7 @@
 // cluster churns, with `kpng kube --to trace --stats` following it as a child process.
 //
 //   npm run bench:events -- --services 1000 --pods 1500 --duration 120 [--rate 73] [--nodes 10]
+//                           [--relevant 0.45] [--min-sync-period 1s] [--concurrency 16]
 //
 // It builds the control plane if needed (hack/controlplane/build.sh), creates the Services and
 // EndpointSlices, starts kpng for node n1, then for --duration seconds writes at --rate writes/s
@@ -12,6 +13,7 @@
 //   svc-label a Service label / annotation changes (kubectl apply, CI stamps)
 //   reorder   an EndpointSlice is rewritten with its endpoints in another order (no-op for a proxy)
 //   heartbeat node n1's kubelet updates its status conditions every 10 s
+// --relevant is the share of flap + replace writes (default 0.45; 0.01 comes close to KPNG's mix).
 // It prints kpng's stats lines, the kube-apiserver version, and a summary line:
 //   summary: events=N revs=M revs/events=P% cpu=C% rss=R MiB heap=H MiB
 // (over the churn period: events and revisions kpng counted, CPU of kpng's process as % of one
@@ -24,7 +26,7 @@ import { startControlPlane, type ControlPlane } from '../../test/e2e/support/con
 import { KpngChild, repoRoot, type StatsLine } from './kpng-child';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES, type EndpointSpec } from './objects';
 
-interface Options { services: number; pods: number; duration: number; rate: number; nodes: number; concurrency: number; minSyncPeriod: string }
+interface Options { services: number; pods: number; duration: number; rate: number; nodes: number; concurrency: number; minSyncPeriod: string; relevant: number }
 
 function options(argv: string[]): Options {
   const { values } = parseArgs({
@@ -37,6 +39,7 @@ function options(argv: string[]): Options {
       nodes: { type: 'string', default: '10' },
       concurrency: { type: 'string', default: '16' },
       'min-sync-period': { type: 'string', default: '1s' },
+      relevant: { type: 'string', default: '0.45' },
     },
   });
   const n = (k: string, v: string | undefined, min: number) => {
@@ -52,6 +55,7 @@ function options(argv: string[]): Options {
     nodes: n('nodes', values.nodes, 1),
     concurrency: n('concurrency', values.concurrency, 1),
     minSyncPeriod: values['min-sync-period'] ?? '1s',
+    relevant: Math.min(1, n('relevant', values.relevant, 0)),
   };
 }
 
@@ -210,7 +214,10 @@ async function main(): Promise<void> {
         continue;
       }
       const s = pick();
-      const r = Math.random();
+      // Share of proxy-relevant writes (flap 2/3, replace 1/3), the rest split as 20:25:10.
+      const rel = opts.relevant;
+      const u = Math.random();
+      const r = u < rel ? (u / rel) * 0.45 : 0.45 + ((u - rel) / (1 - rel)) * 0.55;
       if (r < 0.3 && s.eps.length > 0) {
         const e = s.eps[Math.floor(Math.random() * s.eps.length)];
         e.ready = !e.ready;
