@@ -130,7 +130,7 @@ async function main(): Promise<void> {
   const build = spawnSync(path.join(root, 'hack', 'controlplane', 'build.sh'), [], { stdio: ['ignore', 'inherit', 'inherit'] });
   if (build.status !== 0) throw new Error('hack/controlplane/build.sh failed');
 
-  const cp = await startControlPlane({ log: (m) => process.stderr.write(`[controlplane] ${m}\n`), apiServerArgs: ['--endpoint-reconciler-type=none'] });
+  const cp = await startControlPlane({ log: (m) => process.stderr.write(`[controlplane] ${m}\n`) });
   let kpng: KpngChild | undefined;
   try {
     const version = await must(cp, 'GET', '/version');

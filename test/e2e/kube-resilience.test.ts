@@ -42,7 +42,7 @@ describe('kube source resilience', () => {
   };
 
   beforeAll(async () => {
-    cp = await startControlPlane({ log: () => {}, apiServerArgs: ['--endpoint-reconciler-type=none'] });
+    cp = await startControlPlane({ log: () => {} });
     await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
     await ok(cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date())), 'node status');
   }, 180_000);

@@ -28,7 +28,7 @@ describe('kube source (kpng kube) against a real API server', () => {
   const del = (path: string, what: string) => ok(cp.request('DELETE', path), what);
 
   beforeAll(async () => {
-    cp = await startControlPlane({ log: () => {}, apiServerArgs: ['--endpoint-reconciler-type=none'] });
+    cp = await startControlPlane({ log: () => {} });
     await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
     await patch(`${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()), 'node status');
     // Objects that exist before kpng starts: they must all be in the first sync.
