@@ -18,7 +18,6 @@ export const SHARED_SETS: SetSpec[] = [
   { name: N.noEndpoints, kind: 'vipMap' },
   { name: N.noEndpointNodePorts, kind: 'portMap' },
   { name: N.firewall, kind: 'vipMap' },
-  { name: N.endpoints, kind: 'slotMap' },
   { name: N.hairpin, kind: 'pairSet' },
 ];
 
@@ -34,7 +33,6 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
   return [
     { chain: { name: N.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
     { chain: { name: N.masqOutside }, rules: masqOutside },
-    { chain: { name: N.endpointDnat }, rules: [{ s: 'dnatFromSlot' }] },
     {
       chain: { name: N.services },
       rules: [{ s: 'vmapVip', map: N.vips }, { s: 'vmapPort', map: N.nodePorts, local: true }],

@@ -100,15 +100,10 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
         verdict({ goto: st.chain }),
       ];
     case 'dnatSlots':
-      // Registers survive a goto: the shared chain finishes the job.
       return [
         ...protoEq(st.proto),
         { type: 'numgen', mode: 'random', mod: st.n, offset: st.base, dreg: NFT_REG_1 },
-        verdict({ goto: N.endpointDnat }),
-      ];
-    case 'dnatFromSlot':
-      return [
-        { type: 'lookup', sreg: NFT_REG_1, set: N.endpoints, dreg: NFT_REG_1 },
+        { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: NFT_REG_1 },
         { type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: fam === 'ip' ? NFT_REG32(1) : NFT_REG_2 },
       ];
     case 'dnat':

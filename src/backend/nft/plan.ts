@@ -14,6 +14,8 @@ export class TableModel {
   readonly programs = new Map<string, Program>();
   readonly alloc = new SlotAllocator();
   readonly hairpinRefs = new Map<string, number>();
+  /** Endpoints map shards created in the kernel (created on first use, kept). */
+  readonly shards = new Set<string>();
   constructor(readonly fam: Fam) {}
 }
 
@@ -36,6 +38,7 @@ export class OpCollector {
   delChain(name: string): void { this.delChains.push(name); }
   delSet(name: string): void { this.delSets.push(name); }
   addSet(name: string, timeoutSec: number): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'affinity', timeoutSec } }); }
+  addSlotMap(name: string): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'slotMap' } }); }
   addChain(name: string): void { this.addChains.push(name); this.changedChains++; }
   addRules(chain: string, stmts: Stmt[]): void { for (const stmt of stmts) this.rules.push({ chain, stmt }); }
 
@@ -96,6 +99,10 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
   }
   for (const [name, rules] of newP.chains) {
     if (!oldP.chains.has(name)) { c.addChain(name); c.addRules(name, rules); }
+  }
+  // Endpoints map shards, created on first use.
+  for (const map of newP.elems.keys()) {
+    if (map.startsWith(`${N.endpoints}-`) && !model.shards.has(map)) { model.shards.add(map); c.addSlotMap(map); }
   }
   // Affinity sets (the timeout is in the name).
   for (const name of oldP.sets.keys()) if (!newP.sets.has(name)) c.delSet(name);

@@ -4,7 +4,7 @@
 // code only turns "internal" / "external" endpoint lists and hasEndpoints into objects.
 import * as crypto from 'node:crypto';
 import { Protocol, type Endpoint, type PortEndpoints, type Service } from '../../model/enls';
-import { assignSlots, type SlotAllocator, type SlotState } from './slots';
+import { assignSlots, shardOf, type SlotAllocator, type SlotState } from './slots';
 import { N, famOf, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
 
 export interface ProgramOptions {
@@ -144,11 +144,12 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
       if (eps.length === 1) return [{ s: 'dnat', proto, addr: eps[0].ip, port: eps[0].port }];
       const slots = assignSlots(eps.map(epKey), ctx.prevSlots?.get(chain), ctx.alloc);
       p.slots.set(chain, slots);
+      const map = `${N.endpoints}-${shardOf(slots.base)}`;
       slots.bySlot.forEach((k, i) => {
         const [addr, ps] = k.split('|');
-        add(p, N.endpoints, { t: 'slot', slot: slots.base + i, addr, port: Number(ps) });
+        add(p, map, { t: 'slot', slot: slots.base + i, addr, port: Number(ps) });
       });
-      return [{ s: 'dnatSlots', proto, n: eps.length, base: slots.base }];
+      return [{ s: 'dnatSlots', proto, n: eps.length, base: slots.base, map }];
     };
 
     for (const e of [...internal, ...external]) p.hairpin.add(e.ip);

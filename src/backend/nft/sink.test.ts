@@ -53,7 +53,7 @@ describe('nft sink', () => {
     await sink.apply(set(b, 2), view([b]));
     const inc = k.last();
     expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
-    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'endpoints') as Extract<Op, { k: 'addElems' }>;
+    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'endpoints-0') as Extract<Op, { k: 'addElems' }>;
     expect(slotAdd.elems).toEqual([{ t: 'slot', slot: 1, addr: '10.244.1.9', port: 5353 }]);
     // The removed UDP endpoint's conntrack entries go.
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
@@ -98,7 +98,7 @@ describe('nft sink', () => {
     await sink.apply(set(big, 2), view([big]));
     const text = toNftText('ip', 'kpng', k.last());
     expect(text).toContain('flush chain ip kpng svc-ns/a/udp/53');
-    expect(text).toMatch(/numgen random mod 5 offset 2 /);
+    expect(text).toMatch(/numgen random mod 5 offset 8 /);
     await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([]));
     const del = toNftText('ip', 'kpng', k.last());
     expect(del).toContain('delete chain ip kpng svc-ns/a/udp/53');

@@ -3,6 +3,12 @@
 // two so that a service can grow a little without moving; freed ranges are reused by size class.
 // The key space is 32 bits: 4 billion slots, far more than any node will program.
 
+/** Slots per endpoints map shard: bounds the rules bound to one map (at most SHARD_SLOTS / 2). */
+export const SHARD_SLOTS = 2048;
+
+/** The endpoints map holding a range that starts at `base`. */
+export const shardOf = (base: number): number => Math.floor(base / SHARD_SLOTS);
+
 export class SlotAllocator {
   private next = 0;
   private readonly free = new Map<number, number[]>();
@@ -10,8 +16,12 @@ export class SlotAllocator {
   alloc(cap: number): number {
     const list = this.free.get(cap);
     if (list && list.length > 0) return list.pop()!;
-    const base = this.next;
-    this.next += cap;
+    // Aligned to its capacity, so a range never straddles two shards (SHARD_SLOTS is a power of two).
+    let base = Math.ceil(this.next / cap) * cap;
+    if (cap <= SHARD_SLOTS && Math.floor(base / SHARD_SLOTS) !== Math.floor((base + cap - 1) / SHARD_SLOTS)) {
+      base = Math.ceil(base / SHARD_SLOTS) * SHARD_SLOTS;
+    }
+    this.next = base + cap;
     if (this.next > 0xffffffff) throw new Error('endpoint slot space exhausted');
     return base;
   }

@@ -19,8 +19,7 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'markMasq': return `meta mark set meta mark | ${hex(MASQ_BIT)}`;
     case 'srcCidr': return `${fam} saddr ${st.cidr} ${st.then === 'return' ? 'return' : `goto ${st.then.goto}`}`;
     case 'localSrcMasqGoto': return `fib saddr type local meta mark set meta mark | ${hex(MASQ_BIT)} goto ${st.chain}`;
-    case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${N.endpoints}`;
-    case 'dnatFromSlot': return ''; // not expressible: see types.ts
+    case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${st.map}`;
     case 'dnat': return `meta l4proto ${st.proto} dnat ${fam} to ${dnatAddr(fam, st.addr, st.port)}`;
     case 'affinityGoto': return `${fam} saddr @${st.set} goto ${st.chain}`;
     case 'randomGoto': return `numgen random mod ${st.mod} 0 goto ${st.chain}`;

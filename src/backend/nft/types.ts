@@ -21,7 +21,11 @@ export const N = {
   noEndpointNodePorts: 'no-endpoint-nodeports',
   /** daddr . l4proto . dport -> goto fw-* chain: load-balancer IPs with source ranges. */
   firewall: 'firewall',
-  /** slot (u32) -> endpoint addr . port: every service's endpoints, picked by numgen + offset. */
+  /**
+   * slot (u32) -> endpoint addr . port: services' endpoints, picked by numgen + offset. Sharded by slot
+   * range (endpoints-0, endpoints-1, ...): the kernel validates each map element add against every
+   * rule bound to the map, so one map for all services made full syncs quadratic.
+   */
   endpoints: 'endpoints',
   /** saddr . daddr for every endpoint address: a connection DNATed back to its own source is masqueraded. */
   hairpin: 'hairpin',
@@ -35,8 +39,6 @@ export const N = {
   filterOutput: 'filter-output',
   services: 'services',
   masqOutside: 'mark-masq-outside',
-  /** Shared: DNAT to the endpoint in the slot left in register 1 by the service chain. */
-  endpointDnat: 'endpoint-dnat',
   reject: 'reject-chain',
 } as const;
 
@@ -56,16 +58,8 @@ export type Stmt =
   | { s: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
   /** fib saddr type local meta mark set meta mark | MASQ_BIT goto chain */
   | { s: 'localSrcMasqGoto'; chain: string }
-  /**
-   * meta l4proto P dnat to numgen random mod n offset base map @endpoints. Netlink: the slot is left
-   * in register 1 and the rule goes to the shared endpoint-dnat chain, so the endpoints map has ONE
-   * binding (a map element add is validated against every binding: per-service bindings made full
-   * syncs quadratic). The nft CLI cannot spell a register handed over to another chain: the text
-   * form keeps one binding per service.
-   */
-  | { s: 'dnatSlots'; proto: L4; n: number; base: number }
-  /** Netlink only: lookup register 1 in @endpoints, dnat to the result (the endpoint-dnat chain). */
-  | { s: 'dnatFromSlot' }
+  /** meta l4proto P dnat to numgen random mod n offset base map @<map> (an endpoints shard) */
+  | { s: 'dnatSlots'; proto: L4; n: number; base: number; map: string }
   /** meta l4proto P dnat to addr:port */
   | { s: 'dnat'; proto: L4; addr: string; port: number }
   /** <fam> saddr @set goto chain */

@@ -14,9 +14,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as crypto from 'node:crypto';
 
-export const NODE_BIN = path.resolve(__dirname, '../../../node_modules/.bin/node');
-const ECHO = path.join(__dirname, 'echo-server.js');
-const PROBE = path.join(__dirname, 'probe.js');
+// The helper scripts are plain JS beside this file in the source tree (also when run from dist/).
+const HERE = __dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`);
+export const NODE_BIN = path.resolve(HERE, '../../../node_modules/.bin/node');
+const ECHO = path.join(HERE, 'echo-server.js');
+const PROBE = path.join(HERE, 'probe.js');
 
 export const SERVER_PORTS = [8080, 8081, 9090];
 
