@@ -206,6 +206,16 @@ d(`nft backend e2e (kpng on n1, ${kpngMode()} mode)`, () => {
     expect((await lab.probe(lab.ns.p1b, 'tcp', '10.96.0.80', 80))[0]).toMatchObject({ ok: true, name: 'p2a' });
   });
 
+  (kpngMode() === 'text' ? test.skip : test)('stale UDP conntrack entries of a removed endpoint are deleted', async () => {
+    await set(current.map((s) => (s.name === 'churn' ? { ...s, pods: ['p2b'] } : s)));
+    // Same client port every time: the flow's conntrack entry would keep it on the old endpoint.
+    const [a] = await lab.probe(lab.ns.p1b, 'udp', '10.96.0.80', 80, 1, 1500, 40123);
+    expect(a).toMatchObject({ ok: true, name: 'p2b' });
+    await set(current.map((s) => (s.name === 'churn' ? { ...s, pods: ['p1a'] } : s)));
+    const [b] = await lab.probe(lab.ns.p1b, 'udp', '10.96.0.80', 80, 1, 1500, 40123);
+    expect(b).toMatchObject({ ok: true, name: 'p1a' });
+  });
+
   test('service removal and addition; restart with traffic flowing leaves no stale rules', async () => {
     // Remove a service: its IP is no longer handled (routed to the default gateway: times out or is unreachable).
     await set(current.filter((s) => s.name !== 'hairpin'));
