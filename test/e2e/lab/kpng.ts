@@ -21,7 +21,8 @@ import { nativeKernel } from '../../../src/backend/nft';
 import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
 
-const ROOT = path.resolve(__dirname, '../../..');
+// The repository root, whether this runs from test/e2e/lab (jest) or dist/test/e2e/lab (the demo).
+const ROOT = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 
 export type KpngMode = 'cli' | 'native' | 'text';
