@@ -54,7 +54,8 @@ if [[ $force == 0 ]] && apiserver_ok && etcd_ok; then
 	exit 0
 fi
 
-export GOFLAGS="-mod=mod" CGO_ENABLED=0
+# -buildvcs=false: no git needed (and no "dubious ownership" failure when the checkout has another owner).
+export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0
 log="$dir/build.log"
 : >"$log"
 start=$SECONDS
