@@ -88,7 +88,8 @@ export function decodeOpBatch(buf: Buffer): WireOp[] {
   const m = w.OpBatch.decode(buf);
   const ops: WireOp[] = [];
   for (const op of m.ops) {
-    if (op.set) ops.push({ op: 'set', item: normalizeItem(kpng.localv1.Item.toObject(op.set as kpng.localv1.Item, { defaults: true, longs: Number, enums: Number, oneofs: false })) });
+    // normalizeItem copies the decoded message into the strict shape (every field filled).
+    if (op.set) ops.push({ op: 'set', item: normalizeItem(op.set) });
     else if (op.delete) ops.push({ op: 'delete', key: op.delete.key ?? '' });
     else if (op.sync) ops.push({ op: 'sync', revision: Number(op.sync.revision ?? 0), items: op.sync.items ?? 0 });
     else if (op.reset) ops.push({ op: 'reset' });
