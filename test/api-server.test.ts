@@ -261,6 +261,11 @@ test('the socket group makes the socket 0660 and owned by the group', async () =
   expect(st.mode & 0o777).toBe(0o660);
   expect(st.gid).toBe(12345);
   await expect(serveApi({ store, log: silentLogger, listen: `unix://${dir}/h.sock`, socketGroup: 'no-such-group-here' })).rejects.toThrow(/no such group/);
+  // By name, from /etc/group.
+  const byName = await serveApi({ store, log: silentLogger, listen: `unix://${dir}/n.sock`, socketGroup: 'root' });
+  expect(statSync(`${dir}/n.sock`).gid).toBe(0);
+  expect(statSync(`${dir}/n.sock`).mode & 0o777).toBe(0o660);
+  await byName.close();
 });
 
 test('a stale socket is replaced; a live one or a regular file is not', async () => {
