@@ -2,8 +2,7 @@
 // (`kpng local --api ... --to routes`) is the in-process one (`kpng file --node ...`), for each
 // node; a client follows a server restart (clean or killed) and sees the new state.
 //
-// Builds the project into dist/.api-e2e (so a concurrent `npm run build` does not race it);
-// set KPNG_E2E_DIST=dist to use an existing `npm run build` instead.
+// Uses the build in dist/ (`npm run build`; `make test` does it).
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -11,24 +10,15 @@ import path from 'node:path';
 
 const root = path.resolve(__dirname, '../..');
 const node = process.execPath;
-let dist = process.env.KPNG_E2E_DIST ? path.resolve(root, process.env.KPNG_E2E_DIST) : path.join(root, 'dist', '.api-e2e');
+const dist = path.join(root, 'dist');
 const cli = () => path.join(dist, 'src', 'cli', 'main.js');
 const cluster = path.join(root, 'examples', 'cluster.yaml');
 let dir: string;
 const children: ChildProcessWithoutNullStreams[] = [];
 
 beforeAll(() => {
-  if (!process.env.KPNG_E2E_DIST) {
-    execFileSync(node, ['hack/gen-proto.js'], { cwd: root, stdio: 'pipe' });
-    // Other parts of the tree may not type-check at this moment; tsc still emits them.
-    try {
-      execFileSync(node, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json', '--outDir', dist], { cwd: root, stdio: 'pipe' });
-    } catch { /* emitted anyway */ }
-    mkdirSync(path.join(dist, 'src', 'gen'), { recursive: true });
-    for (const f of ['proto.js', 'proto.d.ts']) copyFileSync(path.join(root, 'src', 'gen', f), path.join(dist, 'src', 'gen', f));
-  }
-  if (!existsSync(cli())) throw new Error(`${cli()} was not built`);
-}, 120000);
+  if (!existsSync(cli())) throw new Error(`${cli()} is missing: run 'npm run build' (or 'make test')`);
+});
 
 beforeEach(() => { dir = mkdtempSync(path.join(os.tmpdir(), 'kpng-api-e2e-')); });
 afterEach(() => {
