@@ -14,6 +14,9 @@ import { toNftText } from '../src/backend/nft/text';
 import { NftSink, nativeKernel } from '../src/backend/nft';
 import * as native from '../src/native';
 import type { Batch, StateView } from '../src/sink/sink';
+import { ClusterStore } from '../src/store/cluster';
+import { NodeState } from '../src/store/node-state';
+import { silentLogger } from '../src/util/log';
 import { Lab, PODS } from '../test/e2e/lab/lab';
 
 const args = process.argv.slice(2);
@@ -150,6 +153,50 @@ async function incremental(): Promise<void> {
   cleanup();
 }
 
+/**
+ * The whole path for one endpoint change: an EndpointSlice update enters the store, the node state
+ * recomputes the service, the subscription hands over the batch, the sink sends it, the kernel acks.
+ */
+async function storeToKernel(): Promise<void> {
+  const n = 10000;
+  const ns = netns();
+  const sink = new NftSink({ node: 'n1', ...OPTS, log: () => undefined }, nativeKernel({ netns: `/var/run/netns/${ns}` }));
+  const store = new ClusterStore({ log: silentLogger });
+  const state = new NodeState(store, 'n1');
+  const sub = state.subscribe();
+  const epIP = (i: number, e: number, gen: number) => ip4(((10 << 24) | (128 << 16)) + i * 16 + e + gen * 0);
+  const sliceOf = (i: number, swap: number) => ({
+    kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', addressType: 'IPv4',
+    metadata: { namespace: 'bench', name: `s${i}`, labels: { 'kubernetes.io/service-name': `s${i}` } },
+    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+    endpoints: Array.from({ length: 10 }, (_, e) => ({ addresses: [e === swap % 10 && swap > 0 ? ip4(((10 << 24) | (200 << 16)) + swap) : epIP(i, e, 0)], conditions: { ready: true }, nodeName: `n${e % 3}` })),
+  });
+  for (let i = 0; i < n; i++) {
+    store.apply('Service', { kind: 'Service', metadata: { namespace: 'bench', name: `s${i}` }, spec: { clusterIP: ip4(((10 << 24) | (96 << 16)) + i + 1), ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+    store.apply('EndpointSlice', sliceOf(i, 0));
+  }
+  store.markSynced();
+  await sub.ready();
+  await sink.apply(sub.take(), state);
+  const times: number[] = [];
+  const msgs: number[] = [];
+  for (let c = 1; c <= CHANGES; c++) {
+    const i = Math.floor(Math.random() * n);
+    const t = performance.now();
+    store.apply('EndpointSlice', sliceOf(i, c));
+    store.flush();
+    const batch = sub.take();
+    await sink.apply(batch, state);
+    times.push(performance.now() - t);
+    msgs.push(sink.stats.lastMessages);
+  }
+  table(`One endpoint change, EndpointSlice into the store -> kernel ack, ${n}-service state`,
+    ['changes', 'p50 ms', 'p99 ms', 'max ms', 'messages (p50)'],
+    [[times.length, f1(pct(times, 50)), f1(pct(times, 99)), f1(Math.max(...times)), pct(msgs, 50)]]);
+  state.close();
+  cleanup();
+}
+
 async function dataPath(): Promise<void> {
   const lab = await Lab.create();
   try {
@@ -184,5 +231,6 @@ async function dataPath(): Promise<void> {
   if (!native.nativeAvailable()) { console.log('nft-sync bench: native addon not built, skipped'); return; }
   await fullSync();
   await incremental();
+  await storeToKernel();
   await dataPath();
 })().catch((e) => { console.error(e); process.exitCode = 1; }).finally(cleanup);
