@@ -176,19 +176,25 @@ class BatchBuilder {
     return rc == 0 ? true : Fail(i, "malformed record");
   }
 
+  // Message type and flags of an add / create / delete / destroy of a table, chain or set.
+  static bool ObjectMsg(uint8_t op, uint16_t new_t, uint16_t del_t, uint16_t destroy_t, uint16_t* type, uint16_t* flags) {
+    *flags = 0;
+    switch (op) {
+      case OP_ADD: *type = new_t; *flags = NLM_F_CREATE; return true;
+      case OP_CREATE: *type = new_t; *flags = NLM_F_CREATE | NLM_F_EXCL; return true;
+      case OP_DELETE: *type = del_t; return true;
+      case OP_DESTROY: *type = destroy_t; return true;
+      default: return false;
+    }
+  }
+
   bool Table(uint32_t i, uint8_t op, uint8_t family, const uint8_t* body, size_t blen) {
     if (op == OP_FLUSH) return FlushRules(i, family, body, blen, false);
     nftnl_table* t = nftnl_table_alloc();
     bool ok = Attrs(i, t, nftnl_table_set_data, body, blen);
     if (ok) {
-      uint16_t type, flags = 0;
-      switch (op) {
-        case OP_ADD: type = NFT_MSG_NEWTABLE; flags = NLM_F_CREATE; break;
-        case OP_CREATE: type = NFT_MSG_NEWTABLE; flags = NLM_F_CREATE | NLM_F_EXCL; break;
-        case OP_DELETE: type = NFT_MSG_DELTABLE; break;
-        case OP_DESTROY: type = kMsgDestroyTable; break;
-        default: nftnl_table_free(t); return Fail(i, "bad op for table");
-      }
+      uint16_t type, flags;
+      if (!ObjectMsg(op, NFT_MSG_NEWTABLE, NFT_MSG_DELTABLE, kMsgDestroyTable, &type, &flags)) { nftnl_table_free(t); return Fail(i, "bad op for table"); }
       nlmsghdr* nlh = StartMsg(type, family, flags, i, K_TABLE, 0, 4096 + 4 * blen);
       nftnl_table_nlmsg_build_payload(nlh, t);
       EndMsg(nlh);
@@ -223,14 +229,8 @@ class BatchBuilder {
     nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, family);
     bool ok = Attrs(i, c, nftnl_chain_set_data, body, blen);
     if (ok) {
-      uint16_t type, flags = 0;
-      switch (op) {
-        case OP_ADD: type = NFT_MSG_NEWCHAIN; flags = NLM_F_CREATE; break;
-        case OP_CREATE: type = NFT_MSG_NEWCHAIN; flags = NLM_F_CREATE | NLM_F_EXCL; break;
-        case OP_DELETE: type = NFT_MSG_DELCHAIN; break;
-        case OP_DESTROY: type = kMsgDestroyChain; break;
-        default: nftnl_chain_free(c); return Fail(i, "bad op for chain");
-      }
+      uint16_t type, flags;
+      if (!ObjectMsg(op, NFT_MSG_NEWCHAIN, NFT_MSG_DELCHAIN, kMsgDestroyChain, &type, &flags)) { nftnl_chain_free(c); return Fail(i, "bad op for chain"); }
       nlmsghdr* nlh = StartMsg(type, family, flags, i, K_CHAIN, 0, 4096 + 4 * blen);
       nftnl_chain_nlmsg_build_payload(nlh, c);
       EndMsg(nlh);
@@ -245,14 +245,8 @@ class BatchBuilder {
     nftnl_set_set_u32(s, NFTNL_SET_FAMILY, family);
     bool ok = Attrs(i, s, nftnl_set_set_data, body, blen);
     if (ok) {
-      uint16_t type, flags = 0;
-      switch (op) {
-        case OP_ADD: type = NFT_MSG_NEWSET; flags = NLM_F_CREATE; break;
-        case OP_CREATE: type = NFT_MSG_NEWSET; flags = NLM_F_CREATE | NLM_F_EXCL; break;
-        case OP_DELETE: type = NFT_MSG_DELSET; break;
-        case OP_DESTROY: type = kMsgDestroySet; break;
-        default: nftnl_set_free(s); return Fail(i, "bad op for set");
-      }
+      uint16_t type, flags;
+      if (!ObjectMsg(op, NFT_MSG_NEWSET, NFT_MSG_DELSET, kMsgDestroySet, &type, &flags)) { nftnl_set_free(s); return Fail(i, "bad op for set"); }
       nlmsghdr* nlh = StartMsg(type, family, flags, i, K_SET, 0, 8192 + 4 * blen);
       nftnl_set_nlmsg_build_payload(nlh, s);
       EndMsg(nlh);

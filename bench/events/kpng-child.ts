@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { StatsSample } from '../../src/stats';
 
 /** The repository root (the directory holding kpng's package.json), from here or dist/. */
 export function repoRoot(): string {
@@ -31,15 +32,8 @@ export function kpngMain(): string {
   return main;
 }
 
-export interface StatsLine {
-  timeMs: number;
-  events: number;
-  rev: number;
-  usrCpuMs: number;
-  sysCpuMs: number;
-  totCpuPct: number;
-  memMiB: number;
-  revsPerEventsPct: number;
+/** A parsed stats line (src/stats.ts prints them). */
+export interface StatsLine extends StatsSample {
   /** Extra fields after the standard ones (e.g. heap), as printed. */
   extra: string[];
 }

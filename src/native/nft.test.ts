@@ -4,7 +4,7 @@ import {
   CT_STATE, NftBatch, NFT_REG32, ifname, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
   type NftApplyError, type NftElement, type NftOp,
 } from './index';
-import { Netns, canUseNetns } from './netns-testing';
+import { Netns, canUseNetns } from '../../test/helpers/netns';
 
 const T = 'kpng';
 const fam = 'ip' as const;

@@ -9,7 +9,7 @@ import {
   NFT_REG32, NFT_REG_1, concat, conntrackDelete, expr, ipv4, nativeAvailable, nftApply, nftList, port, proto, u32host,
   type NftOp,
 } from '../../src/native/index';
-import { Netns, canUseNetns, sh } from '../../src/native/netns-testing';
+import { Netns, canUseNetns, sh } from '../helpers/netns';
 
 const maybe = canUseNetns() && nativeAvailable() ? describe : describe.skip;
 const T = 'kpng';
