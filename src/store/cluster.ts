@@ -1,6 +1,6 @@
 // The cluster's objects as kpng keeps them (trimmed), and what changed since the last flush.
 // Sources feed it raw objects; node states read it. Every other concern is downstream.
-import { objectName, parseEndpointSlice, parseNode, parseService } from '../model/parse';
+import { objectName, parseEndpointSlice, parseNode, parseService, type Parsed } from '../model/parse';
 import type { NodeSpec, ServiceSpec, SliceSpec } from '../model/objects';
 import { ObjectWarnings, type Logger } from '../util/log';
 
@@ -20,15 +20,29 @@ export interface ClusterStoreOptions {
 
 const nsName = (ns: string, name: string) => `${ns}/${name}`;
 
+/** Trimmed objects by key, with their JSON text to tell a real change from a no-op update. */
+class TrimmedMap<T> {
+  private readonly entries = new Map<string, { value: T; text: string }>();
+  get(key: string): T | undefined { return this.entries.get(key)?.value; }
+  keys(): IterableIterator<string> { return this.entries.keys(); }
+  get size(): number { return this.entries.size; }
+  /** Stores (or with null, removes) a value; true when that changed anything. */
+  set(key: string, value: T | null): boolean {
+    if (value === null) return this.entries.delete(key);
+    const text = JSON.stringify(value);
+    if (this.entries.get(key)?.text === text) return false;
+    this.entries.set(key, { value, text });
+    return true;
+  }
+}
+
 export class ClusterStore {
-  private readonly services = new Map<string, ServiceSpec>();
-  private readonly serviceText = new Map<string, string>();
+  private readonly services = new TrimmedMap<ServiceSpec>();
   /** slices by owning service "ns/svc", then by slice name. */
   private readonly slicesByService = new Map<string, Map<string, SliceSpec>>();
   /** slice "ns/name" -> { owner "ns/svc", trimmed text } */
   private readonly slices = new Map<string, { owner: string; text: string }>();
-  private readonly nodes = new Map<string, NodeSpec>();
-  private readonly nodeText = new Map<string, string>();
+  private readonly nodes = new TrimmedMap<NodeSpec>();
   private dirtyServices = new Set<string>();
   private dirtyNodes = new Set<string>();
   private readonly listeners = new Set<(c: ClusterChange) => void>();
@@ -85,7 +99,7 @@ export class ClusterStore {
       keep.add(kind === 'Node' ? name : name.includes('/') ? name : `default/${name}`);
       this.apply(kind, raw, false);
     }
-    const existing = kind === 'Service' ? [...this.serviceText.keys()] : kind === 'EndpointSlice' ? [...this.slices.keys()] : [...this.nodeText.keys()];
+    const existing = kind === 'Service' ? [...this.services.keys()] : kind === 'EndpointSlice' ? [...this.slices.keys()] : [...this.nodes.keys()];
     for (const key of existing) {
       if (keep.has(key)) continue;
       const [ns, name] = kind === 'Node' ? ['', key] : key.split('/');
@@ -96,30 +110,25 @@ export class ClusterStore {
   private applyService(raw: unknown, deleted: boolean): void {
     const name = objectName(raw);
     const parsed = deleted ? null : parseService(raw, this.opts.serviceProxyName ?? '');
-    if (parsed && !parsed.ok && !parsed.quiet) this.warnings.warn('Service', name, parsed.reason);
-    else this.warnings.clear('Service', name);
+    this.report('Service', name, parsed);
     const key = name.includes('/') ? name : `default/${name}`;
-    if (parsed?.ok) {
-      const text = JSON.stringify(parsed.value);
-      if (this.serviceText.get(key) === text) return;
-      this.serviceText.set(key, text);
-      this.services.set(key, parsed.value);
-    } else {
-      // Deleted, invalid or not ours: the service stops being proxied.
-      if (!this.serviceText.delete(key)) return;
-      this.services.delete(key);
-    }
-    this.dirtyServices.add(key);
+    // Deleted, invalid or not ours: the service stops being proxied.
+    if (this.services.set(key, parsed?.ok ? parsed.value : null)) this.dirtyServices.add(key);
+  }
+
+  /** Warns about an object that is invalid (not one that is merely not ours), once per reason. */
+  private report(kind: Kind, name: string, parsed: Parsed<unknown> | null): void {
+    if (parsed && !parsed.ok && !parsed.quiet) this.warnings.warn(kind, name, parsed.reason);
+    else this.warnings.clear(kind, name);
   }
 
   private applySlice(raw: unknown, deleted: boolean): void {
     const name = objectName(raw);
     const key = name.includes('/') ? name : `default/${name}`;
     const parsed = deleted ? null : parseEndpointSlice(raw);
-    if (parsed && !parsed.ok && !parsed.quiet) this.warnings.warn('EndpointSlice', name, parsed.reason);
-    else if (parsed?.ok && parsed.value.skipped.length) {
+    if (parsed?.ok && parsed.value.skipped.length) {
       this.warnings.warn('EndpointSlice', name, `dropped ${parsed.value.skipped.length} endpoint(s): ${parsed.value.skipped.join('; ')}`);
-    } else this.warnings.clear('EndpointSlice', name);
+    } else this.report('EndpointSlice', name, parsed);
     const prev = this.slices.get(key);
     if (parsed?.ok) {
       const slice = parsed.value.slice;
@@ -148,18 +157,8 @@ export class ClusterStore {
   private applyNode(raw: unknown, deleted: boolean): void {
     const name = objectName(raw);
     const parsed = deleted ? null : parseNode(raw);
-    if (parsed && !parsed.ok) this.warnings.warn('Node', name, parsed.reason);
-    else this.warnings.clear('Node', name);
-    if (parsed?.ok) {
-      const text = JSON.stringify(parsed.value);
-      if (this.nodeText.get(name) === text) return;
-      this.nodeText.set(name, text);
-      this.nodes.set(name, parsed.value);
-    } else {
-      if (!this.nodeText.delete(name)) return;
-      this.nodes.delete(name);
-    }
-    this.dirtyNodes.add(name);
+    this.report('Node', name, parsed);
+    if (this.nodes.set(name, parsed?.ok ? parsed.value : null)) this.dirtyNodes.add(name);
   }
 
   private scheduleFlush(): void {
