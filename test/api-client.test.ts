@@ -12,6 +12,7 @@ import { FileSource } from '../src/source/file-source';
 import { formatRoutesJsonl } from '../src/sink/routes';
 import { silentLogger, type Logger } from '../src/util/log';
 import { watchClusterState, watchFileState, watchLocalState, type Batch, type StateView } from '../src/index';
+import { waitFor } from './helpers/wait';
 
 const svc = (name: string, ip: string, port = 80) => ({
   apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name },
@@ -27,13 +28,6 @@ function cluster(services: [string, string, number?][]): ClusterStore {
   return c;
 }
 
-const waitFor = async (what: string, f: () => boolean, ms = 10000) => {
-  const t0 = Date.now();
-  while (!f()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 function recordingLog(): Logger & { lines: string[] } {
   const lines: string[] = [];

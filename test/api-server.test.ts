@@ -14,6 +14,7 @@ import { NodeState } from '../src/store/node-state';
 import type { ItemStore } from '../src/store/item-store';
 import { formatRoutesJsonl } from '../src/sink/routes';
 import { silentLogger } from '../src/util/log';
+import { waitFor } from './helpers/wait';
 
 const node = (name: string, zone = 'zone-a') => ({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'topology.kubernetes.io/zone': zone } }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.1' }] } });
 const svc = (name: string, ip: string, extra: Record<string, unknown> = {}) => ({
@@ -40,13 +41,6 @@ function cluster(): ClusterStore {
   return c;
 }
 
-const waitFor = async (what: string, f: () => boolean, ms = 10000) => {
-  const t0 = Date.now();
-  while (!f()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 const routes = (s: ItemStore) => formatRoutesJsonl(s.items());
 const inProcess = (c: ClusterStore, n: string) => { const s = new NodeState(c, n); const r = routes(s); s.close(); return r; };

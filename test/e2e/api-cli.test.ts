@@ -7,6 +7,7 @@ import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:c
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { waitFor as waitUntil } from '../helpers/wait';
 
 const root = path.resolve(__dirname, '../..');
 const node = process.execPath;
@@ -44,13 +45,7 @@ async function start(args: string[], ready: RegExp): Promise<{ child: ChildProce
   return { child, out: () => out, err: () => err };
 }
 
-const waitFor = async (what: string, f: () => boolean, ms = 15000) => {
-  const t0 = Date.now();
-  while (!f()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
+const waitFor = (what: string, f: () => boolean, ms = 15000) => waitUntil(what, f, ms);
 
 const stop = (c: ChildProcessWithoutNullStreams, sig: NodeJS.Signals = 'SIGTERM') => new Promise<number | null>((r) => { c.once('exit', (code) => r(code)); c.kill(sig); });
 
