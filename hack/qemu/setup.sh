@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a guest kernel for hack/qemu/run.sh, idempotently (quick when everything is there):
 #   - Debian packages: qemu-system-x86 (TCG: this machine's /dev/kvm cannot boot a stock kernel),
-#     busybox-static (the initramfs), kmod (depmod/modprobe -d), cpio
+#     busybox-static (the initramfs), kmod (depmod/modprobe -d), cpio, ipvsadm (test inspection)
 #   - Debian's generic 6.1 kernel (linux-image-6.1.0-NN-amd64; the -cloud- flavour has no 9p), fetched
 #     with `apt-get download`, unpacked and depmod-ed under the cache
 #   - an initramfs that loads the virtio/9p modules, mounts the host's / read-only and switch_roots
@@ -13,7 +13,8 @@ set -euo pipefail
 CACHE=${KPNG_QEMU_CACHE:-$HOME/.cache/kpng/qemu}
 # Pinned ABI; when the archive no longer has it, the newest 6.1 generic image it has is taken.
 PINNED=${KPNG_QEMU_KERNEL:-6.1.0-56-amd64}
-APT_PACKAGES=(qemu-system-x86 busybox-static kmod cpio)
+# ipvsadm: the guest tests use it only to look at IPVS independently of kpng's own dumps.
+APT_PACKAGES=(qemu-system-x86 busybox-static kmod cpio ipvsadm)
 # virtio transport + 9p, in dependency order (`modprobe --show-depends 9p` on this kernel).
 INITRD_MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p)
 
