@@ -15,6 +15,8 @@ export interface RunnerOptions {
   once?: boolean;
   /** Called after each successful apply. */
   onApplied?: (batch: Batch, ms: number) => void;
+  /** Ask for a full resync this often, ms (0 = never): kernel backends repair state edited behind kpng's back. */
+  fullSyncPeriodMs?: number;
   /** Upper bound of the retry backoff after a failed apply, in ms. */
   maxBackoffMs?: number;
 }
@@ -56,6 +58,9 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
   const limiter = new SyncLimiter(opts.minSyncPeriodMs, opts.burst);
   const onAbort = () => sub.close();
   signal?.addEventListener('abort', onAbort, { once: true });
+  const period = opts.fullSyncPeriodMs ?? 0;
+  const resync = period > 0 ? setInterval(() => { opts.log.info(`${sink.name}: periodic full resync`); sub.requestReset(); }, period) : undefined;
+  resync?.unref();
   let backoff = 1000;
   try {
     for (;;) {
@@ -87,6 +92,7 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
       if (opts.once) return stats;
     }
   } finally {
+    if (resync) clearInterval(resync);
     signal?.removeEventListener('abort', onAbort);
     sub.close();
   }

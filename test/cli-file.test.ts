@@ -76,13 +76,13 @@ test('follows the file when it is rewritten in place and when a new file is rena
   const p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'trace', '--min-sync-period', '0']);
   try {
     await p.waitFor(/^sync rev=1 changes=2$/);
-    expect(p.lines).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP internal=[10.244.1.1:8080]', 'sync rev=1 changes=2']);
+    expect(p.lines).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080]', 'sync rev=1 changes=2']);
 
     // Rewrite in place: an endpoint is added.
     let from = p.lines.length;
     writeList(file, [node('n1'), web, slice('web-1', 'web', [ep('10.244.1.1'), ep('10.244.1.2')])]);
     await p.waitFor(/^sync rev=2 changes=1$/, from);
-    expect(p.lines.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP internal=[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
+    expect(p.lines.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
 
     // Replace: a new file renamed over the old one, without the service.
     from = p.lines.length;

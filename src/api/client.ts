@@ -6,7 +6,7 @@
 // startApiSource feeds an ItemStore from it, for the CLI's sinks and the library.
 import { Client, credentials, Metadata, status, type ChannelCredentials, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { promises as fsp } from 'node:fs';
-import type { TlsFiles } from '../cli/plugins';
+import type { TlsFiles } from './address';
 import type { Batch, Change } from '../sink/sink';
 import { ItemStore } from '../store/item-store';
 import { sleep } from '../runner';

@@ -24,7 +24,7 @@ export interface NativeAddon {
   nftApply(batch: Buffer, netns?: string): Promise<RawApply>;
   nftList(family: number, table: string, elements: boolean, netns?: string): Promise<RawListing>;
   nftListTables(netns?: string): Promise<RawTable[]>;
-  conntrackDelete(f: { family: number; proto: number; origDst?: Uint8Array; replySrc?: Uint8Array; dport?: number; replySport?: number }, netns?: string): Promise<{ deleted: number; scanned: number }>;
+  conntrackDelete(f: RawCtFilter | RawCtFilter[], netns?: string): Promise<{ deleted: number; scanned: number }>;
   constants: Record<string, number>;
   abi: number;
 }
@@ -243,13 +243,26 @@ function decodeExpr(name: string, attrs: Record<number, Uint8Array>): NftRuleInf
 
 const L4: Record<ConntrackFilter['proto'], number> = { tcp: 6, udp: 17, sctp: 132 };
 
-/** Deletes conntrack entries matching every given field (kube-proxy's UDP cleanup). Returns the count. */
-export async function conntrackDelete(f: ConntrackFilter, opts?: NativeCallOptions): Promise<number> {
-  const r = await loadNative().conntrackDelete({
-    family: NFPROTO[f.family], proto: L4[f.proto],
-    origDst: f.origDst !== undefined ? ipAddr(f.origDst) : undefined,
-    replySrc: f.replySrc !== undefined ? ipAddr(f.replySrc) : undefined,
-    dport: f.dport, replySport: f.replySport,
-  }, nsArg(opts));
-  return r.deleted;
+interface RawCtFilter { family: number; proto: number; origDst?: Uint8Array; replySrc?: Uint8Array; dport?: number; replySport?: number; keepReplySrc?: Uint8Array[] }
+
+const rawFilter = (f: ConntrackFilter): RawCtFilter => ({
+  family: NFPROTO[f.family], proto: L4[f.proto],
+  origDst: f.origDst !== undefined ? ipAddr(f.origDst) : undefined,
+  replySrc: f.replySrc !== undefined ? ipAddr(f.replySrc) : undefined,
+  dport: f.dport, replySport: f.replySport,
+  keepReplySrc: f.keepReplySrc?.map(ipAddr),
+});
+
+/**
+ * Deletes the conntrack entries that match every field of one of the filters (kube-proxy's UDP
+ * cleanup): one kernel dump per family, whatever the number of filters. Returns the count.
+ */
+export async function conntrackDelete(filters: ConntrackFilter | ConntrackFilter[], opts?: NativeCallOptions): Promise<number> {
+  const list = Array.isArray(filters) ? filters : [filters];
+  let deleted = 0;
+  for (const family of ['ip', 'ip6'] as const) {
+    const mine = list.filter((f) => f.family === family);
+    if (mine.length) deleted += (await loadNative().conntrackDelete(mine.map(rawFilter), nsArg(opts))).deleted;
+  }
+  return deleted;
 }

@@ -244,6 +244,8 @@ export interface ConntrackFilter {
   replySrc?: string;
   /** Reply source port (the endpoint's port). */
   replySport?: number;
+  /** Only DNATed entries whose reply source is none of these (the endpoints still in use). */
+  keepReplySrc?: string[];
 }
 
 /** Options common to all native calls. */
