@@ -117,3 +117,29 @@ test('--stats prints a header and one line a second on stderr', async () => {
   expect(stats.length).toBeGreaterThanOrEqual(3);
   expect(stats[1]).toMatch(/^stats: \d+ 11 1 \d+ \d+ \d+\.\d\d% \d+\.\dMiB 9\.09%$/);
 });
+
+test('--help lists the registered backends with their flags; model flags are validated', () => {
+  const help = runKpng(['--help']);
+  expect(help.stdout).toMatch(/registered: routes, dump, trace, nft\b/);
+  expect(help.stdout).toMatch(/--nft-table NAME\s+name of kpng's table/);
+  const cidr = runKpng(['file', '--input', example, '--cluster-cidr', '10.244.0.0/33', '--once']);
+  expect(cidr.code).toBe(2);
+  expect(cidr.stderr).toMatch(/--cluster-cidr: "10.244.0.0\/33" is not a CIDR/);
+  const npa = runKpng(['file', '--input', example, '--nodeport-addresses', 'primary,10.0.0.0/8', '--once']);
+  expect(npa.stderr).toMatch(/--nodeport-addresses: "primary" cannot be combined with CIDRs/);
+  const other = runKpng(['file', '--input', example, '--nft-table', 'x', '--once']);
+  expect(other.stderr).toMatch(/--nft-table applies to --to nft, not --to routes/);
+});
+
+test('a third-party backend registers through --plugin and gets its own flags (examples/plugin-backend.ts)', () => {
+  const plugin = path.join(ROOT, 'dist', 'examples', 'plugin-backend.js');
+  const help = runKpng(['--plugin', plugin, '--help']);
+  expect(help.stdout).toMatch(/endpoint-count\s+example plugin/);
+  expect(help.stdout).toMatch(/--count-format text\|json/);
+  const r = runKpng(['file', '--input', example, '--node', 'n1', '--plugin', plugin, '--to', 'endpoint-count', '--count-format', 'json', '--once']);
+  expect(r.code).toBe(0);
+  expect(JSON.parse(r.stdout.trim())).toEqual({ revision: 1, counts: { 'default/api:8000': 0, 'default/web:80': 2, 'kube-system/dns:53': 4, 'shop/front:443': 2 } });
+  const missing = runKpng(['--plugin', path.join(dir, 'nope.js'), '--help']);
+  expect(missing.code).toBe(2);
+  expect(missing.stderr).toMatch(/--plugin .*nope.js: Cannot find module/);
+});

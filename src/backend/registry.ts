@@ -65,10 +65,11 @@ export function listBackends(): BackendDefinition[] {
 }
 
 /** The --help section: one line per backend, then each backend's flags. */
-export function backendsHelp(): string {
+export function backendsHelp(extra: Array<{ name: string; summary: string }> = []): string {
   const defs = listBackends();
-  const width = Math.max(...defs.map((d) => d.name.length)) + 2;
-  const lines = defs.map((d) => `  ${d.name.padEnd(width)} ${d.summary}`);
+  const all = [...defs, ...extra];
+  const width = Math.max(...all.map((d) => d.name.length)) + 2;
+  const lines = all.map((d) => `  ${d.name.padEnd(width)} ${d.summary}`);
   for (const d of defs) {
     if (!d.flags?.length) continue;
     lines.push(` ${d.name}:`);

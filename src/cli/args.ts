@@ -59,8 +59,7 @@ Sources:
   local    the ENLS served by \`kpng ... --to api\` in another process.
 
 Backends (--to, default routes; registered: ${listBackends().map((d) => d.name).join(', ')}):
-${backendsHelp()}
-  api      serve every node's state over gRPC (--listen)
+${backendsHelp([{ name: 'api', summary: 'serve every node\'s state over gRPC (--listen)' }])}
   routes --format jsonl prints one object per service port:
            {"service":"ns/name","protocol":"TCP","port":80,"internal":["10.0.0.1:8080"],"external":[]}
 
