@@ -10,6 +10,7 @@
 #include <libnetfilter_conntrack/libnetfilter_conntrack.h>
 
 #include <array>
+#include <memory>
 #include <vector>
 
 namespace kpng {
@@ -72,12 +73,13 @@ class ConntrackDeleteWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    nfct_handle* h;
+    std::unique_ptr<nfct_handle, int (*)(nfct_handle*)> owned(nullptr, nfct_close);
     {
       NetnsGuard g(netns_);
       if (g.error()) { err_ = g.error(); what_ = "setns"; return; }
-      h = nfct_open(CONNTRACK, 0);
+      owned.reset(nfct_open(CONNTRACK, 0));
     }
+    nfct_handle* h = owned.get();
     if (!h) { err_ = errno; what_ = "nfct_open"; return; }
     DumpCtx ctx{&f_, {}, 0};
     nfct_callback_register(h, NFCT_T_ALL, DumpCb, &ctx);
@@ -94,7 +96,6 @@ class ConntrackDeleteWorker : public Napi::AsyncWorker {
       nfct_destroy(ct);
     }
     scanned_ = ctx.seen;
-    nfct_close(h);
   }
 
   void OnOK() override {
@@ -204,7 +205,8 @@ Napi::Value ConntrackDelete(const Napi::CallbackInfo& info) {
     if (!ParseFilter(env, info[0], &f)) return env.Undefined();
     filters.push_back(std::move(f));
   }
-  std::string netns = info.Length() > 1 && info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
   auto* w = new ConntrackDeleteWorker(env, std::move(filters), netns);
   Napi::Promise p = w->Promise();
   w->Queue();

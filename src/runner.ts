@@ -4,6 +4,9 @@
 import type { ItemStore } from './store/item-store';
 import type { Batch, Sink } from './sink/sink';
 import type { Logger } from './util/log';
+import { sleep } from './util/sleep';
+
+export { sleep };
 
 export interface RunnerOptions {
   log: Logger;
@@ -43,14 +46,6 @@ export class SyncLimiter {
   }
 }
 
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() { clearTimeout(t); signal?.removeEventListener('abort', done); resolve(); }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
 
 export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions, signal?: AbortSignal): Promise<RunnerStats> {
   const stats: RunnerStats = { syncs: 0, failures: 0, lastRevision: 0 };
