@@ -15,6 +15,7 @@ const services: SvcSpec[] = [
     ports: [{ port: 80, targetPort: 8080, nodePort: 30110 }], pods: ['p2a'],
   },
   { name: 'web', type: 'NodePort', clusterIPs: ['10.96.1.20'], ports: [{ port: 80, targetPort: 8080, nodePort: 30120 }], pods: ['p1b', 'p2b'] },
+  { name: 'dns', clusterIPs: ['10.96.1.30'], ports: [{ name: 'u', protocol: 'UDP', port: 53, targetPort: 8080 }], pods: ['p2a'] },
 ];
 
 d('upstream parity, nft backend (kpng on n1)', () => {
@@ -81,6 +82,18 @@ d('upstream parity, nft backend (kpng on n1)', () => {
     expect(bridge).toMatchObject({ ok: true });
     const [primary] = await lab.probe(lab.ns.client, 'tcp', ADDR.n1.v4, 30120, 1, 2000);
     expect(primary.ok).toBe(false);
+  });
+
+  test('stale UDP conntrack entries are cleaned after a restart (the endpoint changed while kpng was down)', async () => {
+    await start();
+    // Same client port every time: the flow's conntrack entry would keep it on the old endpoint.
+    expect((await lab.probe(lab.ns.p1b, 'udp', '10.96.1.30', 53, 1, 1500, 40153))[0]).toMatchObject({ ok: true, name: 'p2a' });
+    await kpng!.stop();
+    kpng = undefined;
+    state.write(services.map((s) => (s.name === 'dns' ? { ...s, pods: ['p2b'] } : s)));
+    await start();
+    expect((await lab.probe(lab.ns.p1b, 'udp', '10.96.1.30', 53, 1, 1500, 40153))[0]).toMatchObject({ ok: true, name: 'p2b' });
+    state.write(services);
   });
 
   test('--masquerade-all: cluster-IP traffic is masqueraded, pods short-circuited to an eTP Local service are not', async () => {
