@@ -61,7 +61,7 @@ function runWorker(): void {
       const note: BatchNote = {
         i: first + k, reset: b.reset, changes: b.changes.length, items: b.items,
         keys: b.changes.length <= 5 ? b.changes.map((ch) => ch.key) : [],
-        port1000: svc?.op === 'set' ? svc.item.service!.ports[0].internal[0]?.port ?? 0 : 0,
+        port1000: svc?.op === 'set' ? svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0 : 0,
         bytes: c.stats.bytes, messages: c.stats.messages,
       };
       parentPort!.postMessage(note);

@@ -5,7 +5,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { NftBatch, concat, ipv4, nftApply, nftList, port, proto, type NftOp } from '../src/native/index';
+import { NftBatch, concat, ipv4, nftApply, port, proto, type NftOp } from '../src/native/index';
+import { nftList } from '../test/helpers/nft-list';
 
 const ns = `kpng-bench-${process.pid}`;
 const nsPath = `/var/run/netns/${ns}`;

@@ -7,14 +7,15 @@
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import { normalizeItem, Protocol, type Item, type Service } from '../src/model/enls';
+import { IPFamily, normalizeItem, Protocol, Target, type Item, type NodeInfo, type Service } from '../src/model/enls';
 import { fullSyncOps, TableModel } from '../src/backend/nft/plan';
 import { toNftOps } from '../src/backend/nft/netlink';
 import { toNftText } from '../src/backend/nft/text';
-import { NftSink, nativeKernel } from '../src/backend/nft';
+import { nftKernelSink, nativeKernel } from '../src/backend/nft';
 import * as native from '../src/native';
 import type { Batch, StateView } from '../src/sink/sink';
 import { ClusterStore } from '../src/store/cluster';
+import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { Lab, PODS } from '../test/e2e/lab/lab';
@@ -23,7 +24,10 @@ const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
 const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '300'));
-const OPTS = { clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false };
+// The node item as the model computes it with --cluster-cidr 10.244.0.0/16 (pods are not masqueraded).
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
+const NODE_ITEM: Item = { key: 'node', node: NODE };
+const cluster = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
 const id = crypto.randomBytes(3).toString('hex');
 const created: string[] = [];
 
@@ -49,13 +53,16 @@ function service(i: number, eps = 10, epBase = 0): Item {
       namespace: 'bench', name: `s${i}`, type: 'ClusterIP',
       clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
       internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, internal: endpoints, external: [], hasEndpoints: true }],
+      ports: [{
+        port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: endpoints,
+        clusterIp: { pod: cluster(false), node: cluster(true), other: cluster(true) },
+      }],
     },
   });
 }
 
 function view(items: Item[], revision = 1): StateView {
-  const m = new Map(items.map((x) => [x.key, x]));
+  const m = new Map([NODE_ITEM, ...items].map((x) => [x.key, x]));
   return { node: 'n1', revision, get: (k) => m.get(k), items: () => m.values(), size: m.size };
 }
 
@@ -74,7 +81,7 @@ async function fullSync(): Promise<void> {
   for (const n of SIZES) {
     const items = Array.from({ length: n }, (_, i) => service(i));
     const svcs = items.map((x): [string, Service] => [x.key, x.service!]);
-    const ops = fullSyncOps(new TableModel('ip'), svcs, OPTS);
+    const ops = fullSyncOps(new TableModel('ip'), svcs, NODE);
     // native
     const ns1 = netns();
     const t0 = performance.now();
@@ -108,7 +115,7 @@ async function incremental(): Promise<void> {
   const n = 10000;
   const ns = netns();
   const logs: string[] = [];
-  const sink = new NftSink({ node: 'n1', ...OPTS, log: (m) => logs.push(m) }, nativeKernel({ netns: `/var/run/netns/${ns}` }));
+  const sink = nftKernelSink({ log: (m: string) => logs.push(m) }, nativeKernel({ netns: `/var/run/netns/${ns}` }));
   const items = Array.from({ length: n }, (_, i) => service(i));
   const t0 = performance.now();
   await sink.apply({ revision: 1, reset: true, changes: items.map((item) => ({ op: 'set', key: item.key, item })) } as Batch, view(items));
@@ -123,7 +130,7 @@ async function incremental(): Promise<void> {
     const item = items[i];
     // Replace one endpoint by a new address.
     const svc = structuredClone(item.service!);
-    svc.ports[0].internal[c % 10] = { ip: ip4((10 << 24) | (201 << 16) + c + 1), port: 8080, local: false, terminating: false };
+    svc.ports[0].clusterEndpoints[c % 10] = { ip: ip4((10 << 24) | (201 << 16) + c + 1), port: 8080, local: false, terminating: false };
     const next = normalizeItem({ key: item.key, service: svc });
     items[i] = next;
     const t = performance.now();
@@ -137,7 +144,7 @@ async function incremental(): Promise<void> {
   for (let c = 0; c < 50; c++) {
     const i = Math.floor(Math.random() * n);
     const svc = structuredClone(items[i].service!);
-    svc.ports[0].internal = svc.ports[0].internal.slice(0, 5 + (c % 5));
+    svc.ports[0].clusterEndpoints = svc.ports[0].clusterEndpoints.slice(0, 5 + (c % 5));
     const next = normalizeItem({ key: items[i].key, service: svc });
     items[i] = next;
     const t = performance.now();
@@ -160,8 +167,8 @@ async function incremental(): Promise<void> {
 async function storeToKernel(): Promise<void> {
   const n = 10000;
   const ns = netns();
-  const sink = new NftSink({ node: 'n1', ...OPTS, log: () => undefined }, nativeKernel({ netns: `/var/run/netns/${ns}` }));
-  const store = new ClusterStore({ log: silentLogger });
+  const sink = nftKernelSink({ log: () => undefined }, nativeKernel({ netns: `/var/run/netns/${ns}` }));
+  const store = new ClusterStore({ log: silentLogger, model: modelOptions({ clusterCIDRs: ['10.244.0.0/16'] }) });
   const state = new NodeState(store, 'n1');
   const sub = state.subscribe();
   const epIP = (i: number, e: number, gen: number) => ip4(((10 << 24) | (128 << 16)) + i * 16 + e + gen * 0);
@@ -211,7 +218,7 @@ async function dataPath(): Promise<void> {
     });
     const rows: (string | number)[][] = [];
     for (const n of [10, 10000]) {
-      const sink = new NftSink({ node: 'n1', ...OPTS, log: () => {} }, nativeKernel({ netns: nsPath }));
+      const sink = nftKernelSink({ log: () => {} }, nativeKernel({ netns: nsPath }));
       const items = [target, ...Array.from({ length: n }, (_, i) => service(i))];
       await sink.apply({ revision: 1, reset: true, changes: [] }, view(items));
       const rs = await lab.probe(lab.ns.n1, 'tcp', '10.95.0.1', 80, 300, 2000);

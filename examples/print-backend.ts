@@ -7,20 +7,24 @@
 // In your own project, import from 'kpng' instead of '../src/index'.
 import { parseArgs } from 'node:util';
 import {
-  protocolName, watchFileState, watchLocalState,
+  describeRoutes, protocolName, watchFileState, watchLocalState,
   type Backend, type Batch, type Item, type StateView, type StateWatch,
 } from '../src/index';
 
-/** One line per service port: where this node sends cluster-IP and outside traffic. */
+/**
+ * One line per service port and family: for each destination (cluster IP, external IP, load-balancer
+ * IP, node port), where packets go per client class (pod / node / other): a list of endpoints (cluster
+ * or local), reject or drop, and whether they are masqueraded. The model decided all of it: a backend
+ * renders these routes and never looks at traffic policies or topology itself.
+ */
 function describe(item: Item): string[] {
-  if (item.node) return [`node ${item.node.name} (zone ${item.node.zone || '-'})`];
+  if (item.node) return [`node ${item.node.name} (zone ${item.node.zone || '-'}) pods=${[...item.node.podCidrs.v4, ...item.node.podCidrs.v6].join(',') || '-'}`];
   const svc = item.service!;
   const vips = [...svc.clusterIps.v4, ...svc.clusterIps.v6].join(',');
   return svc.ports.map((p) => {
-    const eps = (list: typeof p.internal) => list.map((e) => `${e.ip.includes(':') ? `[${e.ip}]` : e.ip}:${e.port}${e.local ? '(local)' : ''}`).join(' ')
-      || (p.hasEndpoints ? 'DROP' : 'REJECT'); // drop: Local policy with no local endpoint; reject: no endpoint at all
-    const outside = svc.external ? `  outside -> ${eps(p.external)}` : '';
-    return `${svc.namespace}/${svc.name} ${vips} ${p.port.port}/${protocolName(p.port.protocol)} -> ${eps(p.internal)}${outside}`;
+    const dests = [['cluster-ip', p.clusterIp], ['external-ip', p.externalIp], ['lb-ip', p.loadBalancerIp], ['node-port', p.nodePort]] as const;
+    const text = dests.filter(([, r]) => r).map(([name, r]) => `${name}: ${describeRoutes(p, r!)}`).join('; ');
+    return `${svc.namespace}/${svc.name} ${vips} ${p.port.port}/${protocolName(p.port.protocol)} ${text}`;
   });
 }
 

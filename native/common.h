@@ -13,6 +13,26 @@
 
 namespace kpng {
 
+// Owns a file descriptor: closed when the owner goes out of scope, on every path. Negative values
+// (errors, -errno) are held but never closed. Converts to int for system calls.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept { if (this != &o) { reset(); fd_ = o.release(); } return *this; }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  operator int() const { return fd_; }
+  int get() const { return fd_; }
+  // Gives up ownership (the caller closes).
+  int release() { int f = fd_; fd_ = -1; return f; }
+  void reset(int fd = -1) { if (fd_ >= 0) close(fd_); fd_ = fd; }
+
+ private:
+  int fd_;
+};
+
 // Switches the calling thread into the network namespace at `path` for the guard's lifetime.
 // Sockets opened meanwhile stay bound to that namespace after the guard restores the original.
 // Worker threads are pooled, so the original namespace is always restored.
@@ -20,31 +40,39 @@ class NetnsGuard {
  public:
   explicit NetnsGuard(const std::string& path) {
     if (path.empty()) return;
-    orig_ = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    orig_.reset(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
     if (orig_ < 0) { err_ = errno; return; }
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { err_ = errno; close(orig_); orig_ = -1; return; }
-    if (setns(fd, CLONE_NEWNET) != 0) { err_ = errno; close(orig_); orig_ = -1; }
-    close(fd);
+    UniqueFd target(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (target < 0) { err_ = errno; orig_.reset(); return; }
+    if (setns(target, CLONE_NEWNET) != 0) { err_ = errno; orig_.reset(); }
   }
   ~NetnsGuard() {
-    if (orig_ >= 0) {
-      setns(orig_, CLONE_NEWNET);
-      close(orig_);
-    }
+    if (orig_ >= 0) setns(orig_, CLONE_NEWNET);
   }
   int error() const { return err_; }
   NetnsGuard(const NetnsGuard&) = delete;
   NetnsGuard& operator=(const NetnsGuard&) = delete;
 
  private:
-  int orig_ = -1;
+  UniqueFd orig_;
   int err_ = 0;
 };
 
 inline std::string ErrnoName(int e) {
   const char* n = strerrorname_np(e);
   return n ? std::string(n) : "E" + std::to_string(e);
+}
+
+// The optional netns argument at `index`: absent/undefined means the process's own namespace; any
+// other non-string is a TypeError (returns false with the exception pending).
+inline bool NetnsArg(const Napi::CallbackInfo& info, size_t index, std::string* out) {
+  if (info.Length() <= index || info[index].IsUndefined() || info[index].IsNull()) { out->clear(); return true; }
+  if (!info[index].IsString()) {
+    Napi::TypeError::New(info.Env(), "netns: a path string such as /var/run/netns/NAME").ThrowAsJavaScriptException();
+    return false;
+  }
+  *out = info[index].As<Napi::String>().Utf8Value();
+  return true;
 }
 
 // Error as a plain JS object carrying errno/code (the TS layer turns it into an Error).

@@ -408,20 +408,16 @@ int64_t ElementAtOffset(const char* msg, uint32_t offset) {
 }  // namespace
 
 int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf) {
-  int fd;
+  UniqueFd fd;
   {
     NetnsGuard g(netns);
     if (g.error()) return -g.error();
-    fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    fd.reset(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
     if (fd < 0) return -errno;
   }
   sockaddr_nl sa = {};
   sa.nl_family = AF_NETLINK;
-  if (bind(fd, (sockaddr*)&sa, sizeof(sa)) < 0) {
-    int e = errno;
-    close(fd);
-    return -e;
-  }
+  if (bind(fd, (sockaddr*)&sa, sizeof(sa)) < 0) return -errno;
   int one = 1;
   setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
   setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
@@ -429,7 +425,7 @@ int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-  return fd;
+  return fd.release();
 }
 
 namespace {
@@ -461,7 +457,7 @@ class ApplyWorker : public Napi::AsyncWorker {
     bytes_ = b.len;
     int sndbuf = (int)std::min<size_t>(b.len + 65536, INT32_MAX / 2);
     int rcvbuf = 4 << 20;
-    int fd = OpenNetfilterSocket(netns_, rcvbuf, sndbuf);
+    UniqueFd fd(OpenNetfilterSocket(netns_, rcvbuf, sndbuf));
     if (fd < 0) {
       sysErr_ = -fd;
       sysWhat_ = "netlink socket";
@@ -473,7 +469,6 @@ class ApplyWorker : public Napi::AsyncWorker {
     if (sent < 0 || (size_t)sent != b.len) {
       sysErr_ = sent < 0 ? errno : EMSGSIZE;
       sysWhat_ = "sendmsg of " + std::to_string(b.len) + " bytes";
-      close(fd);
       return;
     }
     // nfnetlink processes the batch synchronously inside sendmsg: every reply is queued by now.
@@ -521,7 +516,6 @@ class ApplyWorker : public Napi::AsyncWorker {
         failures_.push_back(std::move(f));
       }
     }
-    close(fd);
     if (!done && failures_.empty() && !sysErr_) incomplete_ = true;
     ms_ = NowMs() - t0;
   }
@@ -586,7 +580,8 @@ Napi::Value NftApply(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "nftApply(batch: Buffer, netns?: string)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  std::string netns = info.Length() > 1 && info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
   auto* w = new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns);
   Napi::Promise p = w->Promise();
   w->Queue();

@@ -166,10 +166,9 @@ class ListTablesWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
   void Execute() override {
-    int fd = OpenNetfilterSocket(netns_, 1 << 20, 0);
+    UniqueFd fd(OpenNetfilterSocket(netns_, 1 << 20, 0));
     if (fd < 0) { err_ = -fd; return; }
     err_ = DumpTables(fd, SeqBase(), tables_);
-    close(fd);
   }
   void OnOK() override {
     Napi::Env env = Env();
@@ -194,14 +193,14 @@ class ListWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    int fd = OpenNetfilterSocket(netns_, 8 << 20, 0);
+    UniqueFd fd(OpenNetfilterSocket(netns_, 8 << 20, 0));
     if (fd < 0) { err_ = -fd; what_ = "netlink socket"; return; }
     uint32_t seq = SeqBase();
     std::vector<TableRec> tables;
-    if ((err_ = DumpTables(fd, seq++, tables))) { what_ = "dump tables"; close(fd); return; }
+    if ((err_ = DumpTables(fd, seq++, tables))) { what_ = "dump tables"; return; }
     for (auto& t : tables)
       if (t.family == family_ && t.name == table_) { table_rec_ = t; found_ = true; }
-    if (!found_) { err_ = ENOENT; what_ = "table " + table_; close(fd); return; }
+    if (!found_) { err_ = ENOENT; what_ = "table " + table_; return; }
 
     err_ = Dump(fd, NFT_MSG_GETCHAIN, family_, seq++, nullptr, [&](const nlmsghdr* m) {
       nftnl_chain* c = nftnl_chain_alloc();
@@ -231,7 +230,7 @@ class ListWorker : public Napi::AsyncWorker {
       }
       nftnl_chain_free(c);
     });
-    if (err_) { what_ = "dump chains"; close(fd); return; }
+    if (err_) { what_ = "dump chains"; return; }
 
     err_ = Dump(fd, NFT_MSG_GETSET, family_, seq++,
                 [&](nlmsghdr* nlh) { mnl_attr_put_strz(nlh, NFTA_SET_TABLE, table_.c_str()); },
@@ -264,7 +263,7 @@ class ListWorker : public Napi::AsyncWorker {
                   }
                   nftnl_set_free(s);
                 });
-    if (err_) { what_ = "dump sets"; close(fd); return; }
+    if (err_) { what_ = "dump sets"; return; }
 
     if (elements_) {
       for (auto& set : sets_) {
@@ -274,7 +273,7 @@ class ListWorker : public Napi::AsyncWorker {
                       mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set.name.c_str());
                     },
                     [&](const nlmsghdr* m) { ParseElems(m, set); });
-        if (err_) { what_ = "dump elements of set " + set.name; close(fd); return; }
+        if (err_) { what_ = "dump elements of set " + set.name; return; }
       }
     }
 
@@ -282,7 +281,6 @@ class ListWorker : public Napi::AsyncWorker {
                 [&](nlmsghdr* nlh) { mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, table_.c_str()); },
                 [&](const nlmsghdr* m) { ParseRule(m); });
     if (err_) what_ = "dump rules";
-    close(fd);
   }
 
   void ParseElems(const nlmsghdr* m, SetRec& set) {
@@ -463,7 +461,8 @@ class ListWorker : public Napi::AsyncWorker {
 // nftListTables(netns?: string): Promise<{family, name, handle, flags, comment?}[]>
 Napi::Value NftListTables(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  std::string netns = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  std::string netns;
+  if (!NetnsArg(info, 0, &netns)) return info.Env().Undefined();
   auto* w = new ListTablesWorker(env, netns);
   Napi::Promise p = w->Promise();
   w->Queue();
@@ -479,7 +478,8 @@ Napi::Value NftList(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   bool elements = info.Length() < 3 || !info[2].IsBoolean() || info[2].As<Napi::Boolean>().Value();
-  std::string netns = info.Length() > 3 && info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
+  std::string netns;
+  if (!NetnsArg(info, 3, &netns)) return env.Undefined();
   auto* w = new ListWorker(env, info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::String>().Utf8Value(),
                            elements, netns);
   Napi::Promise p = w->Promise();

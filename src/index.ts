@@ -9,8 +9,15 @@
 // See examples/print-backend.ts for a backend to copy.
 
 // The ENLS.
-export type { IPSet, Port, Endpoint, PortEndpoints, SessionAffinity, Service, NodeInfo, Item } from './model/enls';
-export { Protocol, NODE_KEY, serviceKey, encodeItem, decodeItem, normalizeItem, protocolName, pb } from './model/enls';
+export type { IPSet, Port, Endpoint, Route, Routes, ServicePort, SessionAffinity, Service, NodeInfo, Item } from './model/enls';
+export { Protocol, Target, IPFamily, NODE_KEY, serviceKey, encodeItem, decodeItem, normalizeItem, protocolName, ofFamily, pb } from './model/enls';
+export { routeEndpoints, externalRoutesOf, describeRoute, describeRoutes, targetName } from './model/views';
+export { modelOptions, DEFAULT_MODEL_OPTIONS, type ModelOptions } from './model/options';
+
+// Backends: the registry (`kpng --to NAME`, `kpng --plugin MODULE`) and the shared kernel-backend layer.
+export { registerBackend, getBackend, listBackends, type BackendDefinition, type BackendContext, type BackendFlag, type FlagValue } from './backend/registry';
+export { KernelSink, type KernelSinkOptions, type KernelSinkStats } from './backend/kernel/kernel-sink';
+export type { Dataplane, ServiceChange, SyncReport } from './backend/kernel/dataplane';
 
 // The sink contract.
 export type { Change, Batch, StateView, Sink } from './sink/sink';
@@ -20,7 +27,7 @@ export type { Backend, WatchOptions, StateWatch } from './api/backend';
 export { watchLocalState, watchFileState, watchClusterState, watchItemStore, backendSink } from './api/backend';
 
 // The API: serving every node's state, following one node's state.
-export type { TlsFiles } from './cli/plugins';
+export type { TlsFiles } from './api/address';
 export type { ServeApiOptions, ApiServer } from './api/server';
 export { serveApi } from './api/server';
 export type { WatchClientOptions, ReceivedBatch, BatchHandler, ClientStats, ApiSource } from './api/client';

@@ -4,6 +4,9 @@
 import type { ItemStore } from './store/item-store';
 import type { Batch, Sink } from './sink/sink';
 import type { Logger } from './util/log';
+import { sleep } from './util/sleep';
+
+export { sleep };
 
 export interface RunnerOptions {
   log: Logger;
@@ -15,6 +18,8 @@ export interface RunnerOptions {
   once?: boolean;
   /** Called after each successful apply. */
   onApplied?: (batch: Batch, ms: number) => void;
+  /** Ask for a full resync this often, ms (0 = never): kernel backends repair state edited behind kpng's back. */
+  fullSyncPeriodMs?: number;
   /** Upper bound of the retry backoff after a failed apply, in ms. */
   maxBackoffMs?: number;
 }
@@ -41,14 +46,6 @@ export class SyncLimiter {
   }
 }
 
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() { clearTimeout(t); signal?.removeEventListener('abort', done); resolve(); }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
 
 export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions, signal?: AbortSignal): Promise<RunnerStats> {
   const stats: RunnerStats = { syncs: 0, failures: 0, lastRevision: 0 };
@@ -56,6 +53,9 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
   const limiter = new SyncLimiter(opts.minSyncPeriodMs, opts.burst);
   const onAbort = () => sub.close();
   signal?.addEventListener('abort', onAbort, { once: true });
+  const period = opts.fullSyncPeriodMs ?? 0;
+  const resync = period > 0 ? setInterval(() => { opts.log.info(`${sink.name}: periodic full resync`); sub.requestReset(); }, period) : undefined;
+  resync?.unref();
   let backoff = 1000;
   try {
     for (;;) {
@@ -87,6 +87,7 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
       if (opts.once) return stats;
     }
   } finally {
+    if (resync) clearInterval(resync);
     signal?.removeEventListener('abort', onAbort);
     sub.close();
   }

@@ -186,7 +186,7 @@ test('a slow client gets the changes made while it held a batch coalesced into o
   expect(keys).toHaveLength(52); // web, local (deleted), 50 new services
   expect(b.changes.find((c) => c.key === 'svc/default/local')).toEqual({ op: 'delete', key: 'svc/default/local' });
   const web = b.changes.find((c) => c.key === 'svc/default/web');
-  expect(web?.op === 'set' && web.item.service?.ports[0].internal.map((e) => e.port)).toEqual([8999, 8999]);
+  expect(web?.op === 'set' && web.item.service?.ports[0].clusterEndpoints.map((e) => e.port)).toEqual([8999, 8999]);
   expect(b.revision).toBeGreaterThan(batches[0].revision + 1000);
   expect(b.items).toBe(52);
 });

@@ -76,13 +76,13 @@ test('follows the file when it is rewritten in place and when a new file is rena
   const p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'trace', '--min-sync-period', '0']);
   try {
     await p.waitFor(/^sync rev=1 changes=2$/);
-    expect(p.lines).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP internal=[10.244.1.1:8080]', 'sync rev=1 changes=2']);
+    expect(p.lines).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080]', 'sync rev=1 changes=2']);
 
     // Rewrite in place: an endpoint is added.
     let from = p.lines.length;
     writeList(file, [node('n1'), web, slice('web-1', 'web', [ep('10.244.1.1'), ep('10.244.1.2')])]);
     await p.waitFor(/^sync rev=2 changes=1$/, from);
-    expect(p.lines.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP internal=[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
+    expect(p.lines.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
 
     // Replace: a new file renamed over the old one, without the service.
     from = p.lines.length;
@@ -116,4 +116,30 @@ test('--stats prints a header and one line a second on stderr', async () => {
   expect(stats[0]).toBe('stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events');
   expect(stats.length).toBeGreaterThanOrEqual(3);
   expect(stats[1]).toMatch(/^stats: \d+ 11 1 \d+ \d+ \d+\.\d\d% \d+\.\dMiB 9\.09%$/);
+});
+
+test('--help lists the registered backends with their flags; model flags are validated', () => {
+  const help = runKpng(['--help']);
+  expect(help.stdout).toMatch(/registered: routes, dump, trace, nft\b/);
+  expect(help.stdout).toMatch(/--nft-table NAME\s+name of kpng's table/);
+  const cidr = runKpng(['file', '--input', example, '--cluster-cidr', '10.244.0.0/33', '--once']);
+  expect(cidr.code).toBe(2);
+  expect(cidr.stderr).toMatch(/--cluster-cidr: "10.244.0.0\/33" is not a CIDR/);
+  const npa = runKpng(['file', '--input', example, '--nodeport-addresses', 'primary,10.0.0.0/8', '--once']);
+  expect(npa.stderr).toMatch(/--nodeport-addresses: "primary" cannot be combined with CIDRs/);
+  const other = runKpng(['file', '--input', example, '--nft-table', 'x', '--once']);
+  expect(other.stderr).toMatch(/--nft-table applies to --to nft, not --to routes/);
+});
+
+test('a third-party backend registers through --plugin and gets its own flags (examples/plugin-backend.ts)', () => {
+  const plugin = path.join(ROOT, 'dist', 'examples', 'plugin-backend.js');
+  const help = runKpng(['--plugin', plugin, '--help']);
+  expect(help.stdout).toMatch(/endpoint-count\s+example plugin/);
+  expect(help.stdout).toMatch(/--count-format text\|json/);
+  const r = runKpng(['file', '--input', example, '--node', 'n1', '--plugin', plugin, '--to', 'endpoint-count', '--count-format', 'json', '--once']);
+  expect(r.code).toBe(0);
+  expect(JSON.parse(r.stdout.trim())).toEqual({ revision: 1, counts: { 'default/api:8000': 0, 'default/web:80': 2, 'kube-system/dns:53': 4, 'shop/front:443': 2 } });
+  const missing = runKpng(['--plugin', path.join(dir, 'nope.js'), '--help']);
+  expect(missing.code).toBe(2);
+  expect(missing.stderr).toMatch(/--plugin .*nope.js: Cannot find module/);
 });

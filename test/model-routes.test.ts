@@ -1,5 +1,6 @@
 // The routes view for every kube-proxy rule the ENLS applies.
 import { cluster, ep, node, routesOf, slice, svc } from './helpers/k8s';
+import { Target } from '../src/model/enls';
 
 const one = (c: ReturnType<typeof cluster>, service = 'default/web') => {
   const rows = routesOf(c.routes(), service);
@@ -32,7 +33,7 @@ describe('endpoint readiness', () => {
   test('no endpoints at all: empty lists, rejected (has_endpoints false)', () => {
     const c = cluster('n1', [svc('web')]);
     expect(one(c).internal).toEqual([]);
-    expect(c.state.get('svc/default/web')!.service!.ports[0].hasEndpoints).toBe(false);
+    expect(c.state.get('svc/default/web')!.service!.ports[0].clusterIp.other.target).toBe(Target.REJECT);
   });
 });
 
@@ -47,7 +48,7 @@ describe('traffic policies', () => {
   test('internalTrafficPolicy Local without a local endpoint: empty, dropped (has_endpoints true)', () => {
     const c = cluster('n3', [svc('web', { itp: 'Local' }), slice('web-1', 'web', eps)]);
     expect(one(c).internal).toEqual([]);
-    expect(c.state.get('svc/default/web')!.service!.ports[0].hasEndpoints).toBe(true);
+    expect(c.state.get('svc/default/web')!.service!.ports[0].clusterIp.other.target).toBe(Target.DROP);
   });
 
   test('externalTrafficPolicy Local: external traffic local only, internal to all', () => {
@@ -65,15 +66,15 @@ describe('traffic policies', () => {
       ep('10.244.1.1', { node: 'n1', ready: false, serving: true, terminating: true }),
       ep('10.244.2.1', { node: 'n2', ready: true }),
     ];
-    const c = cluster('n1', [svc('web', { type: 'NodePort', etp: 'Local' }), slice('web-1', 'web', local)]);
+    const c = cluster('n1', [svc('web', { type: 'NodePort', etp: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30080 }] }), slice('web-1', 'web', local)]);
     // Cluster-wide a ready endpoint exists; locally only a terminating one, which is used.
     expect(one(c)).toMatchObject({ internal: ['10.244.2.1:8080'], external: ['10.244.1.1:8080'] });
     const item = c.state.get('svc/default/web')!.service!.ports[0];
-    expect(item.external[0]).toMatchObject({ local: true, terminating: true });
+    expect(item.localEndpoints[0]).toMatchObject({ local: true, terminating: true });
   });
 
   test('both policies Local', () => {
-    const c = cluster('n2', [svc('web', { type: 'NodePort', etp: 'Local', itp: 'Local' }), slice('web-1', 'web', eps)]);
+    const c = cluster('n2', [svc('web', { type: 'NodePort', etp: 'Local', itp: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30080 }] }), slice('web-1', 'web', eps)]);
     expect(one(c)).toMatchObject({ internal: ['10.244.2.1:8080'], external: ['10.244.2.1:8080'] });
   });
 });
@@ -98,43 +99,53 @@ describe('external traffic', () => {
   });
 });
 
-describe('topology', () => {
-  const hinted = [
+describe('topology (upstream pkg/proxy/topology.go: hints are used whenever every ready endpoint has them)', () => {
+  // What the EndpointSlice controller writes for PreferClose / PreferSameZone / topology-mode Auto: zone hints.
+  const zoneHinted = [
+    ep('10.244.1.1', { node: 'n1', zones: ['zone-a'] }),
+    ep('10.244.2.1', { node: 'n2', zones: ['zone-b'] }),
+    ep('10.244.3.1', { node: 'n3', zones: ['zone-a'] }),
+  ];
+  // For PreferSameNode: node and zone hints.
+  const nodeHinted = [
     ep('10.244.1.1', { node: 'n1', zones: ['zone-a'], nodes: ['n1'] }),
     ep('10.244.2.1', { node: 'n2', zones: ['zone-b'], nodes: ['n2'] }),
     ep('10.244.3.1', { node: 'n3', zones: ['zone-a'], nodes: ['n3'] }),
   ];
-  const objs = (service: Record<string, unknown>, eps = hinted) => [node('n1', 'zone-a'), service, slice('web-1', 'web', eps)];
+  const objs = (service: Record<string, unknown>, eps = zoneHinted) => [node('n1', 'zone-a'), service, slice('web-1', 'web', eps)];
 
   test.each(['PreferClose', 'PreferSameZone'])('trafficDistribution %s keeps the node\'s zone', (td) => {
     expect(one(cluster('n1', objs(svc('web', { trafficDistribution: td })))).internal).toEqual(['10.244.1.1:8080', '10.244.3.1:8080']);
   });
 
-  test('PreferSameNode keeps this node\'s endpoints', () => {
-    expect(one(cluster('n1', objs(svc('web', { trafficDistribution: 'PreferSameNode' })))).internal).toEqual(['10.244.1.1:8080']);
+  test('node hints keep this node\'s endpoints (PreferSameNode)', () => {
+    expect(one(cluster('n1', objs(svc('web', { trafficDistribution: 'PreferSameNode' }), nodeHinted))).internal).toEqual(['10.244.1.1:8080']);
   });
 
-  test('PreferSameNode falls back to zone hints when no endpoint is hinted for this node', () => {
-    const eps = hinted.map((e, i) => ({ ...e, hints: { forZones: [{ name: i === 1 ? 'zone-b' : 'zone-a' }], forNodes: [{ name: 'n7' }] } }));
+  test('node hints that name no endpoint of this node fall back to zone hints', () => {
+    const eps = nodeHinted.map((e, i) => ({ ...e, hints: { forZones: [{ name: i === 1 ? 'zone-b' : 'zone-a' }], forNodes: [{ name: 'n7' }] } }));
     expect(one(cluster('n1', objs(svc('web', { trafficDistribution: 'PreferSameNode' }), eps))).internal).toEqual(['10.244.1.1:8080', '10.244.3.1:8080']);
   });
 
-  test('the topology-mode annotation Auto enables hints', () => {
+  test('the topology-mode annotation Auto: hints used', () => {
     expect(one(cluster('n1', objs(svc('web', { annotations: { 'service.kubernetes.io/topology-mode': 'Auto' } })))).internal).toEqual(['10.244.1.1:8080', '10.244.3.1:8080']);
   });
 
-  test('without trafficDistribution or annotation, hints are ignored', () => {
-    expect(one(cluster('n1', objs(svc('web')))).internal).toHaveLength(3);
+  test('without trafficDistribution or annotation, hints are still used (upstream parity)', () => {
+    expect(one(cluster('n1', objs(svc('web')))).internal).toEqual(['10.244.1.1:8080', '10.244.3.1:8080']);
+    expect(one(cluster('n1', objs(svc('web'), nodeHinted))).internal).toEqual(['10.244.1.1:8080']);
   });
 
   test('hints are ignored unless every ready endpoint carries them', () => {
-    const eps = [...hinted, ep('10.244.4.1', { node: 'n4' })];
+    const eps = [...zoneHinted, ep('10.244.4.1', { node: 'n4' })];
     expect(one(cluster('n1', objs(svc('web', { trafficDistribution: 'PreferClose' }), eps))).internal).toHaveLength(4);
   });
 
-  test('hints are ignored when this node\'s zone is not among them', () => {
-    const c = cluster('n1', [node('n1', 'zone-z'), svc('web', { trafficDistribution: 'PreferClose' }), slice('web-1', 'web', hinted)]);
+  test('hints are ignored when this node\'s zone is not among them, or the node has no zone', () => {
+    const c = cluster('n1', [node('n1', 'zone-z'), svc('web', { trafficDistribution: 'PreferClose' }), slice('web-1', 'web', zoneHinted)]);
     expect(one(c).internal).toHaveLength(3);
+    const d = cluster('n1', [node('n1'), svc('web'), slice('web-1', 'web', zoneHinted)]);
+    expect(one(d).internal).toHaveLength(3);
   });
 
   test('a zone change of this node re-filters every service', () => {
@@ -144,7 +155,7 @@ describe('topology', () => {
   });
 
   test('local endpoints (Local policy) ignore topology', () => {
-    const c = cluster('n2', [node('n2', 'zone-b'), svc('web', { type: 'NodePort', etp: 'Local', trafficDistribution: 'PreferClose' }), slice('web-1', 'web', hinted)]);
+    const c = cluster('n2', [node('n2', 'zone-b'), svc('web', { type: 'NodePort', etp: 'Local', trafficDistribution: 'PreferClose', ports: [{ name: 'http', port: 80, nodePort: 30080 }] }), slice('web-1', 'web', nodeHinted)]);
     expect(one(c)).toMatchObject({ internal: ['10.244.2.1:8080'], external: ['10.244.2.1:8080'] });
   });
 });

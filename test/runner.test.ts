@@ -39,7 +39,7 @@ test('changes made while the minimum period holds a sync back are coalesced into
   expect(seen).toHaveLength(2);
   expect(seen[1].changes).toHaveLength(1);
   const item = seen[1].changes[0];
-  expect(item.op === 'set' && item.item.service!.ports[0].internal.map((e) => e.ip)).toEqual(['10.244.1.11']);
+  expect(item.op === 'set' && item.item.service!.ports[0].clusterEndpoints.map((e) => e.ip)).toEqual(['10.244.1.11']);
 });
 
 test('the limiter allows a burst, then one sync per period (fake clock)', async () => {

@@ -53,7 +53,7 @@ describe('pull subscriptions', () => {
     expect(second.changes.map((x) => `${x.op} ${x.key}`)).toEqual(['set svc/default/api', 'set svc/default/web']);
     expect(second.revision).toBe(c.state.revision);
     const web = second.changes.find((x) => x.key === 'svc/default/web');
-    expect(web?.op === 'set' && web.item.service!.ports[0].internal.map((e) => e.ip)).toEqual(['10.244.1.19']);
+    expect(web?.op === 'set' && web.item.service!.ports[0].clusterEndpoints.map((e) => e.ip)).toEqual(['10.244.1.19']);
 
     c.del(svc('api'));
     expect((await sub.next()).changes).toEqual([{ op: 'delete', key: 'svc/default/api' }]);

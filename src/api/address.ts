@@ -4,6 +4,9 @@ export type ApiAddress =
   | { kind: 'unix'; path: string; target: string; text: string }
   | { kind: 'tcp'; host: string; port: number; target: string; text: string };
 
+/** TLS files of a TCP API endpoint (server: cert + key, clients verified with ca; client: the reverse). */
+export interface TlsFiles { tlsCert?: string; tlsKey?: string; tlsCA?: string }
+
 export const DEFAULT_API = 'unix:///run/kpng/kpng.sock';
 
 export class AddressError extends Error {}

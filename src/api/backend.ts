@@ -13,7 +13,7 @@ import { NodeState } from '../store/node-state';
 import { FileSource } from '../source/file-source';
 import { runSink, type RunnerStats } from '../runner';
 import { createLogger, type Logger } from '../util/log';
-import type { TlsFiles } from '../cli/plugins';
+import type { TlsFiles } from './address';
 import { startApiSource } from './client';
 import { DEFAULT_API } from './address';
 

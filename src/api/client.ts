@@ -6,13 +6,13 @@
 // startApiSource feeds an ItemStore from it, for the CLI's sinks and the library.
 import { Client, credentials, Metadata, status, type ChannelCredentials, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { promises as fsp } from 'node:fs';
-import type { TlsFiles } from '../cli/plugins';
+import type { TlsFiles } from './address';
 import type { Batch, Change } from '../sink/sink';
 import { ItemStore } from '../store/item-store';
 import { sleep } from '../runner';
 import type { Logger } from '../util/log';
 import { parseApiAddress } from './address';
-import { Backoff, type BackoffOptions } from './backoff';
+import { Backoff, type BackoffOptions } from '../util/backoff';
 import type { WatchRequest, WireOp } from './codec';
 import { watchService } from './service';
 
@@ -72,7 +72,7 @@ export class WatchClient {
 
   constructor(private readonly opts: WatchClientOptions) {
     this.target = parseApiAddress(opts.api).target;
-    this.backoff = new Backoff(opts.backoff);
+    this.backoff = new Backoff({ initialMs: 200, ...opts.backoff });
     opts.signal?.addEventListener('abort', () => void this.stop(), { once: true });
   }
 
@@ -100,7 +100,7 @@ export class WatchClient {
       const delay = this.backoff.next();
       this.stats.lastBackoffMs = delay;
       const msg = `api: ${delivered ? 'lost the stream from' : 'cannot follow node ' + node + ' on'} ${api} (${reason}); reconnecting in ${delay} ms`;
-      if (this.backoff.attempts > 3) log.warn(msg); else log.info(msg);
+      if (this.backoff.failures > 3) log.warn(msg); else log.info(msg);
       await sleep(delay, this.ac.signal);
     }
   }

@@ -6,7 +6,7 @@
 // streams in all; a misbehaving stream is closed with an error status, the others go on.
 import { promises as fsp } from 'node:fs';
 import { Server, ServerCredentials, status, type ServerDuplexStream } from '@grpc/grpc-js';
-import type { TlsFiles } from '../cli/plugins';
+import type { TlsFiles } from './address';
 import type { ClusterStore } from '../store/cluster';
 import type { Logger } from '../util/log';
 import { parseApiAddress } from './address';

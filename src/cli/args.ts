@@ -1,11 +1,13 @@
 // Command-line options of `kpng`, their parsing and the --help text.
 import { parseArgs } from 'node:util';
 import os from 'node:os';
+import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backend/registry';
+import { modelOptions, OptionError, type ModelOptions } from '../model/options';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 export type Command = (typeof COMMANDS)[number];
-export const SINKS = ['routes', 'dump', 'trace', 'nft', 'api'] as const;
-export type SinkName = (typeof SINKS)[number];
+/** A registered backend's name, or 'api' (serve every node's state: not a node backend). */
+export type SinkName = string;
 
 export interface CliOptions {
   command: Command;
@@ -16,8 +18,14 @@ export interface CliOptions {
   stats: boolean;
   minSyncPeriodMs: number;
   syncBurst: number;
-  clusterCIDRs: string[];
-  masqueradeAll: boolean;
+  /** --cluster-cidr, --masquerade-all, --nodeport-addresses, validated. */
+  model: ModelOptions;
+  /** Full resync period of kernel backends, ms. */
+  syncPeriodMs: number;
+  /** The chosen backend's own flags. */
+  backendFlags: Record<string, FlagValue>;
+  /** Modules loaded with --plugin (they register backends). */
+  plugins: string[];
   serviceProxyName: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   input?: string;
@@ -32,7 +40,8 @@ export interface CliOptions {
 
 export class UsageError extends Error {}
 
-export const HELP = `kpng: a Kubernetes service proxy built around the expected node-local state (ENLS).
+export function helpText(): string {
+  return `kpng: a Kubernetes service proxy built around the expected node-local state (ENLS).
 
 Usage:
   kpng file  --input FILE [--node NAME] [--to SINK] [options]   read a kubectl dump, follow its changes
@@ -49,13 +58,10 @@ Sources:
            API server (kubeconfig, $KUBECONFIG, ~/.kube/config, or in-cluster service account).
   local    the ENLS served by \`kpng ... --to api\` in another process.
 
-Sinks (--to, default routes):
-  routes   where each service port sends traffic from this node. --format table (default) | jsonl:
+Backends (--to, default routes; registered: ${listBackends().map((d) => d.name).join(', ')}):
+${backendsHelp([{ name: 'api', summary: 'serve every node\'s state over gRPC (--listen)' }])}
+  routes --format jsonl prints one object per service port:
            {"service":"ns/name","protocol":"TCP","port":80,"internal":["10.0.0.1:8080"],"external":[]}
-  dump     the ENLS itself. --format json (default) | yaml
-  trace    every Set / Delete / Sync as it happens (the smallest backend)
-  nft      program nftables (tables "kpng" in the ip and ip6 families) through netlink
-  api      serve every node's state over gRPC (--listen)
 
 Options:
   --node NAME, --hostname-override NAME
@@ -70,10 +76,17 @@ Options:
                         also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
                         (services with another name are always left alone)
   --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
- nft sink:
-  --cluster-cidr CIDR   pod network(s), repeatable or comma separated; traffic from elsewhere to
-                        a service is masqueraded
-  --masquerade-all      masquerade all traffic to services
+ the model (these change the ENLS every backend renders):
+  --cluster-cidr CIDR   pod network(s), repeatable or comma separated: sources inside are pods
+                        (not masqueraded to cluster IPs; short-circuited to externalTrafficPolicy
+                        Local services); without it pods are clients like any other
+  --masquerade-all      masquerade all traffic to cluster IPs
+  --nodeport-addresses primary|CIDR,...
+                        where node ports answer: the node's primary addresses (default), or this
+                        node's addresses inside the CIDRs (0.0.0.0/0 and ::/0: every address)
+ kernel backends:
+  --sync-period D       full resync period; also repairs rules edited behind kpng's back (default 1h)
+  --plugin MODULE       load a module that registers more backends (repeatable; see examples/)
  api sink / local source:
   --listen URL          unix:///run/kpng/kpng.sock (default; mode 0600) or tcp://HOST:PORT (needs
                         --tls-cert and --tls-key; client certificates are verified with --tls-ca)
@@ -82,6 +95,7 @@ Options:
   --tls-cert/--tls-key/--tls-ca FILE
   --kubeconfig PATH     kube source: the kubeconfig to use
 `;
+}
 
 /** "1s", "250ms", "2m", "0" or a number of seconds, to milliseconds. */
 export function parseDuration(text: string, what: string): number {
@@ -92,13 +106,31 @@ export function parseDuration(text: string, what: string): number {
   return Math.round(n * ({ ms: 1, s: 1000, m: 60000, h: 3600000 } as const)[unit as 'ms']);
 }
 
+/** Values of --plugin, read before parsing (plugins add flags). */
+export function pluginArgs(argv: string[]): string[] {
+  const out: string[] = [];
+  argv.forEach((a, i) => {
+    if (a === '--plugin' && argv[i + 1] !== undefined) out.push(argv[i + 1]);
+    else if (a.startsWith('--plugin=')) out.push(a.slice('--plugin='.length));
+  });
+  return out;
+}
+
+const list = (v: string[] | undefined): string[] => (v ?? []).flatMap((c) => c.split(',')).map((c) => c.trim()).filter(Boolean);
+
 export function parseCli(argv: string[]): CliOptions {
+  const backendOptions: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
+  for (const d of listBackends()) for (const f of d.flags ?? []) backendOptions[f.name] = { type: f.type, ...(f.multiple ? { multiple: true } : {}) };
   let parsed;
   try {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
       options: {
+        ...backendOptions,
+        'nodeport-addresses': { type: 'string', multiple: true },
+        'sync-period': { type: 'string' },
+        plugin: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean' },
         input: { type: 'string', short: 'i' },
@@ -132,7 +164,23 @@ export function parseCli(argv: string[]): CliOptions {
   if (!COMMANDS.includes(command)) throw new UsageError(`unknown command ${JSON.stringify(first)}`);
   if (parsed.positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[1])}`);
   const to = (v.to ?? 'routes') as SinkName;
-  if (!SINKS.includes(to)) throw new UsageError(`--to ${JSON.stringify(v.to)}: expected one of ${SINKS.join(', ')}`);
+  const def = getBackend(to);
+  if (!def && to !== 'api') throw new UsageError(`--to ${JSON.stringify(v.to)}: expected one of ${[...listBackends().map((d) => d.name), 'api'].join(', ')}`);
+  const values = v as Record<string, FlagValue>;
+  const backendFlags: Record<string, FlagValue> = { format: v.format };
+  for (const d of listBackends()) {
+    for (const f of d.flags ?? []) {
+      if (d === def) backendFlags[f.name] = values[f.name] ?? f.default;
+      else if (values[f.name] !== undefined) throw new UsageError(`--${f.name} applies to --to ${d.name}, not --to ${to}`);
+    }
+  }
+  let model: ModelOptions;
+  try {
+    model = modelOptions({ clusterCIDRs: list(v['cluster-cidr']), masqueradeAll: !!v['masquerade-all'], nodePortAddresses: list(v['nodeport-addresses']) });
+  } catch (e) {
+    if (e instanceof OptionError) throw new UsageError(e.message);
+    throw e;
+  }
   const formats: Record<string, string[]> = { routes: ['table', 'jsonl'], dump: ['json', 'yaml'] };
   if (v.format !== undefined && !(formats[to] ?? []).includes(v.format)) {
     throw new UsageError(`--format ${JSON.stringify(v.format)} does not apply to --to ${to}${formats[to] ? ` (use ${formats[to].join(' or ')})` : ''}`);
@@ -153,8 +201,10 @@ export function parseCli(argv: string[]): CliOptions {
     stats: !!v.stats,
     minSyncPeriodMs: parseDuration(v['min-sync-period'] ?? '1s', '--min-sync-period'),
     syncBurst: burst,
-    clusterCIDRs: (v['cluster-cidr'] ?? []).flatMap((c) => c.split(',')).map((c) => c.trim()).filter(Boolean),
-    masqueradeAll: !!v['masquerade-all'],
+    model,
+    syncPeriodMs: parseDuration(v['sync-period'] ?? '1h', '--sync-period'),
+    backendFlags,
+    plugins: v.plugin ?? [],
     serviceProxyName: v['service-proxy-name'] ?? '',
     logLevel,
     input: v.input,

@@ -3,26 +3,32 @@ import { ClusterStore } from '../store/cluster';
 import { NodeState } from '../store/node-state';
 import type { ItemStore } from '../store/item-store';
 import { FileSource } from '../source/file-source';
-import { createRoutesSink } from '../sink/routes';
-import { createDumpSink, type DumpFormat } from '../sink/dump';
-import { createTraceSink } from '../sink/trace';
+import * as path from 'node:path';
 import type { Sink } from '../sink/sink';
+import { registerBuiltinBackends } from '../backend/builtin';
+import { getBackend, type BackendDefinition } from '../backend/registry';
 import { runSink } from '../runner';
 import { startStats } from '../stats';
 import { createLogger, type Logger } from '../util/log';
-import { HELP, parseCli, UsageError, type CliOptions } from './args';
-import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule, type NftModule } from './plugins';
+import { helpText, parseCli, pluginArgs, UsageError, type CliOptions } from './args';
+import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
 
 const out = (text: string) => { process.stdout.write(text); };
 
-function createSink(opts: CliOptions, log: Logger): Sink {
-  switch (opts.to) {
-    case 'routes': return createRoutesSink({ format: (opts.format ?? 'table') as 'table' | 'jsonl', write: out });
-    case 'dump': return createDumpSink({ format: (opts.format ?? 'json') as DumpFormat, write: out });
-    case 'trace': return createTraceSink((line) => out(line + '\n'));
-    case 'nft': return loadPlugin<NftModule>('../backend/nft', 'the nft backend')
-      .createNftSink({ node: opts.node, clusterCIDRs: opts.clusterCIDRs, masqueradeAll: opts.masqueradeAll, log: (m) => log.info(m) });
-    default: throw new UsageError(`--to ${opts.to} cannot be used here`);
+async function createSink(def: BackendDefinition, opts: CliOptions, log: Logger): Promise<Sink> {
+  return def.create({ node: opts.node, log, flags: opts.backendFlags });
+}
+
+/** Loads --plugin modules (paths are relative to the working directory); each registers backends. */
+function loadPlugins(argv: string[]): void {
+  for (const mod of pluginArgs(argv)) {
+    const target = mod.startsWith('.') || mod.startsWith('/') ? path.resolve(mod) : mod;
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      require(target);
+    } catch (e) {
+      throw new UsageError(`--plugin ${mod}: ${(e as Error).message.split('\n')[0]}`);
+    }
   }
 }
 
@@ -39,13 +45,15 @@ function stopSignal(): AbortController {
 export async function main(argv: string[]): Promise<number> {
   let opts: CliOptions;
   try {
+    registerBuiltinBackends();
+    loadPlugins(argv);
     opts = parseCli(argv);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     process.stderr.write(`kpng: ${e.message}\nRun 'kpng --help' for usage.\n`);
     return 2;
   }
-  if (opts.command === 'help') { out(HELP); return 0; }
+  if (opts.command === 'help') { out(helpText()); return 0; }
   if (opts.command === 'version') {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     out(`kpng ${(require('../../../package.json') as { version: string }).version} (node ${process.version})\n`);
@@ -63,7 +71,7 @@ export async function main(argv: string[]): Promise<number> {
       stops.push(() => src.stop());
       state = src.state;
     } else {
-      const store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName });
+      const store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model });
       events = () => store.events;
       if (opts.to === 'api') {
         // The API serves every node: no node state here, and the process runs until stopped.
@@ -88,7 +96,8 @@ export async function main(argv: string[]): Promise<number> {
       }
       state = new NodeState(store, opts.node);
     }
-    const sink = createSink(opts, log);
+    const def = getBackend(opts.to)!;
+    const sink = await createSink(def, opts, log);
     stops.push(() => sink.close?.());
     if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
     const result = await runSink(state, sink, {
@@ -96,6 +105,7 @@ export async function main(argv: string[]): Promise<number> {
       minSyncPeriodMs: opts.once ? 0 : opts.minSyncPeriodMs,
       burst: opts.syncBurst,
       once: opts.once,
+      fullSyncPeriodMs: def.kernel && !opts.once ? opts.syncPeriodMs : 0,
       onApplied: (b, ms) => log.debug(`${sink.name}: synced revision ${b.revision} (${b.changes.length} changes${b.reset ? ', full' : ''}) in ${ms.toFixed(1)} ms`),
     }, ac.signal);
     if (opts.once && result.syncs === 0) {

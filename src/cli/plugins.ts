@@ -2,19 +2,15 @@
 // client or the native addon). Each contract is typed here; a missing part is a clear error.
 import type { ClusterStore } from '../store/cluster';
 import type { ItemStore } from '../store/item-store';
-import type { Sink } from '../sink/sink';
 import type { Logger } from '../util/log';
+import type { TlsFiles } from '../api/address';
+import type { StartKubeSource } from '../source/kube';
+
+export type { TlsFiles };
 
 export interface KubeSourceModule {
-  /** Lists then watches; calls store.markSynced() once every initial list has been applied. */
-  startKubeSource(opts: { store: ClusterStore; log: Logger; kubeconfig?: string; node: string; serviceProxyName: string; signal: AbortSignal }): Promise<{ stop(): Promise<void> }>;
+  startKubeSource: StartKubeSource;
 }
-
-export interface NftModule {
-  createNftSink(opts: { node: string; clusterCIDRs: string[]; masqueradeAll: boolean; log: (msg: string) => void }): Sink;
-}
-
-export interface TlsFiles { tlsCert?: string; tlsKey?: string; tlsCA?: string }
 
 export interface ApiServerModule {
   serveApi(opts: TlsFiles & { store: ClusterStore; log: Logger; listen: string; socketGroup?: string; signal: AbortSignal }): Promise<{ address: string; close(): Promise<void> }>;

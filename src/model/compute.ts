@@ -1,30 +1,40 @@
 // Computes one service's ENLS item for one node from the trimmed objects.
-import { hostPort, ipFamily } from './ip';
-import { NODE_KEY, serviceKey, type Endpoint, type IPSet, type Item } from './enls';
-import type { NodeSpec, ServiceSpec, SliceSpec } from './objects';
+import { cidrContains, hostPort, ipFamily } from './ip';
+import { clusterIpRoutes, externalRoutes, type ClassOptions, type RouteInputs } from './client-routes';
+import { IPFamily, NODE_KEY, serviceKey, type Endpoint, type IPSet, type Item, type ServicePort } from './enls';
+import type { Family, NodeSpec, ServiceSpec, SliceSpec } from './objects';
+import type { Protocol } from './enls';
+import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from './options';
 import { categorize, type NodeView, type PortEndpoint } from './topology';
 
-/** Reachable from outside the cluster: node ports, load-balancer IPs or external IPs. */
-export function isExternal(svc: ServiceSpec): boolean {
-  return svc.type === 'NodePort' || svc.type === 'LoadBalancer' || svc.externalIPs.length > 0 || svc.loadBalancerIPs.length > 0;
+/** The node as the model sees it: name, zone and primary addresses (from its Node object, if any). */
+export interface ModelNode extends NodeView {
+  primary: string[];
+}
+
+/** Reachable from outside at all (upstream's ExternallyAccessible): what makes externalTrafficPolicy apply. */
+export function isExternallyAccessible(svc: ServiceSpec): boolean {
+  return svc.type === 'NodePort' || svc.type === 'LoadBalancer' || svc.externalIPs.length > 0;
 }
 
 function splitFamilies(ips: readonly string[]): IPSet {
   const v4: string[] = [], v6: string[] = [];
-  for (const ip of ips) (ipFamily(ip) === 'IPv4' ? v4 : v6).push(ip);
+  for (const ip of ips) (ipFamily(ip.split('/')[0]) === 'IPv4' ? v4 : v6).push(ip);
   return { v4: [...new Set(v4)].sort(), v6: [...new Set(v6)].sort() };
 }
 
+const FAMILIES: Array<[Family, IPFamily, keyof IPSet]> = [['IPv4', IPFamily.IPV4, 'v4'], ['IPv6', IPFamily.IPV6, 'v6']];
+
 /**
- * The endpoints of one service port across all of the service's slices: target port resolved
- * per slice (by port name), de-duplicated by address and port (slices in name order, first wins),
- * only in the service's IP families.
+ * The endpoints of one service port across the service's slices of one family: the slice port that
+ * matches by name and protocol gives the target port (per slice); de-duplicated by address and port
+ * (slices in name order, first wins).
  */
-export function portEndpoints(portName: string, slices: readonly SliceSpec[], families: ReadonlySet<string>): PortEndpoint[] {
+export function portEndpoints(portName: string, protocol: Protocol, slices: readonly SliceSpec[], family: Family): PortEndpoint[] {
   const byKey = new Map<string, PortEndpoint>();
   for (const slice of slices) {
-    if (!families.has(slice.family)) continue;
-    const sp = slice.ports.find((p) => p.name === portName);
+    if (slice.family !== family) continue;
+    const sp = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
     if (!sp) continue;
     for (const ep of slice.endpoints) {
       const key = hostPort(ep.ip, sp.port);
@@ -38,40 +48,98 @@ function toEndpoints(eps: readonly PortEndpoint[], node: NodeView, terminating: 
   return eps.map((ep) => ({ ip: ep.ip, port: ep.port, local: ep.nodeName === node.name, terminating }));
 }
 
-export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[], node: NodeView): Item {
-  const external = isExternal(svc);
+const hostCidr = (ip: string): string => `${ip}/${ip.includes(':') ? 128 : 32}`;
+
+/**
+ * loadBalancerSourceRanges of each family; when one contains the node's primary address, the LB IPs
+ * are allowed too (a VIP-like load balancer often makes the VIP a local address, so the node reaches
+ * it with the VIP as source).
+ */
+function allowedSources(svc: ServiceSpec, lbIPs: IPSet, node: ModelNode): IPSet {
+  const ranges = splitFamilies(svc.loadBalancerSourceRanges);
+  const out: IPSet = { v4: [], v6: [] };
+  for (const [fam, , k] of FAMILIES) {
+    if (ranges[k].length === 0) continue;
+    const nodeIP = node.primary.find((ip) => ipFamily(ip) === fam);
+    const fromNode = nodeIP !== undefined && ranges[k].some((r) => cidrContains(r, nodeIP));
+    out[k] = [...new Set([...ranges[k], ...(fromNode ? lbIPs[k].map(hostCidr) : [])])].sort();
+  }
+  return out;
+}
+
+export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[], node: ModelNode, opts: ModelOptions = DEFAULT_MODEL_OPTIONS): Item {
   const sortedSlices = [...slices].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const families = new Set(svc.clusterIPs.map((ip) => ipFamily(ip) as string));
-  const ports = svc.ports.map((p) => {
-    const eps = portEndpoints(p.name, sortedSlices, families);
-    const c = categorize(svc, eps, node, external);
-    const internalLocal = svc.internalTrafficPolicy === 'Local';
-    const externalLocal = svc.externalTrafficPolicy === 'Local';
-    return {
-      port: { name: p.name, protocol: p.protocol, port: p.port, nodePort: p.nodePort },
-      internal: internalLocal ? toEndpoints(c.local, node, c.localFallback) : toEndpoints(c.cluster, node, c.clusterFallback),
-      external: !external ? [] : externalLocal ? toEndpoints(c.local, node, c.localFallback) : toEndpoints(c.cluster, node, c.clusterFallback),
-      hasEndpoints: c.hasAny,
-    };
-  });
+  const clusterIps = splitFamilies(svc.clusterIPs);
+  const externalIps = splitFamilies(svc.externalIPs);
+  const loadBalancerIps = splitFamilies(svc.loadBalancerIPs);
+  const allowed = allowedSources(svc, loadBalancerIps, node);
+  const svcExternal = isExternallyAccessible(svc);
+  const classes: ClassOptions = { masqueradeAll: opts.masqueradeAll, podClass: opts.clusterCIDRs.length > 0 };
+
+  const ports: ServicePort[] = [];
+  for (const [fam, family, k] of FAMILIES) {
+    if (clusterIps[k].length === 0) continue; // not a service of this family
+    for (const p of svc.ports) {
+      const eps = portEndpoints(p.name, p.protocol, sortedSlices, fam);
+      const hasExt = externalIps[k].length > 0, hasLB = loadBalancerIps[k].length > 0;
+      const policy = {
+        internalLocal: svc.internalTrafficPolicy === 'Local',
+        externalLocal: svcExternal && svc.externalTrafficPolicy === 'Local',
+        externallyAccessible: p.nodePort !== 0 || hasExt || hasLB,
+      };
+      const c = categorize(eps, policy, node);
+      const inputs: RouteInputs = { ...policy, hasEndpoints: c.hasAny, hasLocalEndpoints: c.local.length > 0 };
+      ports.push({
+        port: { name: p.name, protocol: p.protocol, port: p.port, nodePort: p.nodePort },
+        family,
+        clusterEndpoints: toEndpoints(c.cluster, node, c.clusterFallback),
+        localEndpoints: toEndpoints(c.local, node, c.localFallback),
+        clusterIp: clusterIpRoutes(inputs, classes),
+        externalIp: hasExt ? externalRoutes(inputs, classes) : null,
+        loadBalancerIp: hasLB ? externalRoutes(inputs, classes) : null,
+        nodePort: p.nodePort !== 0 ? externalRoutes(inputs, classes) : null,
+        // Without endpoints every source is rejected anyway (upstream skips the firewall then).
+        loadBalancerFirewall: hasLB && c.hasAny && allowed[k].length > 0,
+      });
+    }
+  }
   const service = {
     namespace: svc.namespace,
     name: svc.name,
     type: svc.type,
-    clusterIps: splitFamilies(svc.clusterIPs),
-    externalIps: splitFamilies(svc.externalIPs),
-    loadBalancerIps: splitFamilies(svc.loadBalancerIPs),
+    clusterIps,
+    externalIps,
+    loadBalancerIps,
     loadBalancerSourceRanges: [...new Set(svc.loadBalancerSourceRanges)].sort(),
     sessionAffinity: svc.affinityTimeout === null ? null : { timeoutSeconds: svc.affinityTimeout },
     internalTrafficPolicy: svc.internalTrafficPolicy,
-    externalTrafficPolicy: external ? svc.externalTrafficPolicy : 'Cluster',
+    externalTrafficPolicy: svcExternal ? svc.externalTrafficPolicy : 'Cluster',
     healthCheckNodePort: svc.healthCheckNodePort,
-    external,
     ports,
+    loadBalancerAllowedSources: allowed,
   };
   return { key: serviceKey(svc.namespace, svc.name), service };
 }
 
-export function computeNodeItem(name: string, node: NodeSpec | undefined): Item {
-  return { key: NODE_KEY, node: { name, zone: node?.zone ?? '', addresses: node?.addresses ?? [] } };
+/**
+ * Where node ports answer, per family: with 'primary', the node's primary address of the family; with
+ * CIDRs, the node's addresses inside those of the family. A family left without any (no primary
+ * address known, no CIDR of that family given) accepts node ports on every local address, as upstream.
+ */
+export function nodePortAddresses(opts: ModelOptions, primary: readonly string[]): IPSet {
+  const chosen = opts.nodePortAddresses[0] === 'primary' ? splitFamilies(primary.map(hostCidr)) : splitFamilies(opts.nodePortAddresses);
+  return { v4: chosen.v4.length ? chosen.v4 : ['0.0.0.0/0'], v6: chosen.v6.length ? chosen.v6 : ['::/0'] };
+}
+
+export function computeNodeItem(name: string, node: NodeSpec | undefined, opts: ModelOptions = DEFAULT_MODEL_OPTIONS): Item {
+  return {
+    key: NODE_KEY,
+    node: {
+      name,
+      zone: node?.zone ?? '',
+      addresses: node?.addresses ?? [],
+      podCidrs: splitFamilies(opts.clusterCIDRs),
+      nodePortAddresses: nodePortAddresses(opts, node?.primary ?? []),
+    },
+  };
 }

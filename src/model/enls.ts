@@ -9,10 +9,31 @@ export const pb = kpng.localv1;
 export const Protocol = kpng.localv1.Protocol;
 export type Protocol = kpng.localv1.Protocol;
 
+export const Target = kpng.localv1.Target;
+export type Target = kpng.localv1.Target;
+export const IPFamily = kpng.localv1.IPFamily;
+export type IPFamily = kpng.localv1.IPFamily;
+
 export interface IPSet { v4: string[]; v6: string[] }
 export interface Port { name: string; protocol: Protocol; port: number; nodePort: number }
 export interface Endpoint { ip: string; port: number; local: boolean; terminating: boolean }
-export interface PortEndpoints { port: Port; internal: Endpoint[]; external: Endpoint[]; hasEndpoints: boolean }
+/** Where a packet of one client class to one destination goes, and whether it is masqueraded. */
+export interface Route { target: Target; masquerade: boolean }
+/** Per client class, matched in this order: pod (source in NodeInfo.podCidrs), node (a local address), other. */
+export interface Routes { pod: Route; node: Route; other: Route }
+/** One service port in one IP family (see proto/localv1.proto). */
+export interface ServicePort {
+  port: Port;
+  family: IPFamily;
+  clusterEndpoints: Endpoint[];
+  localEndpoints: Endpoint[];
+  clusterIp: Routes;
+  externalIp: Routes | null;
+  loadBalancerIp: Routes | null;
+  nodePort: Routes | null;
+  /** The load-balancer IPs of this port are subject to Service.loadBalancerAllowedSources. */
+  loadBalancerFirewall: boolean;
+}
 export interface SessionAffinity { timeoutSeconds: number }
 export interface Service {
   namespace: string;
@@ -26,10 +47,10 @@ export interface Service {
   internalTrafficPolicy: string;
   externalTrafficPolicy: string;
   healthCheckNodePort: number;
-  external: boolean;
-  ports: PortEndpoints[];
+  ports: ServicePort[];
+  loadBalancerAllowedSources: IPSet;
 }
-export interface NodeInfo { name: string; zone: string; addresses: string[] }
+export interface NodeInfo { name: string; zone: string; addresses: string[]; podCidrs: IPSet; nodePortAddresses: IPSet }
 /** One keyed item: exactly one of service / node is set. */
 export interface Item { key: string; service?: Service | null; node?: NodeInfo | null }
 
@@ -47,6 +68,22 @@ export function decodeItem(bytes: Uint8Array): Item {
 
 const ipset = (s: Partial<IPSet> | null | undefined): IPSet => ({ v4: [...(s?.v4 ?? [])], v6: [...(s?.v6 ?? [])] });
 const endpoint = (e: Partial<Endpoint>): Endpoint => ({ ip: e.ip ?? '', port: e.port ?? 0, local: !!e.local, terminating: !!e.terminating });
+const route = (r: Partial<Route> | null | undefined): Route => ({ target: r?.target ?? Target.TARGET_UNSPECIFIED, masquerade: !!r?.masquerade });
+const routes = (r: Partial<Routes> | null | undefined): Routes | null => (r ? { pod: route(r.pod), node: route(r.node), other: route(r.other) } : null);
+
+function servicePort(p: Partial<ServicePort>): ServicePort {
+  return {
+    port: { name: p.port?.name ?? '', protocol: p.port?.protocol ?? Protocol.PROTOCOL_UNSPECIFIED, port: p.port?.port ?? 0, nodePort: p.port?.nodePort ?? 0 },
+    family: p.family ?? IPFamily.IP_FAMILY_UNSPECIFIED,
+    clusterEndpoints: (p.clusterEndpoints ?? []).map(endpoint),
+    localEndpoints: (p.localEndpoints ?? []).map(endpoint),
+    clusterIp: routes(p.clusterIp) ?? { pod: route(null), node: route(null), other: route(null) },
+    externalIp: routes(p.externalIp),
+    loadBalancerIp: routes(p.loadBalancerIp),
+    nodePort: routes(p.nodePort),
+    loadBalancerFirewall: !!p.loadBalancerFirewall,
+  };
+}
 
 /** Brings a decoded or hand-written item to the strict shape (missing fields take proto defaults). */
 export function normalizeItem(raw: unknown): Item {
@@ -60,18 +97,20 @@ export function normalizeItem(raw: unknown): Item {
       loadBalancerSourceRanges: [...(s.loadBalancerSourceRanges ?? [])],
       sessionAffinity: s.sessionAffinity ? { timeoutSeconds: s.sessionAffinity.timeoutSeconds ?? 0 } : null,
       internalTrafficPolicy: s.internalTrafficPolicy ?? '', externalTrafficPolicy: s.externalTrafficPolicy ?? '',
-      healthCheckNodePort: s.healthCheckNodePort ?? 0, external: !!s.external,
-      ports: (s.ports ?? []).map((p: Partial<PortEndpoints>) => ({
-        port: { name: p.port?.name ?? '', protocol: p.port?.protocol ?? Protocol.PROTOCOL_UNSPECIFIED, port: p.port?.port ?? 0, nodePort: p.port?.nodePort ?? 0 },
-        internal: (p.internal ?? []).map(endpoint),
-        external: (p.external ?? []).map(endpoint),
-        hasEndpoints: !!p.hasEndpoints,
-      })),
+      healthCheckNodePort: s.healthCheckNodePort ?? 0,
+      ports: (s.ports ?? []).map(servicePort),
+      loadBalancerAllowedSources: ipset(s.loadBalancerAllowedSources),
     };
   }
-  if (r.node) item.node = { name: r.node.name ?? '', zone: r.node.zone ?? '', addresses: [...(r.node.addresses ?? [])] };
+  if (r.node) {
+    const n = r.node;
+    item.node = { name: n.name ?? '', zone: n.zone ?? '', addresses: [...(n.addresses ?? [])], podCidrs: ipset(n.podCidrs), nodePortAddresses: ipset(n.nodePortAddresses) };
+  }
   return item;
 }
+
+/** The addresses of one family of an IPSet. */
+export const ofFamily = (s: IPSet, family: IPFamily): string[] => (family === IPFamily.IPV6 ? s.v6 : s.v4);
 
 export function protocolName(p: Protocol): 'TCP' | 'UDP' | 'SCTP' {
   switch (p) {

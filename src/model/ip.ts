@@ -12,10 +12,9 @@ export function ipFamily(ip: string): Family | null {
 /** Canonical text of an IP (RFC 5952 for IPv6), or null when it is not an IP. */
 export function canonicalIP(ip: unknown): string | null {
   if (typeof ip !== 'string' || ip.length > 45) return null;
-  if (isIPv4(ip)) {
-    // Leading zeros are rejected by isIPv4 already; strip nothing more.
-    return ip;
-  }
+  if (isIPv4(ip)) return ip;
+  const sloppy = sloppyIPv4(ip);
+  if (sloppy) return sloppy;
   if (!isIPv6(ip) || ip.includes('%')) return null;
   const words = ipv6Words(ip);
   if (!words) return null;
@@ -35,6 +34,17 @@ export function canonicalIP(ip: unknown): string | null {
   const hex = words.map((w) => w.toString(16));
   if (best < 0) return hex.join(':');
   return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+}
+
+/**
+ * Dotted-quad IPv4 with leading zeros ("010.001.002.003"), read as upstream reads legacy objects
+ * (netutils.ParseIPSloppy: every part decimal), in canonical form ("10.1.2.3"); null otherwise.
+ */
+function sloppyIPv4(ip: string): string | null {
+  const m = /^(\d{1,10})\.(\d{1,10})\.(\d{1,10})\.(\d{1,10})$/.exec(ip);
+  if (!m) return null;
+  const parts = m.slice(1).map(Number);
+  return parts.every((n) => n <= 255) ? parts.join('.') : null;
 }
 
 /** The 8 16-bit words of a valid IPv6 address. */
@@ -76,4 +86,21 @@ export function canonicalCIDR(cidr: unknown): string | null {
 /** "ip:port", with brackets for IPv6. */
 export function hostPort(ip: string, port: number): string {
   return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+/** The address as a bigint (IPv4: 32 bits, IPv6: 128 bits), or null. */
+function ipBits(ip: string): { bits: bigint; width: number } | null {
+  if (isIPv4(ip)) return { bits: ip.split('.').reduce((a, b) => (a << 8n) | BigInt(Number(b)), 0n), width: 32 };
+  const w = isIPv6(ip) ? ipv6Words(ip) : null;
+  return w ? { bits: w.reduce((a, b) => (a << 16n) | BigInt(b), 0n), width: 128 } : null;
+}
+
+/** Does canonical CIDR `cidr` contain address `ip` (same family only)? */
+export function cidrContains(cidr: string, ip: string): boolean {
+  const slash = cidr.indexOf('/');
+  const net = ipBits(cidr.slice(0, slash));
+  const addr = ipBits(ip);
+  if (!net || !addr || net.width !== addr.width) return false;
+  const shift = BigInt(net.width - Number(cidr.slice(slash + 1)));
+  return net.bits >> shift === addr.bits >> shift;
 }

@@ -66,6 +66,8 @@ export interface NodeSpec {
   name: string;
   zone: string;
   addresses: string[];
+  /** Primary address per family (first InternalIP, else first ExternalIP), IPv4 first. */
+  primary: string[];
 }
 
 /** Why an object is not proxied although it is valid (not worth a warning). */

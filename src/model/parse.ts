@@ -222,9 +222,9 @@ function parseEndpoint(e: unknown, i: number, family: Family): SliceEndpoint {
   const address = ip(addrs[0], `endpoints[${i}].addresses[0]`);
   if (ipFamily(address) !== family) fail(`endpoints[${i}].addresses[0] ${address} is not ${family}`);
   const c = obj(eo.conditions, `endpoints[${i}].conditions`);
-  // As kube-proxy reads them: ready unset means ready; serving unset follows ready; terminating unset means not.
+  // As kube-proxy reads them (the API's defaults): ready and serving unset mean true, terminating unset means false.
   const ready = bool(c.ready, `endpoints[${i}].conditions.ready`) ?? true;
-  const serving = bool(c.serving, `endpoints[${i}].conditions.serving`) ?? ready;
+  const serving = bool(c.serving, `endpoints[${i}].conditions.serving`) ?? true;
   const terminating = bool(c.terminating, `endpoints[${i}].conditions.terminating`) ?? false;
   const hints = obj(eo.hints, `endpoints[${i}].hints`);
   const nodeName = str(eo.nodeName, `endpoints[${i}].nodeName`);
@@ -243,11 +243,21 @@ export function parseNode(raw: unknown): Parsed<NodeSpec> {
     const zone = labels[LABEL_ZONE];
     const status = obj(raw.status, 'status');
     const addresses = new Set<string>();
+    const internal: string[] = [], external: string[] = [];
     arr(status.addresses, 'status.addresses', LIMITS.ips).forEach((a, i) => {
       const ao = obj(a, `status.addresses[${i}]`);
       const v = canonicalIP(ao.address);
-      if (v && (ao.type === 'InternalIP' || ao.type === 'ExternalIP')) addresses.add(v);
+      if (!v || (ao.type !== 'InternalIP' && ao.type !== 'ExternalIP')) return;
+      addresses.add(v);
+      (ao.type === 'InternalIP' ? internal : external).push(v);
     });
-    return { name, zone: typeof zone === 'string' ? zone : '', addresses: [...addresses].sort() };
+    // The node's primary address per family, as kubelet and kube-proxy pick it: the first InternalIP
+    // of the family, else the first ExternalIP.
+    const primary: string[] = [];
+    for (const fam of ['IPv4', 'IPv6'] as const) {
+      const p = internal.find((ip) => ipFamily(ip) === fam) ?? external.find((ip) => ipFamily(ip) === fam);
+      if (p) primary.push(p);
+    }
+    return { name, zone: typeof zone === 'string' ? zone : '', addresses: [...addresses].sort(), primary };
   });
 }

@@ -1,18 +1,28 @@
-// Which endpoints a node may use for one service port: kube-proxy's rules (upstream
-// pkg/proxy/topology.go, CategorizeEndpoints) restated for kpng's trimmed objects.
-import type { ServiceSpec, SliceEndpoint } from './objects';
+// Which endpoints a node may use for one service port in one IP family: kube-proxy's rules
+// (upstream pkg/proxy/topology.go, CategorizeEndpoints) restated for kpng's trimmed objects.
+import type { SliceEndpoint } from './objects';
 
 /** An endpoint of one service port, target port resolved. */
 export interface PortEndpoint extends SliceEndpoint {
   port: number;
 }
 
+/** What CategorizeEndpoints needs to know of the service port. */
+export interface PortPolicy {
+  /** internalTrafficPolicy is Local. */
+  internalLocal: boolean;
+  /** The service is externally accessible and its externalTrafficPolicy is Local. */
+  externalLocal: boolean;
+  /** This port is reachable from outside: a node port, or external / load-balancer IPs of the family. */
+  externallyAccessible: boolean;
+}
+
 export interface Categorized {
-  /** Endpoints for traffic with a Cluster policy (topology applied, terminating fallback). */
+  /** Endpoints for Cluster policies (topology applied, terminating fallback); empty when unused. */
   cluster: PortEndpoint[];
-  /** This node's endpoints for traffic with a Local policy (terminating fallback). */
+  /** This node's endpoints for Local policies (terminating fallback); empty when unused. */
   local: PortEndpoint[];
-  /** Some ready or serving-terminating endpoint exists anywhere. */
+  /** Some ready or serving-terminating endpoint exists anywhere in the cluster. */
   hasAny: boolean;
   /** The serving+terminating fallback was used for cluster / local endpoints. */
   clusterFallback: boolean;
@@ -24,59 +34,56 @@ export interface NodeView {
   zone: string;
 }
 
-const PREFER = new Set(['PreferClose', 'PreferSameZone', 'PreferSameNode']);
+/**
+ * Cluster endpoints are needed whenever internal traffic uses them, and whenever the port is reachable
+ * from outside at all: even with externalTrafficPolicy Local, pods and the node itself reach external
+ * destinations through the cluster-wide endpoints (upstream's short-circuit).
+ */
+export const usesClusterEndpoints = (p: PortPolicy): boolean => !p.internalLocal || p.externallyAccessible;
+export const usesLocalEndpoints = (p: PortPolicy): boolean => p.internalLocal || (p.externallyAccessible && p.externalLocal);
 
-/** Is topology filtering asked for by this service (trafficDistribution wins over the annotation)? */
-export function topologyRequested(svc: ServiceSpec): boolean {
-  if (svc.trafficDistribution !== null) return PREFER.has(svc.trafficDistribution);
-  return svc.topologyMode === 'Auto' || svc.topologyMode === 'auto';
-}
+export type TopologyMode = '' | 'node' | 'zone';
 
-type Mode = '' | 'node' | 'zone';
-
-/** Hints are used only when every ready endpoint carries them and some name this node (or its zone). */
-export function topologyMode(svc: ServiceSpec, eps: readonly PortEndpoint[], node: NodeView): Mode {
-  if (!topologyRequested(svc)) return '';
-  let allNodeHints = true, forNode = false, allZoneHints = true, forZone = false, anyReady = false;
+/**
+ * Hints are used whenever every ready endpoint carries them (whatever trafficDistribution or the
+ * topology-mode annotation say: the EndpointSlice controller only writes hints when asked to) and
+ * some name this node, or its zone. Node hints win over zone hints.
+ */
+export function topologyMode(eps: readonly PortEndpoint[], node: NodeView): TopologyMode {
+  let allNodeHints = true, forNode = false, allZoneHints = true, forZone = false;
   for (const ep of eps) {
     if (!ep.ready) continue;
-    anyReady = true;
     if (!ep.nodeHints) allNodeHints = false;
     else if (ep.nodeHints.includes(node.name)) forNode = true;
     if (!ep.zoneHints) allZoneHints = false;
     else if (node.zone !== '' && ep.zoneHints.includes(node.zone)) forZone = true;
   }
-  if (!anyReady) return '';
-  if (svc.trafficDistribution === 'PreferSameNode' && allNodeHints && forNode) return 'node';
-  if (node.zone !== '' && allZoneHints && forZone) return 'zone';
+  if (allNodeHints && forNode) return 'node';
+  if (allZoneHints && forZone) return 'zone';
   return '';
 }
 
-function available(ep: PortEndpoint, mode: Mode, node: NodeView): boolean {
+function available(ep: PortEndpoint, mode: TopologyMode, node: NodeView): boolean {
   if (mode === 'node') return ep.nodeHints?.includes(node.name) ?? false;
   if (mode === 'zone') return ep.zoneHints?.includes(node.zone) ?? false;
   return true;
 }
 
-export function categorize(svc: ServiceSpec, eps: readonly PortEndpoint[], node: NodeView, external: boolean): Categorized {
-  const itpLocal = svc.internalTrafficPolicy === 'Local';
-  const etpLocal = external && svc.externalTrafficPolicy === 'Local';
-  const usesCluster = !itpLocal || (external && !etpLocal);
-  const usesLocal = itpLocal || etpLocal;
+export function categorize(eps: readonly PortEndpoint[], policy: PortPolicy, node: NodeView): Categorized {
   const out: Categorized = { cluster: [], local: [], hasAny: false, clusterFallback: false, localFallback: false };
 
-  if (usesCluster) {
-    const mode = topologyMode(svc, eps, node);
+  if (usesClusterEndpoints(policy)) {
+    const mode = topologyMode(eps, node);
     out.cluster = eps.filter((ep) => ep.ready && available(ep, mode, node));
     if (out.cluster.length === 0) {
-      // No ready endpoint anywhere (topology is only used when it leaves one): fall back to
-      // endpoints that still serve while terminating.
+      // No ready endpoint (topology is only used when it leaves one): fall back to endpoints
+      // that still serve while terminating.
       out.cluster = eps.filter((ep) => ep.serving && ep.terminating && available(ep, mode, node));
       out.clusterFallback = out.cluster.length > 0;
     }
     out.hasAny = out.cluster.length > 0;
   }
-  if (!usesLocal) return out;
+  if (!usesLocalEndpoints(policy)) return out;
 
   const isLocal = (ep: PortEndpoint) => ep.nodeName === node.name;
   let localReady = false, localServingTerminating = false;

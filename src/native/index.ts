@@ -1,17 +1,15 @@
 // Typed loader and API of the native netlink addon (native/, built by binding.gyp).
 //   nftApply(ops)             one atomic nftables transaction, off the JS thread
-//   nftList(family, table)    chains, sets (+elements), rules (+handles, comments, expressions)
-//   nftListTables()
+//   (the addon's raw nftList / nftListTables are decoded by test/helpers/nft-list.ts: tests only)
 //   conntrackDelete(filter)   delete conntrack entries (UDP endpoint / service cleanup)
 // Every call takes an optional { netns: '/var/run/netns/NAME' } to work in another network namespace.
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { EXPR_ATTRS, NftBatch, encodeOps, CMP_OP, CT_KEY, META_KEY, PAYLOAD_BASE, VERDICT } from './encode';
+import { NftBatch, encodeOps } from './encode';
 import {
   NFPROTO, ipAddr,
-  type ApplyResult, type ConntrackFilter, type NativeCallOptions, type NftApplyError, type NftChainInfo,
-  type NftElementInfo, type NftExpr, type NftFailure, type NftFamily, type NftOp, type NftRuleInfo, type NftSetInfo,
-  type NftTableInfo, type NftTableListing, type NftVerdict,
+  type ApplyResult, type ConntrackFilter, type NativeCallOptions, type NftApplyError,
+  type NftElementInfo, type NftFailure, type NftOp, type NftSetInfo,
 } from './nft-types';
 
 export * from './nft-types';
@@ -24,13 +22,13 @@ export interface NativeAddon {
   nftApply(batch: Buffer, netns?: string): Promise<RawApply>;
   nftList(family: number, table: string, elements: boolean, netns?: string): Promise<RawListing>;
   nftListTables(netns?: string): Promise<RawTable[]>;
-  conntrackDelete(f: { family: number; proto: number; origDst?: Uint8Array; replySrc?: Uint8Array; dport?: number; replySport?: number }, netns?: string): Promise<{ deleted: number; scanned: number }>;
+  conntrackDelete(f: RawCtFilter | RawCtFilter[], netns?: string): Promise<{ deleted: number; scanned: number }>;
   constants: Record<string, number>;
   abi: number;
 }
 
-interface RawTable { family: number; name: string; handle: number; flags: number; comment?: string }
-interface RawListing {
+export interface RawTable { family: number; name: string; handle: number; flags: number; comment?: string }
+export interface RawListing {
   table: RawTable;
   chains: { family: number; table: string; name: string; handle: number; hooknum?: number; priority?: number; type?: string; device?: string; policy?: number; comment?: string }[];
   sets: (Omit<NftSetInfo, 'family' | 'elements'> & { family: number; elements: (Omit<NftElementInfo, 'verdict'> & { verdictCode?: number; chain?: string; flags?: number })[] })[];
@@ -79,7 +77,7 @@ export function nativeAvailable(): boolean {
   try { loadNative(); return true; } catch { return false; }
 }
 
-function nsArg(o?: NativeCallOptions): string | undefined { return o?.netns; }
+export function nsArg(o?: NativeCallOptions): string | undefined { return o?.netns; }
 
 /**
  * Applies ops as ONE atomic nftables transaction. Resolves with counters; rejects with an
@@ -123,133 +121,28 @@ function describeFailure(batch: NftBatch, f: RawFailure): NftFailure {
   return out;
 }
 
-const FAMILY_BY_NUM: Record<number, NftFamily> = Object.fromEntries(
-  Object.entries(NFPROTO).map(([k, v]) => [v, k as NftFamily])) as Record<number, NftFamily>;
-const HOOK_NAMES = ['prerouting', 'input', 'forward', 'output', 'postrouting'] as const;
-
-function tableInfo(t: RawTable): NftTableInfo {
-  return { family: FAMILY_BY_NUM[t.family], name: t.name, handle: t.handle, flags: t.flags, ...(t.comment ? { comment: t.comment } : {}) };
-}
-
-export async function nftListTables(opts?: NativeCallOptions): Promise<NftTableInfo[]> {
-  return (await loadNative().nftListTables(nsArg(opts))).map(tableInfo);
-}
-
-/** Lists one table: chains, sets/maps (with elements unless elements=false), rules with handles. */
-export async function nftList(family: NftFamily, table: string, opts?: NativeCallOptions & { elements?: boolean }):
-  Promise<NftTableListing> {
-  const raw = await loadNative().nftList(NFPROTO[family], table, opts?.elements ?? true, nsArg(opts));
-  const chains: NftChainInfo[] = raw.chains.map((c) => ({
-    family: FAMILY_BY_NUM[c.family], table: c.table, name: c.name, handle: c.handle,
-    ...(c.hooknum !== undefined ? {
-      hook: (family === 'netdev' ? 'ingress' : HOOK_NAMES[c.hooknum]), type: c.type as NftChainInfo['type'],
-      priority: c.priority,
-    } : {}),
-    ...(c.policy !== undefined ? { policy: c.policy === 1 ? 'accept' : 'drop' } as const : {}),
-    ...(c.device ? { device: c.device } : {}),
-    ...(c.comment ? { comment: c.comment } : {}),
-  }));
-  const sets: NftSetInfo[] = raw.sets.map((s) => ({
-    ...s, family: FAMILY_BY_NUM[s.family],
-    elements: s.elements.map((e) => {
-      const out: NftElementInfo = { key: e.key };
-      if (e.keyEnd) out.keyEnd = e.keyEnd;
-      if (e.data) out.data = e.data;
-      if (e.verdictCode !== undefined) out.verdict = verdictFromCode(e.verdictCode, e.chain);
-      if (e.flags && (e.flags & 1)) out.intervalEnd = true;
-      if (e.timeout) out.timeout = e.timeout;
-      if (e.expires) out.expires = e.expires;
-      if (e.comment) out.comment = e.comment;
-      return out;
-    }),
-  }));
-  const rules: NftRuleInfo[] = raw.rules.map((r) => ({
-    family: FAMILY_BY_NUM[r.family], table: r.table, chain: r.chain, handle: r.handle,
-    ...(r.comment ? { comment: r.comment } : {}),
-    exprs: r.exprs.map((x) => decodeExpr(x.name, x.attrs)),
-  }));
-  return { table: tableInfo(raw.table), chains, sets, rules };
-}
-
-function verdictFromCode(code: number, chain?: string): NftVerdict {
-  if (code === VERDICT.jump) return { jump: chain ?? '' };
-  if (code === VERDICT.goto) return { goto: chain ?? '' };
-  const name = (Object.keys(VERDICT) as (keyof typeof VERDICT)[]).find((k) => VERDICT[k] === code);
-  return (name === 'break' || !name ? 'continue' : name) as NftVerdict;
-}
-
-const rev = <T extends Record<string, number>>(m: T) =>
-  Object.fromEntries(Object.entries(m).map(([k, v]) => [v, k])) as Record<number, keyof T>;
-const PAYLOAD_BASE_R = rev(PAYLOAD_BASE), CMP_OP_R = rev(CMP_OP), META_KEY_R = rev(META_KEY), CT_KEY_R = rev(CT_KEY);
-
-/** Decodes a listed expression back into the NftExpr shape (best effort; unknown ones stay raw). */
-function decodeExpr(name: string, attrs: Record<number, Uint8Array>): NftRuleInfo['exprs'][number] {
-  const table = EXPR_ATTRS[name];
-  if (!table) return { type: name, raw: attrs };
-  const f: Record<string, number | string | Uint8Array> = {};
-  for (const [field, [id, w]] of Object.entries(table)) {
-    const b = attrs[id];
-    if (!b) continue;
-    const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    switch (w) {
-      case 'u8': f[field] = b[0]; break;
-      case 'u16': f[field] = dv.getUint16(0, true); break;
-      case 'u32': f[field] = b.length >= 4 ? dv.getInt32(0, true) : b[0]; break;
-      case 'u64': f[field] = Number(dv.getBigUint64(0, true)); break;
-      case 'str': f[field] = Buffer.from(b).toString('utf8').replace(/\0.*$/s, ''); break;
-      case 'bytes': f[field] = new Uint8Array(b); break;
-    }
-  }
-  const n = (k: string) => f[k] as number;
-  switch (name) {
-    case 'payload': return { type: 'payload', base: PAYLOAD_BASE_R[n('base')], offset: n('offset'), len: n('len'), dreg: n('dreg') };
-    case 'meta': return f.dreg !== undefined ? { type: 'meta', key: META_KEY_R[n('key')], dreg: n('dreg') }
-      : { type: 'metaSet', key: META_KEY_R[n('key')], sreg: n('sreg') };
-    case 'cmp': return { type: 'cmp', sreg: n('sreg'), op: CMP_OP_R[n('op')], data: f.data as Uint8Array };
-    case 'range': return { type: 'range', sreg: n('sreg'), op: CMP_OP_R[n('op')] as 'eq' | 'neq', from: f.from as Uint8Array, to: f.to as Uint8Array };
-    case 'bitwise': return { type: 'bitwise', sreg: n('sreg'), dreg: n('dreg'), len: n('len'), mask: f.mask as Uint8Array, xor: f.xor as Uint8Array };
-    case 'lookup': return {
-      type: 'lookup', sreg: n('sreg'), set: f.set as string,
-      ...(f.dreg !== undefined ? { dreg: n('dreg') } : {}), ...(n('flags') & 1 ? { invert: true } : {}),
-    };
-    case 'immediate':
-      if (n('dreg') === 0 && f.verdict !== undefined) return { type: 'verdict', verdict: verdictFromCode(n('verdict'), f.chain as string) };
-      return { type: 'immediate', dreg: n('dreg'), data: f.data as Uint8Array };
-    case 'numgen': return { type: 'numgen', mode: n('mode') === 1 ? 'random' : 'inc', mod: n('mod'), offset: n('offset') ?? 0, dreg: n('dreg') };
-    case 'ct': return f.dreg !== undefined
-      ? { type: 'ct', key: CT_KEY_R[n('key')], dreg: n('dreg'), ...(f.dir !== undefined ? { dir: n('dir') === 1 ? 'reply' : 'original' } : {}) } as NftExpr
-      : { type: 'ctSet', key: CT_KEY_R[n('key')] as 'mark', sreg: n('sreg') };
-    case 'nat': return {
-      type: 'nat', nat: n('nat') === 1 ? 'dnat' : 'snat', family: n('family') === NFPROTO.ip6 ? 'ip6' : 'ip',
-      ...(f.regAddrMin !== undefined ? { regAddrMin: n('regAddrMin') } : {}), ...(f.regAddrMax !== undefined ? { regAddrMax: n('regAddrMax') } : {}),
-      ...(f.regProtoMin !== undefined ? { regProtoMin: n('regProtoMin') } : {}), ...(f.regProtoMax !== undefined ? { regProtoMax: n('regProtoMax') } : {}),
-    };
-    case 'masq': return { type: 'masq', ...(f.regProtoMin !== undefined ? { regProtoMin: n('regProtoMin') } : {}) };
-    case 'reject': return { type: 'reject', reject: (['icmp', 'tcpReset', 'icmpx'] as const)[n('reject')], code: n('code') };
-    case 'counter': return { type: 'counter', packets: n('packets'), bytes: n('bytes') };
-    case 'dynset': return {
-      type: 'dynset', op: (['add', 'update', 'delete'] as const)[n('op')], set: f.set as string, sregKey: n('sregKey'),
-      ...(f.sregData !== undefined ? { sregData: n('sregData') } : {}), ...(f.timeout !== undefined ? { timeout: n('timeout') } : {}),
-    };
-    case 'fib': {
-      const flags = (['saddr', 'daddr', 'mark', 'iif', 'oif', 'present'] as const).filter((_, i) => n('flags') & (1 << i));
-      return { type: 'fib', flags: [...flags], result: (['', 'oif', 'oifname', 'addrtype'] as const)[n('result')] as 'oif', dreg: n('dreg') };
-    }
-    case 'log': return { type: 'log', ...(f.prefix !== undefined ? { prefix: f.prefix as string } : {}), ...(f.group !== undefined ? { group: n('group') } : {}) };
-    case 'notrack': return { type: 'notrack' };
-    default: return { type: name, raw: attrs };
-  }
-}
-
 const L4: Record<ConntrackFilter['proto'], number> = { tcp: 6, udp: 17, sctp: 132 };
 
-/** Deletes conntrack entries matching every given field (kube-proxy's UDP cleanup). Returns the count. */
-export async function conntrackDelete(f: ConntrackFilter, opts?: NativeCallOptions): Promise<number> {
-  const r = await loadNative().conntrackDelete({
-    family: NFPROTO[f.family], proto: L4[f.proto],
-    origDst: f.origDst !== undefined ? ipAddr(f.origDst) : undefined,
-    replySrc: f.replySrc !== undefined ? ipAddr(f.replySrc) : undefined,
-    dport: f.dport, replySport: f.replySport,
-  }, nsArg(opts));
-  return r.deleted;
+interface RawCtFilter { family: number; proto: number; origDst?: Uint8Array; replySrc?: Uint8Array; dport?: number; replySport?: number; keepReplySrc?: Uint8Array[] }
+
+const rawFilter = (f: ConntrackFilter): RawCtFilter => ({
+  family: NFPROTO[f.family], proto: L4[f.proto],
+  origDst: f.origDst !== undefined ? ipAddr(f.origDst) : undefined,
+  replySrc: f.replySrc !== undefined ? ipAddr(f.replySrc) : undefined,
+  dport: f.dport, replySport: f.replySport,
+  keepReplySrc: f.keepReplySrc?.map(ipAddr),
+});
+
+/**
+ * Deletes the conntrack entries that match every field of one of the filters (kube-proxy's UDP
+ * cleanup): one kernel dump per family, whatever the number of filters. Returns the count.
+ */
+export async function conntrackDelete(filters: ConntrackFilter | ConntrackFilter[], opts?: NativeCallOptions): Promise<number> {
+  const list = Array.isArray(filters) ? filters : [filters];
+  let deleted = 0;
+  for (const family of ['ip', 'ip6'] as const) {
+    const mine = list.filter((f) => f.family === family);
+    if (mine.length) deleted += (await loadNative().conntrackDelete(mine.map(rawFilter), nsArg(opts))).deleted;
+  }
+  return deleted;
 }

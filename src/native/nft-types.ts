@@ -10,6 +10,7 @@
 //   4-byte registers; NFT_REG32(0) is the first word of NFT_REG_1). Concatenations are loaded into
 //   consecutive 4-byte registers, every field padded to 4 bytes (see `concat`).
 // - Timeouts are milliseconds. Rule handles are numbers (kernel u64, safe below 2^53).
+import { ipv6Words } from '../model/ip';
 
 export type NftFamily = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
 
@@ -244,6 +245,8 @@ export interface ConntrackFilter {
   replySrc?: string;
   /** Reply source port (the endpoint's port). */
   replySport?: number;
+  /** Only DNATed entries whose reply source is none of these (the endpoints still in use). */
+  keepReplySrc?: string[];
 }
 
 /** Options common to all native calls. */
@@ -288,27 +291,9 @@ export function ipv4(addr: string): Uint8Array {
 
 /** IPv6 address (any textual form incl. "::", embedded IPv4) -> 16 bytes. */
 export function ipv6(addr: string): Uint8Array {
-  let s = addr;
+  const words = ipv6Words(addr);
+  if (!words) throw new Error(`bad IPv6 address: ${addr}`);
   const b = new Uint8Array(16);
-  let tail: number[] = [];
-  const v4 = s.match(/^(.*:)(\d+\.\d+\.\d+\.\d+)$/);
-  if (v4) {
-    const x = ipv4(v4[2]);
-    tail = [(x[0] << 8) | x[1], (x[2] << 8) | x[3]];
-    s = v4[1].endsWith('::') ? v4[1] : v4[1].slice(0, -1);
-  }
-  const halves = s.split('::');
-  if (halves.length > 2) throw new Error(`bad IPv6 address: ${addr}`);
-  const parse = (h: string) => (h === '' ? [] : h.split(':').map((x) => {
-    if (!/^[0-9a-fA-F]{1,4}$/.test(x)) throw new Error(`bad IPv6 address: ${addr}`);
-    return parseInt(x, 16);
-  }));
-  const head = parse(halves[0]);
-  const rest = halves.length === 2 ? parse(halves[1]) : [];
-  const words = halves.length === 2
-    ? [...head, ...new Array(8 - head.length - rest.length - tail.length).fill(0), ...rest, ...tail]
-    : [...head, ...tail];
-  if (words.length !== 8) throw new Error(`bad IPv6 address: ${addr}`);
   words.forEach((w, i) => { b[2 * i] = w >> 8; b[2 * i + 1] = w & 0xff; });
   return b;
 }

@@ -1,9 +1,10 @@
 // Programs the REAL kernel (nf_tables) inside throwaway network namespaces through the addon, and
 // checks the result with `nft list ruleset` and with nftList().
 import {
-  CT_STATE, NftBatch, NFT_REG32, ifname, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, nftList, nftListTables, port, proto, u32host,
+  CT_STATE, NftBatch, NFT_REG32, ifname, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, port, proto, u32host,
   type NftApplyError, type NftElement, type NftOp,
 } from './index';
+import { nftList, nftListTables } from '../../test/helpers/nft-list';
 import { Netns, canUseNetns } from '../../test/helpers/netns';
 
 const T = 'kpng';

@@ -1,6 +1,6 @@
 // The trace sink prints every Set, Delete and Sync as it happens: the smallest possible
 // backend, and a way to watch what a real backend is asked to do.
-import { hostPort } from '../model/ip';
+import { describeRoutes } from '../model/views';
 import { protocolName, type Item } from '../model/enls';
 import type { Batch, Sink } from './sink';
 
@@ -8,8 +8,9 @@ export function describeItem(item: Item): string {
   if (item.node) return `node ${item.node.name} zone=${item.node.zone || '-'} addresses=${item.node.addresses.join(',') || '-'}`;
   const s = item.service!;
   const ports = s.ports.map((p) => {
-    const list = (l: typeof p.internal) => l.map((e) => hostPort(e.ip, e.port)).join(',') || (p.hasEndpoints ? 'drop' : 'reject');
-    return `${p.port.port}/${protocolName(p.port.protocol)} internal=[${list(p.internal)}]${s.external ? ` external=[${list(p.external)}]` : ''}`;
+    const dests = [['cluster-ip', p.clusterIp], ['external-ip', p.externalIp], ['lb-ip', p.loadBalancerIp], ['node-port', p.nodePort]] as const;
+    const text = dests.filter(([, r]) => r).map(([name, r]) => `${name}=${describeRoutes(p, r!)}`).join(' ');
+    return `${p.port.port}/${protocolName(p.port.protocol)}${p.family === 2 ? '/v6' : ''} ${text}`;
   });
   return `${s.type} ${ports.join(' ')}`;
 }

@@ -1,5 +1,6 @@
 // The cluster's objects as kpng keeps them (trimmed), and what changed since the last flush.
 // Sources feed it raw objects; node states read it. Every other concern is downstream.
+import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from '../model/options';
 import { objectName, parseEndpointSlice, parseNode, parseService, type Parsed } from '../model/parse';
 import type { NodeSpec, ServiceSpec, SliceSpec } from '../model/objects';
 import { ObjectWarnings, type Logger } from '../util/log';
@@ -16,6 +17,8 @@ export interface ClusterStoreOptions {
   log: Logger;
   /** This proxy's service-proxy-name ("" = proxy only unlabelled services). */
   serviceProxyName?: string;
+  /** Node-wide settings of the model (--cluster-cidr, --masquerade-all, --nodeport-addresses). */
+  model?: ModelOptions;
 }
 
 const nsName = (ns: string, name: string) => `${ns}/${name}`;
@@ -53,7 +56,11 @@ export class ClusterStore {
   /** Objects received from the source (adds, updates, deletes), the "events" of the stats line. */
   events = 0;
 
+  /** The model's settings, shared by every node state computed from this store. */
+  readonly modelOptions: ModelOptions;
+
   constructor(private readonly opts: ClusterStoreOptions) {
+    this.modelOptions = opts.model ?? DEFAULT_MODEL_OPTIONS;
     this.warnings = new ObjectWarnings(opts.log);
   }
 

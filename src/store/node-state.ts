@@ -2,7 +2,7 @@
 // are recomputed; a change of this node's own Node object (zone, addresses) recomputes all.
 import { NODE_KEY, serviceKey } from '../model/enls';
 import { computeNodeItem, computeServiceItem } from '../model/compute';
-import type { NodeView } from '../model/topology';
+import type { ModelNode } from '../model/compute';
 import type { ClusterChange, ClusterStore } from './cluster';
 import { ItemStore } from './item-store';
 
@@ -23,8 +23,9 @@ export class NodeState extends ItemStore {
     this.closeSubscribers();
   }
 
-  private view(): NodeView {
-    return { name: this.node, zone: this.cluster.getNode(this.node)?.zone ?? '' };
+  private view(): ModelNode {
+    const n = this.cluster.getNode(this.node);
+    return { name: this.node, zone: n?.zone ?? '', primary: n?.primary ?? [] };
   }
 
   private onClusterChange(c: ClusterChange): void {
@@ -38,7 +39,7 @@ export class NodeState extends ItemStore {
   private recomputeAll(): void {
     const view = this.view();
     const changed: string[] = [];
-    if (this.put(NODE_KEY, computeNodeItem(this.node, this.cluster.getNode(this.node)))) changed.push(NODE_KEY);
+    if (this.put(NODE_KEY, computeNodeItem(this.node, this.cluster.getNode(this.node), this.cluster.modelOptions))) changed.push(NODE_KEY);
     const live = new Set<string>([NODE_KEY]);
     for (const key of this.cluster.serviceKeys()) {
       live.add(toItemKey(key));
@@ -50,9 +51,9 @@ export class NodeState extends ItemStore {
     this.commit(changed);
   }
 
-  private recomputeService(key: string, view: NodeView): boolean {
+  private recomputeService(key: string, view: ModelNode): boolean {
     const svc = this.cluster.getService(key);
-    return this.put(toItemKey(key), svc ? computeServiceItem(svc, this.cluster.slicesOf(key), view) : null);
+    return this.put(toItemKey(key), svc ? computeServiceItem(svc, this.cluster.slicesOf(key), view, this.cluster.modelOptions) : null);
   }
 }
 

@@ -56,7 +56,7 @@ describe('kube source resilience', () => {
     await mk('keep', ['10.244.0.1']);
     await mk('drop', ['10.244.0.2']);
     const k = start();
-    await k.waitForItem('svc/default/drop', 'ClusterIP 80/TCP internal=[10.244.0.2:8080]');
+    await k.waitForItem('svc/default/drop', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.2:8080]');
     const mark = k.stderr.length;
 
     await cp.stopApiServer();
@@ -69,8 +69,8 @@ describe('kube source resilience', () => {
     await mk('new', ['10.244.0.4']);
 
     await k.waitForGone('svc/default/drop', 30_000);
-    await k.waitForItem('svc/default/keep', 'ClusterIP 80/TCP internal=[10.244.0.1:8080,10.244.0.3:8080]', 30_000);
-    await k.waitForItem('svc/default/new', 'ClusterIP 80/TCP internal=[10.244.0.4:8080]', 30_000);
+    await k.waitForItem('svc/default/keep', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.1:8080,10.244.0.3:8080]', 30_000);
+    await k.waitForItem('svc/default/new', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.4:8080]', 30_000);
     await expectConverged(k);
     await k.stop();
   }, 120_000);
@@ -80,7 +80,7 @@ describe('kube source resilience', () => {
     await mk('gone-b', ['10.244.1.2']);
     await mk('stay', ['10.244.1.3']);
     const k = start();
-    await k.waitForItem('svc/default/stay', 'ClusterIP 80/TCP internal=[10.244.1.3:8080]');
+    await k.waitForItem('svc/default/stay', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.1.3:8080]');
     await k.waitForItem('svc/default/gone-a', /10\.244\.1\.1/);
     const mark = k.stderr.length;
 
@@ -109,9 +109,9 @@ describe('kube source resilience', () => {
     await k.waitForStderr(/kube: relisted \d+ Services/, mark, 30_000);
     await k.waitForStderr(/kube: relisted \d+ EndpointSlices/, mark, 30_000);
     await k.waitForGone('svc/default/gone-a', 30_000);
-    await k.waitForItem('svc/default/gone-b', 'ClusterIP 80/TCP internal=[reject]', 30_000);
-    await k.waitForItem('svc/default/stay', 'ClusterIP 80/TCP internal=[10.244.1.4:8080]', 30_000);
-    await k.waitForItem('svc/default/born', 'ClusterIP 80/TCP internal=[10.244.1.5:8080]', 30_000);
+    await k.waitForItem('svc/default/gone-b', 'ClusterIP 80/TCP cluster-ip=reject', 30_000);
+    await k.waitForItem('svc/default/stay', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.1.4:8080]', 30_000);
+    await k.waitForItem('svc/default/born', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.1.5:8080]', 30_000);
     expect(k.lines.slice(0)).toContain('delete svc/default/gone-a');
     await expectConverged(k);
     await k.stop();
@@ -131,7 +131,7 @@ describe('kube source resilience', () => {
       process.kill(pid, 'SIGCONT');
     }
     await mk('thawed', ['10.244.2.1']);
-    await k.waitForItem('svc/default/thawed', 'ClusterIP 80/TCP internal=[10.244.2.1:8080]', 30_000);
+    await k.waitForItem('svc/default/thawed', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.2.1:8080]', 30_000);
     await expectConverged(k);
     await k.stop();
   }, 120_000);

@@ -51,7 +51,7 @@ describe('kube source (kpng kube) against a real API server', () => {
     const first = kpng.syncs[0];
     // node + kubernetes + 5 services, all in the first batch
     expect(first.changes).toBe(7);
-    for (let i = 0; i < 5; i++) expect(kpng.state.get(`svc/default/pre-${i}`)).toBe(`ClusterIP 80/TCP internal=[10.244.1.${i + 1}:8080]`);
+    for (let i = 0; i < 5; i++) expect(kpng.state.get(`svc/default/pre-${i}`)).toBe(`ClusterIP 80/TCP cluster-ip=cluster[10.244.1.${i + 1}:8080]`);
     expect(kpng.state.get('node')).toBe('node n1 zone=zone-a addresses=192.168.1.1');
     expect(kpng.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, 3 pages/.test(l))).toBe(true);
     expect(kpng.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, 3 pages/.test(l))).toBe(true);
@@ -60,31 +60,31 @@ describe('kube source (kpng kube) against a real API server', () => {
 
   test('creates, updates and deletes of Services and EndpointSlices reach the sink', async () => {
     await create('svc', service('web', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }] }));
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[reject] 53/UDP internal=[reject]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=reject 53/UDP cluster-ip=reject');
 
     await create('slice', endpointSlice('web-1', 'web', [{ ip: '10.244.0.5' }, { ip: '10.244.0.6', ready: false, serving: false }], {
       ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
     }));
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[10.244.0.5:8080] 53/UDP internal=[10.244.0.5:5353]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.5:8080] 53/UDP cluster-ip=cluster[10.244.0.5:5353]');
 
     // Readiness flips: .6 becomes ready, .5 terminates (not ready, still serving, terminating).
     await patch(`${SLICES(NS)}/web-1`, endpointSlice('web-1', 'web', [{ ip: '10.244.0.5', ready: false, serving: true, terminating: true }, { ip: '10.244.0.6' }], {
       ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
     }), 'flip readiness');
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[10.244.0.6:8080] 53/UDP internal=[10.244.0.6:5353]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.6:8080] 53/UDP cluster-ip=cluster[10.244.0.6:5353]');
 
     // A second slice for the same service (pod replacement: a new IP elsewhere).
     await create('slice', endpointSlice('web-2', 'web', [{ ip: '10.244.2.7' }], { ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }] }));
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP internal=[10.244.0.6:8080,10.244.2.7:8080] 53/UDP internal=[10.244.0.6:5353,10.244.2.7:5353]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.6:8080,10.244.2.7:8080] 53/UDP cluster-ip=cluster[10.244.0.6:5353,10.244.2.7:5353]');
 
     // Service port change.
     await patch(`${SERVICES(NS)}/web`, { spec: { ports: [{ name: 'http', port: 8000, targetPort: 8080, protocol: 'TCP' }] } }, 'service port');
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP internal=[10.244.0.6:8080,10.244.2.7:8080]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP cluster-ip=cluster[10.244.0.6:8080,10.244.2.7:8080]');
 
     await del(`${SLICES(NS)}/web-1`, 'delete slice');
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP internal=[10.244.2.7:8080]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP cluster-ip=cluster[10.244.2.7:8080]');
     await del(`${SLICES(NS)}/web-2`, 'delete slice');
-    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP internal=[reject]');
+    await kpng.waitForItem('svc/default/web', 'ClusterIP 8000/TCP cluster-ip=reject');
     await del(`${SERVICES(NS)}/web`, 'delete service');
     await kpng.waitForGone('svc/default/web');
     expect(kpng.lines).toContain('delete svc/default/web');
@@ -93,7 +93,7 @@ describe('kube source (kpng kube) against a real API server', () => {
   test('updates that change nothing a proxy uses (labels, annotations, heartbeats) produce no revision', async () => {
     await create('svc', service('quiet'));
     await create('slice', endpointSlice('quiet-1', 'quiet', [{ ip: '10.244.3.1' }]));
-    await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP internal=[10.244.3.1:8080]');
+    await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.3.1:8080]');
     const rev0 = kpng.rev;
     const lines0 = kpng.lines.length;
     const events0 = await eventsNow();
@@ -116,8 +116,8 @@ describe('kube source (kpng kube) against a real API server', () => {
     await create('svc', service('sentinel'));
     await patch(`${SLICES(NS)}/quiet-1`, { endpoints: [{ addresses: ['10.244.3.2'], conditions: { ready: true } }] }, 'slice sentinel');
     await patch(`${NODES}/n1`, { metadata: { labels: { 'topology.kubernetes.io/zone': 'zone-b' } } }, 'node sentinel');
-    await kpng.waitForItem('svc/default/sentinel', 'ClusterIP 80/TCP internal=[reject]');
-    await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP internal=[10.244.3.2:8080]');
+    await kpng.waitForItem('svc/default/sentinel', 'ClusterIP 80/TCP cluster-ip=reject');
+    await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.3.2:8080]');
     await kpng.waitForItem('node', 'node n1 zone=zone-b addresses=192.168.1.1');
 
     // Only the sentinels changed the state: at most 3 revisions (fewer if coalesced), and the
@@ -143,7 +143,7 @@ describe('kube source (kpng kube) against a real API server', () => {
     // A slice marked headless (as the EndpointSlice controller marks those of headless services).
     await create('slice', endpointSlice('mine-headless', 'mine', [{ ip: '10.244.4.9' }], { labels: { 'service.kubernetes.io/headless': '' } }));
     await create('slice', endpointSlice('mine-1', 'mine', [{ ip: '10.244.4.1' }]));
-    await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP internal=[10.244.4.1:8080]');
+    await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.4.1:8080]');
     expect(kpng.state.has('svc/default/other-proxy')).toBe(false);
 
     // Labelling a watched service for another proxy: the server sends DELETED (it left the selector).
@@ -151,7 +151,7 @@ describe('kube source (kpng kube) against a real API server', () => {
     await kpng.waitForGone('svc/default/mine');
     // And back.
     await patch(`${SERVICES(NS)}/mine`, { metadata: { labels: { 'service.kubernetes.io/service-proxy-name': null } } }, 'label back');
-    await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP internal=[10.244.4.1:8080]');
+    await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.4.1:8080]');
   }, 30_000);
 
   test('--service-proxy-name NAME also proxies services labelled NAME, not those of others', async () => {

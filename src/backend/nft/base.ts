@@ -5,11 +5,18 @@
 //     endpoints (no DNAT happened, so daddr is still the service IP / node port);
 //   nat prerouting/output at dstnat: dispatch (one vmap lookup) and DNAT;
 //   nat postrouting at srcnat: hairpin and mark-based masquerade.
+import type { NodeInfo } from '../../model/enls';
 import { N, type ChainSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
 
+/** What the fixed objects depend on: where node ports answer (NodeInfo.nodePortAddresses). */
 export interface BaseOptions {
-  clusterCIDRs: string[];
-  masqueradeAll: boolean;
+  nodePortAddresses: string[];
+}
+
+export function baseOptions(fam: Fam, node: NodeInfo | undefined): BaseOptions {
+  const all = fam === 'ip' ? '0.0.0.0/0' : '::/0';
+  const list = node ? (fam === 'ip' ? node.nodePortAddresses.v4 : node.nodePortAddresses.v6) : [all];
+  return { nodePortAddresses: list.length ? list : [all] };
 }
 
 export const SHARED_SETS: SetSpec[] = [
@@ -19,23 +26,26 @@ export const SHARED_SETS: SetSpec[] = [
   { name: N.noEndpointNodePorts, kind: 'portMap' },
   { name: N.firewall, kind: 'vipMap' },
   { name: N.hairpin, kind: 'pairSet' },
+  { name: N.clusterIPs, kind: 'addrSet' },
 ];
 
 const DSTNAT = -100;
 const SRCNAT = 100;
 
+/** One rule per node-port CIDR (a /0 means every local address but loopback). */
+function nodePortRules(opts: BaseOptions, map: string, ctNew: boolean): Stmt[] {
+  return opts.nodePortAddresses.map((c): Stmt => (/\/0$/.test(c)
+    ? { s: 'vmapPort', map, ctNew, local: true }
+    : { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c }));
+}
+
 export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpec; rules: Stmt[] }> {
-  const cidrs = opts.clusterCIDRs.filter((c) => (fam === 'ip6') === c.includes(':'));
-  const masqOutside: Stmt[] = opts.masqueradeAll || cidrs.length === 0
-    // Without a cluster CIDR we cannot tell pods from outside: like kube-proxy, masquerade only when asked to.
-    ? (opts.masqueradeAll ? [{ s: 'markMasq' }] : [])
-    : [...cidrs.map((cidr): Stmt => ({ s: 'srcCidr', cidr, then: 'return' })), { s: 'markMasq' }];
+  void fam;
   return [
     { chain: { name: N.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
-    { chain: { name: N.masqOutside }, rules: masqOutside },
     {
       chain: { name: N.services },
-      rules: [{ s: 'vmapVip', map: N.vips }, { s: 'vmapPort', map: N.nodePorts, local: true }],
+      rules: [{ s: 'vmapVip', map: N.vips }, ...nodePortRules(opts, N.nodePorts, false)],
     },
     {
       chain: { name: N.filterPrerouting, hook: { type: 'filter', hook: 'prerouting', priority: DSTNAT - 10 } },
@@ -43,15 +53,20 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
     },
     {
       chain: { name: N.filterOutput, hook: { type: 'filter', hook: 'output', priority: DSTNAT - 10 } },
-      rules: [{ s: 'vmapVip', map: N.firewall, ctNew: true }, { s: 'vmapVip', map: N.noEndpoints, ctNew: true }],
+      rules: [{ s: 'vmapVip', map: N.firewall, ctNew: true }],
+    },
+    {
+      // After DNAT: a packet still addressed to a service IP was not DNATed (no endpoint for its client class).
+      chain: { name: N.filterOutputPost, hook: { type: 'filter', hook: 'output', priority: 0 } },
+      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: N.clusterIPs }],
     },
     {
       chain: { name: N.filterInput, hook: { type: 'filter', hook: 'input', priority: -110 } },
-      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'vmapPort', map: N.noEndpointNodePorts, ctNew: true }],
+      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, ...nodePortRules(opts, N.noEndpointNodePorts, true)],
     },
     {
       chain: { name: N.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
-      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }],
+      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: N.clusterIPs }],
     },
     { chain: { name: N.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
     { chain: { name: N.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },

@@ -3,9 +3,9 @@ import type { NftOp, NativeCallOptions } from '../../native/nft-types';
 import * as native from '../../native';
 import type { Sink } from '../../sink/sink';
 import { toNftOps } from './netlink';
-import { NftSink, type NftKernel, type NftSinkOptions } from './sink';
+import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 
-export { NftSink, type NftKernel, type NftSinkOptions, type NftSinkStats } from './sink';
+export { NftDataplane, nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 export { toNftOps } from './netlink';
 export { toNftText } from './text';
 
@@ -18,15 +18,11 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
       const r = await native.nftApply(ops, callOpts);
       return { messages: r.messages, bytes: r.bytes, ms: r.ms + (r.encodeMs ?? 0) };
     },
-    async conntrackDelete(filters) {
-      // One conntrack dump per filter; run after the rules are in place.
-      let n = 0;
-      for (const f of filters) n += await native.conntrackDelete(f, callOpts);
-      return n;
-    },
+    // One conntrack dump per family for all filters; run after the rules are in place.
+    conntrackDelete: (filters) => native.conntrackDelete(filters, callOpts),
   };
 }
 
 export function createNftSink(opts: NftSinkOptions & { netns?: string; kernel?: NftKernel }): Sink {
-  return new NftSink(opts, opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {}));
+  return nftKernelSink(opts, opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {}));
 }

@@ -52,6 +52,17 @@ export function cidrBytes(cidr: string): { net: Uint8Array; mask: Uint8Array } {
   return { net, mask };
 }
 
+/** Loads an address with `load` into NFT_REG_1 and compares it with a CIDR (nothing for a /0). */
+function cidrMatch(load: NftExpr, cidr: string): NftExpr[] {
+  const { net, mask } = cidrBytes(cidr);
+  if (mask.every((b) => b === 0)) return [];
+  return [
+    load,
+    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: net.length, mask, xor: new Uint8Array(net.length) },
+    { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: net },
+  ];
+}
+
 function protoEq(p: 'tcp' | 'udp' | 'sctp'): NftExpr[] {
   return [l4proto(NFT_REG_1), { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(p) }];
 }
@@ -69,6 +80,10 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
       if (st.local) {
         out.push({ type: 'fib', flags: ['daddr'], result: 'addrtype', dreg: NFT_REG_1 });
         out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
+      }
+      if (st.daddrCidr) {
+        out.push(...cidrMatch(daddr(fam), st.daddrCidr));
+      } else if (st.local) {
         if (fam === 'ip') {
           out.push({ type: 'payload', base: 'network', offset: daddrOff(fam), len: 1, dreg: NFT_REG_1 });
           out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: new Uint8Array([127]) });
@@ -83,22 +98,19 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
     case 'jump': return [verdict({ jump: st.chain })];
     case 'goto': return [verdict({ goto: st.chain })];
     case 'markMasq': return orMark();
-    case 'srcCidr': {
-      const { net, mask } = cidrBytes(st.cidr);
-      return [
-        saddr(fam),
-        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: net.length, mask, xor: new Uint8Array(net.length) },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: net },
-        verdict(st.then === 'return' ? 'return' : { goto: st.then.goto }),
-      ];
+    case 'srcCidr':
+      return [...cidrMatch(saddr(fam), st.cidr), verdict(st.then === 'return' ? 'return' : { goto: st.then.goto })];
+    case 'classGoto': {
+      const out: NftExpr[] = [];
+      if (st.from === 'local') {
+        out.push({ type: 'fib', flags: ['saddr'], result: 'addrtype', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
+      } else if (st.from !== 'any') out.push(...cidrMatch(saddr(fam), st.from.cidr));
+      if (st.masq) out.push(...orMark());
+      out.push(verdict({ goto: st.chain }));
+      return out;
     }
-    case 'localSrcMasqGoto':
-      return [
-        { type: 'fib', flags: ['saddr'], result: 'addrtype', dreg: NFT_REG_1 },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) },
-        ...orMark(),
-        verdict({ goto: st.chain }),
-      ];
+    case 'rejectDaddrInSet':
+      return [...ctNew(), daddr(fam), { type: 'lookup', sreg: NFT_REG_1, set: st.set }, { type: 'reject', reject: 'icmp', code: fam === 'ip' ? 3 : 4 }];
     case 'dnatSlots':
       return [
         ...protoEq(st.proto),
@@ -164,6 +176,7 @@ function setObject(c: Ctx, spec: SetSpec): NftSet {
     case 'portMap': return { ...base, keyType: ['inet_proto', 'inet_service'], dataType: 'verdict' };
     case 'slotMap': return { ...base, keyType: 'integer', keyLen: 4, dataType: [a, 'inet_service'] };
     case 'pairSet': return { ...base, keyType: [a, a] };
+    case 'addrSet': return { ...base, keyType: a };
     case 'affinity':
       return { ...base, keyType: a, flags: { timeout: true, dynamic: true }, timeout: (spec.timeoutSec ?? 10800) * 1000, size: 65535 };
   }
@@ -177,6 +190,7 @@ export function elemObject(e: Elem): NftElement {
     case 'port': return { key: concat(protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
     case 'slot': return { key: u32host(e.slot), data: concat(ipAddr(e.addr), portBytes(e.port)) };
     case 'pair': return { key: concat(ipAddr(e.addr), ipAddr(e.addr)) };
+    case 'addr': return { key: ipAddr(e.addr) };
   }
 }
 

@@ -1,11 +1,11 @@
 // The backend's model of what is in each family's table (programs per service, slot allocator,
 // hairpin reference counts) and the diff that turns a change of programs into the few ops needed.
-import type { ConntrackFilter } from '../../native/nft-types';
-import type { Service } from '../../model/enls';
-import { baseOps, SHARED_SETS, type BaseOptions } from './base';
+import type { NodeInfo, Service } from '../../model/enls';
+import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
 import { SlotAllocator } from './slots';
 import { N, type Elem, type Fam, type Op, type Stmt } from './types';
+
 
 /** Elements per add/delete op (the addon packs each op into netlink messages). */
 const ELEM_CHUNK = 1000;
@@ -13,7 +13,8 @@ const ELEM_CHUNK = 1000;
 export class TableModel {
   readonly programs = new Map<string, Program>();
   readonly alloc = new SlotAllocator();
-  readonly hairpinRefs = new Map<string, number>();
+  /** Reference counts of shared set elements ("set|id"): several services may hold one. */
+  readonly sharedRefs = new Map<string, number>();
   /** Endpoints map shards created in the kernel (created on first use, kept). */
   readonly shards = new Set<string>();
   constructor(readonly fam: Fam) {}
@@ -107,17 +108,23 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
   // Affinity sets (the timeout is in the name).
   for (const name of oldP.sets.keys()) if (!newP.sets.has(name)) c.delSet(name);
   for (const [name, t] of newP.sets) if (!oldP.sets.has(name)) c.addSet(name, t);
-  // Hairpin reference counts.
-  for (const a of oldP.hairpin) {
-    if (newP.hairpin.has(a)) continue;
-    const n = (model.hairpinRefs.get(a) ?? 1) - 1;
-    if (n <= 0) { model.hairpinRefs.delete(a); c.delElem(N.hairpin, { t: 'pair', addr: a }); } else model.hairpinRefs.set(a, n);
+  // Shared set elements, reference counted.
+  for (const [set, olds] of oldP.shared) {
+    for (const [id, e] of olds) {
+      if (newP.shared.get(set)?.has(id)) continue;
+      const k = `${set}|${id}`;
+      const n = (model.sharedRefs.get(k) ?? 1) - 1;
+      if (n <= 0) { model.sharedRefs.delete(k); c.delElem(set, e); } else model.sharedRefs.set(k, n);
+    }
   }
-  for (const a of newP.hairpin) {
-    if (oldP.hairpin.has(a)) continue;
-    const n = (model.hairpinRefs.get(a) ?? 0) + 1;
-    model.hairpinRefs.set(a, n);
-    if (n === 1) c.addElem(N.hairpin, { t: 'pair', addr: a });
+  for (const [set, news] of newP.shared) {
+    for (const [id, e] of news) {
+      if (oldP.shared.get(set)?.has(id)) continue;
+      const k = `${set}|${id}`;
+      const n = (model.sharedRefs.get(k) ?? 0) + 1;
+      model.sharedRefs.set(k, n);
+      if (n === 1) c.addElem(set, e);
+    }
   }
   // Slot ranges no longer used.
   for (const [chain, s] of oldP.slots) {
@@ -127,47 +134,20 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
 }
 
 /** Update one service in the model; returns its old and new programs. */
-export function updateService(model: TableModel, key: string, svc: Service | undefined, opts: BaseOptions, c: OpCollector): { oldP: Program; newP: Program } {
+export function updateService(model: TableModel, key: string, svc: Service | undefined, node: NodeInfo | undefined, c: OpCollector): { oldP: Program; newP: Program } {
   const oldP = model.programs.get(key) ?? emptyProgram();
-  const newP = svc ? buildProgram(svc, model.fam, { opts, alloc: model.alloc, prevSlots: oldP.slots }) : emptyProgram();
+  const newP = svc ? buildProgram(svc, model.fam, { node, alloc: model.alloc, prevSlots: oldP.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
-  if (newP.chains.size + newP.elems.size + newP.sets.size === 0) model.programs.delete(key);
+  if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size === 0) model.programs.delete(key);
   else model.programs.set(key, newP);
   return { oldP, newP };
 }
 
 /** Ops that replace the table with the full state (one transaction: old table deleted, new one built). */
-export function fullSyncOps(model: TableModel, services: Iterable<[string, Service]>, opts: BaseOptions): Op[] {
+export function fullSyncOps(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined): Op[] {
   const c = new OpCollector();
-  for (const [key, svc] of services) updateService(model, key, svc, opts, c);
-  return [...baseOps(model.fam, opts), ...c.ops()];
+  for (const [key, svc] of services) updateService(model, key, svc, node, c);
+  return [...baseOps(model.fam, baseOptions(model.fam, node)), ...c.ops()];
 }
 
-export { SHARED_SETS };
-
-/** conntrack entries made stale by a change of one service's UDP ports. */
-export function staleConntrack(fam: Fam, oldP: Program, newP: Program): ConntrackFilter[] {
-  const out: ConntrackFilter[] = [];
-  const newById = new Map(newP.udp.map((u) => [u.id, u]));
-  const oldById = new Map(oldP.udp.map((u) => [u.id, u]));
-  for (const o of oldP.udp) {
-    const n = newById.get(o.id);
-    const keep = new Set(n?.endpoints ?? []);
-    for (const ep of o.endpoints) {
-      if (keep.has(ep)) continue;
-      const [addr] = ep.split('|');
-      for (const vip of o.vips) out.push({ family: fam, proto: 'udp', origDst: vip, dport: o.port, replySrc: addr });
-      if (o.nodePort) out.push({ family: fam, proto: 'udp', dport: o.nodePort, replySrc: addr });
-    }
-  }
-  for (const n of newP.udp) {
-    const o = oldById.get(n.id);
-    if (!n.served || (o && o.served)) continue;
-    // Was rejected (or absent): entries created meanwhile would keep black-holing the flow.
-    for (const vip of n.vips) out.push({ family: fam, proto: 'udp', origDst: vip, dport: n.port });
-    if (n.nodePort) out.push({ family: fam, proto: 'udp', dport: n.nodePort });
-  }
-  return out;
-}
-
-export { elemId };
+export { SHARED_SETS, elemId };

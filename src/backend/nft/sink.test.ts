@@ -1,20 +1,20 @@
 // The nft sink without a kernel: what it sends for full and incremental syncs, and how it recovers.
-import { normalizeItem, Protocol, type Item } from '../../model/enls';
+import type { Item } from '../../model/enls';
+import { modelOptions } from '../../model/options';
 import type { Batch, StateView } from '../../sink/sink';
-import { NftSink, type NftKernel } from './sink';
+import { cluster, ep, slice, svc as svcObj } from '../../../test/helpers/k8s';
+import { nftKernelSink, type NftKernel } from './sink';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
 import type { FamOps, Op } from './types';
 
-function svc(name: string, eps: string[], extra: Record<string, unknown> = {}): Item {
-  return normalizeItem({
-    key: `svc/ns/${name}`,
-    service: {
-      namespace: 'ns', name, type: 'ClusterIP', clusterIps: { v4: ['10.96.0.1'], v6: [] },
-      ports: [{ port: { name: 'p', protocol: Protocol.UDP, port: 53, nodePort: 0 }, internal: eps.map((ip) => ({ ip, port: 5353 })), external: [], hasEndpoints: eps.length > 0 }],
-      ...extra,
-    },
-  });
+/** The ENLS item of service ns/<name> (UDP 53 -> 5353) with these endpoints, computed by the model. */
+function svc(name: string, eps: string[], clusterCIDRs: string[] = []): Item {
+  const c = cluster('n1', [
+    svcObj(name, { ns: 'ns', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }),
+    slice(`${name}-1`, name, eps.map((ip) => ep(ip, { node: 'n2' })), { ns: 'ns', ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }),
+  ], { model: modelOptions({ clusterCIDRs }) });
+  return c.state.get(`svc/ns/${name}`)!;
 }
 
 function view(items: Item[]): StateView {
@@ -42,14 +42,14 @@ const set = (item: Item, revision: number, reset = false): Batch => ({ revision,
 describe('nft sink', () => {
   test('full sync replaces the table in the same batch, then one endpoint change is two element ops', async () => {
     const k = new FakeKernel();
-    const sink = new NftSink({ node: 'n1', clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false, log: () => {} }, k);
-    const a = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3']);
+    const sink = nftKernelSink({ log: () => {} }, k);
+    const a = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3'], ['10.244.0.0/16']);
     await sink.apply(set(a, 1, true), view([a]));
     const full = k.last();
     expect(full[0]).toEqual({ k: 'resetTable' });
     expect(full.filter((o) => o.k === 'resetTable')).toHaveLength(2); // ip and ip6
 
-    const b = svc('a', ['10.244.1.1', '10.244.1.9', '10.244.1.3']);
+    const b = svc('a', ['10.244.1.1', '10.244.1.9', '10.244.1.3'], ['10.244.0.0/16']);
     await sink.apply(set(b, 2), view([b]));
     const inc = k.last();
     expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
@@ -61,7 +61,7 @@ describe('nft sink', () => {
 
   test('no endpoints: reject; some again: conntrack entries of the rejected flow are cleared', async () => {
     const k = new FakeKernel();
-    const sink = new NftSink({ node: 'n1', clusterCIDRs: [], masqueradeAll: false, log: () => {} }, k);
+    const sink = nftKernelSink({ log: () => {} }, k);
     const empty = svc('a', []);
     await sink.apply(set(empty, 1, true), view([empty]));
     expect(toNftText('ip', 'kpng', k.last())).toContain('10.96.0.1 . udp . 53 : goto reject-chain');
@@ -74,7 +74,7 @@ describe('nft sink', () => {
   test('a failed batch is reported, and the next batch is a full sync', async () => {
     const k = new FakeKernel();
     const logs: string[] = [];
-    const sink = new NftSink({ node: 'n1', clusterCIDRs: [], masqueradeAll: false, log: (m) => logs.push(m) }, k);
+    const sink = nftKernelSink({ log: (m: string) => logs.push(m) }, k);
     const a = svc('a', ['10.244.1.1', '10.244.1.2']);
     await sink.apply(set(a, 1, true), view([a]));
     k.fail = true;
@@ -91,17 +91,17 @@ describe('nft sink', () => {
 
   test('deleting a service removes its chains and elements; growing past capacity moves its slots', async () => {
     const k = new FakeKernel();
-    const sink = new NftSink({ node: 'n1', clusterCIDRs: [], masqueradeAll: false, log: () => {} }, k);
+    const sink = nftKernelSink({ log: () => {} }, k);
     const a = svc('a', ['10.244.1.1', '10.244.1.2']);
     await sink.apply(set(a, 1, true), view([a]));
     const big = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3', '10.244.1.4', '10.244.1.5']);
     await sink.apply(set(big, 2), view([big]));
     const text = toNftText('ip', 'kpng', k.last());
-    expect(text).toContain('flush chain ip kpng svc-ns/a/udp/53');
+    expect(text).toContain('flush chain ip kpng eps-ns/a/udp/53');
     expect(text).toMatch(/numgen random mod 5 offset 8 /);
     await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([]));
     const del = toNftText('ip', 'kpng', k.last());
-    expect(del).toContain('delete chain ip kpng svc-ns/a/udp/53');
+    expect(del).toContain('delete chain ip kpng eps-ns/a/udp/53');
     expect(del).toContain('delete element ip kpng vips { 10.96.0.1 . udp . 53 }');
   });
 });

@@ -11,14 +11,19 @@ export function stmtText(fam: Fam, st: Stmt): string {
   switch (st.s) {
     case 'vmapVip': return `${ct(st.ctNew)}${fam} daddr . meta l4proto . th dport vmap @${st.map}`;
     case 'vmapPort': {
-      const local = st.local ? `fib daddr type local ${fam} daddr != ${fam === 'ip' ? '127.0.0.0/8' : '::1'} ` : '';
-      return `${ct(st.ctNew)}${local}meta l4proto . th dport vmap @${st.map}`;
+      const local = st.local ? 'fib daddr type local ' : '';
+      const dst = st.daddrCidr && !/\/0$/.test(st.daddrCidr) ? `${fam} daddr ${st.daddrCidr} ` : st.local && !st.daddrCidr ? `${fam} daddr != ${fam === 'ip' ? '127.0.0.0/8' : '::1'} ` : '';
+      return `${ct(st.ctNew)}${local}${dst}meta l4proto . th dport vmap @${st.map}`;
     }
     case 'jump': return `jump ${st.chain}`;
     case 'goto': return `goto ${st.chain}`;
     case 'markMasq': return `meta mark set meta mark | ${hex(MASQ_BIT)}`;
     case 'srcCidr': return `${fam} saddr ${st.cidr} ${st.then === 'return' ? 'return' : `goto ${st.then.goto}`}`;
-    case 'localSrcMasqGoto': return `fib saddr type local meta mark set meta mark | ${hex(MASQ_BIT)} goto ${st.chain}`;
+    case 'classGoto': {
+      const from = st.from === 'local' ? 'fib saddr type local ' : st.from === 'any' || /\/0$/.test(st.from.cidr) ? '' : `${fam} saddr ${st.from.cidr} `;
+      return `${from}${st.masq ? `meta mark set meta mark | ${hex(MASQ_BIT)} ` : ''}goto ${st.chain}`;
+    }
+    case 'rejectDaddrInSet': return `ct state new ${fam} daddr @${st.set} reject`;
     case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${st.map}`;
     case 'dnat': return `meta l4proto ${st.proto} dnat ${fam} to ${dnatAddr(fam, st.addr, st.port)}`;
     case 'affinityGoto': return `${fam} saddr @${st.set} goto ${st.chain}`;
@@ -41,6 +46,7 @@ function setText(fam: Fam, s: SetSpec): string {
     case 'portMap': return `map ${s.name} { type inet_proto . inet_service : verdict; }`;
     case 'slotMap': return `map ${s.name} { typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'pairSet': return `set ${s.name} { type ${addr} . ${addr}; }`;
+    case 'addrSet': return `set ${s.name} { type ${addr}; }`;
     case 'affinity': return `set ${s.name} { type ${addr}; flags dynamic,timeout; timeout ${s.timeoutSec ?? 10800}s; size 65535; }`;
   }
 }
@@ -53,6 +59,7 @@ export function elemText(fam: Fam, e: Elem): string {
     case 'port': return `${e.proto} . ${e.port} : ${verd(e.v)}`;
     case 'slot': return `${e.slot} : ${e.addr} . ${e.port}`;
     case 'pair': return `${e.addr} . ${e.addr}`;
+    case 'addr': return e.addr;
   }
 }
 

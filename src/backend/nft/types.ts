@@ -29,6 +29,8 @@ export const N = {
   endpoints: 'endpoints',
   /** saddr . daddr for every endpoint address: a connection DNATed back to its own source is masqueraded. */
   hairpin: 'hairpin',
+  /** Every cluster IP: new connections still addressed to one after DNAT (a port it does not serve) are rejected. */
+  clusterIPs: 'cluster-ips',
   // chains
   natPrerouting: 'nat-prerouting',
   natOutput: 'nat-output',
@@ -37,8 +39,8 @@ export const N = {
   filterInput: 'filter-input',
   filterForward: 'filter-forward',
   filterOutput: 'filter-output',
+  filterOutputPost: 'filter-output-post-dnat',
   services: 'services',
-  masqOutside: 'mark-masq-outside',
   reject: 'reject-chain',
 } as const;
 
@@ -48,16 +50,18 @@ export type Verd = { goto: string } | 'drop';
 export type Stmt =
   /** [ct state new] <fam> daddr . meta l4proto . th dport vmap @map */
   | { s: 'vmapVip'; map: string; ctNew?: boolean }
-  /** [ct state new] [fib daddr type local <fam> daddr != loopback] meta l4proto . th dport vmap @map */
-  | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean }
+  /** [ct state new] [fib daddr type local] [<fam> daddr CIDR | <fam> daddr != loopback] meta l4proto . th dport vmap @map */
+  | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean; daddrCidr?: string }
   | { s: 'jump'; chain: string }
   | { s: 'goto'; chain: string }
   /** meta mark set meta mark | MASQ_BIT */
   | { s: 'markMasq' }
   /** <fam> saddr CIDR return | goto chain */
   | { s: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
-  /** fib saddr type local meta mark set meta mark | MASQ_BIT goto chain */
-  | { s: 'localSrcMasqGoto'; chain: string }
+  /** [<fam> saddr CIDR | fib saddr type local] [meta mark set meta mark | MASQ_BIT] goto chain: one client class's route */
+  | { s: 'classGoto'; from: { cidr: string } | 'local' | 'any'; masq: boolean; chain: string }
+  /** ct state new <fam> daddr @set reject */
+  | { s: 'rejectDaddrInSet'; set: string }
   /** meta l4proto P dnat to numgen random mod n offset base map @<map> (an endpoints shard) */
   | { s: 'dnatSlots'; proto: L4; n: number; base: number; map: string }
   /** meta l4proto P dnat to addr:port */
@@ -87,9 +91,10 @@ export type Elem =
   | { t: 'vip'; addr: string; proto: L4; port: number; v: Verd }
   | { t: 'port'; proto: L4; port: number; v: Verd }
   | { t: 'slot'; slot: number; addr: string; port: number }
-  | { t: 'pair'; addr: string };
+  | { t: 'pair'; addr: string }
+  | { t: 'addr'; addr: string };
 
-export type SetKind = 'vipMap' | 'portMap' | 'slotMap' | 'pairSet' | 'affinity';
+export type SetKind = 'vipMap' | 'portMap' | 'slotMap' | 'pairSet' | 'addrSet' | 'affinity';
 
 export interface SetSpec {
   name: string;

@@ -3,7 +3,6 @@
 // every initial list has been applied: a sink never sees a partial first state (an empty first
 // sync would wipe every rule). Until then, and whenever the API server is away, the reflectors
 // retry on their own; the last good state stays in force.
-import type { KubeSourceModule } from '../../cli/plugins';
 import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { loadKubeTarget } from './config';
@@ -58,7 +57,10 @@ export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore,
   };
 }
 
-export const startKubeSource: KubeSourceModule['startKubeSource'] = async (opts) => {
+/** Lists then watches; calls store.markSynced() once every initial list has been applied. */
+export type StartKubeSource = (opts: { store: ClusterStore; log: Logger; kubeconfig?: string; node: string; serviceProxyName: string; signal: AbortSignal }) => Promise<{ stop(): Promise<void> }>;
+
+export const startKubeSource: StartKubeSource = async (opts) => {
   const target = loadKubeTarget(opts.kubeconfig);
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
   const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());

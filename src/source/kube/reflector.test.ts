@@ -4,7 +4,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { silentLogger } from '../../util/log';
-import { Backoff } from './backoff';
+import { Backoff } from '../../util/backoff';
 import { createTransport, LineSplitter } from './http';
 import { Reflector, type ReflectorStore } from './reflector';
 

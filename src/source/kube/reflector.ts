@@ -17,7 +17,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Kind } from '../../store/cluster';
 import type { Logger } from '../../util/log';
-import { Backoff } from './backoff';
+import { Backoff } from '../../util/backoff';
+import { sleep } from '../../util/sleep';
 import { LineSplitter, readJson, type Transport } from './http';
 
 export interface ReflectorStore {
@@ -109,7 +110,7 @@ export class Reflector {
           log.info(`kube: ${what}: ${phase === 'watch' ? `resourceVersion ${this.resourceVersion}` : 'list continuation'} expired (410 Gone): relisting`);
           this.resourceVersion = '';
           // A relist at once; but never loop hot if the server keeps answering 410.
-          if (++goneInARow > 1) await sleepFor(this.backoff.next(), signal);
+          if (++goneInARow > 1) await sleep(this.backoff.next(), signal);
           continue;
         }
         if (phase === 'watch') this.stats.watchFailures++;
@@ -118,7 +119,7 @@ export class Reflector {
         const delay = this.backoff.next();
         const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : 'listing';
         log.warn(`kube: ${what}: ${phase} failed: ${err.message}; ${next} in ${delay} ms`);
-        await sleepFor(delay, signal);
+        await sleep(delay, signal);
       }
     }
   }
@@ -283,11 +284,3 @@ export class Reflector {
   }
 }
 
-function sleepFor(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => { clearTimeout(t); signal.removeEventListener('abort', done); resolve(); };
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}

@@ -10,7 +10,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
-import { NftSink, type NftKernel } from '../../../src/backend/nft/sink';
+import { nftKernelSink, type NftKernel } from '../../../src/backend/nft/sink';
+import { modelOptions } from '../../../src/model/options';
 import { toNftText } from '../../../src/backend/nft/text';
 import { ClusterStore } from '../../../src/store/cluster';
 import { NodeState } from '../../../src/store/node-state';
@@ -67,6 +68,8 @@ export function textKernel(ns: string, onText?: (t: string) => void): NftKernel 
 export interface KpngOptions {
   clusterCIDRs?: string[];
   masqueradeAll?: boolean;
+  /** --nodeport-addresses values (default: the node's primary addresses). */
+  nodePortAddresses?: string[];
   minSyncPeriod?: string;
   mode?: KpngMode;
 }
@@ -110,7 +113,8 @@ export class Kpng {
     const period = this.opts.minSyncPeriod ?? '200ms';
     if (this.mode === 'cli') {
       const args = [CLI, 'file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
-        ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : [])];
+        ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : []),
+        ...(this.opts.nodePortAddresses ?? []).flatMap((c) => ['--nodeport-addresses', c])];
       const child = this.lab.spawnIn(this.lab.ns.n1, NODE_BIN, args);
       const onData = (d: Buffer) => { this.lines.push(...String(d).split('\n').filter(Boolean)); };
       child.stdout!.on('data', onData);
@@ -120,12 +124,12 @@ export class Kpng {
       return;
     }
     const logger = createLogger('info', (l) => this.lines.push(l));
-    const store = new ClusterStore({ log: logger });
+    const store = new ClusterStore({ log: logger, model: modelOptions({ clusterCIDRs: cidrs, masqueradeAll: !!this.opts.masqueradeAll, nodePortAddresses: this.opts.nodePortAddresses }) });
     const src = new FileSource({ file: this.file, store, log: logger });
     await src.start(true);
     const state = new NodeState(store, 'n1');
     const kernel = this.mode === 'native' ? nativeKernel({ netns: `/var/run/netns/${this.lab.ns.n1}` }) : textKernel(this.lab.ns.n1);
-    const sink = new NftSink({ node: 'n1', clusterCIDRs: cidrs, masqueradeAll: !!this.opts.masqueradeAll, log: (m) => this.lines.push(m) }, kernel);
+    const sink = nftKernelSink({ log: (m: string) => this.lines.push(m) }, kernel);
     const ac = new AbortController();
     const ms = /ms$/.test(period) ? Number(period.slice(0, -2)) : Number(period.replace(/s$/, '')) * 1000;
     const done = runSink(state, sink, { log: logger, minSyncPeriodMs: ms, burst: 2 }, ac.signal);

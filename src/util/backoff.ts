@@ -1,6 +1,7 @@
-// Jittered exponential backoff for the reflectors, in the manner of client-go's
-// (initial 800 ms, doubling, capped at 30 s, with up to 100% added at random), reset after a
-// quiet period without failures so that one blip long ago does not slow a later recovery.
+// The one jittered exponential backoff of kpng (reflectors, API clients, retries), in the manner of
+// client-go's: initial 800 ms by default, doubling, capped at 30 s, with up to 100% added at random
+// (so many clients restarting together spread out), reset after a quiet period without failures so
+// that one blip long ago does not slow a later recovery.
 export interface BackoffOptions {
   initialMs?: number;
   maxMs?: number;

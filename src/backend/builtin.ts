@@ -1,0 +1,40 @@
+// kpng's own backends, registered with the same contract as anyone's. Each constructor loads its
+// module only when chosen (the nft backend pulls in the native addon).
+import { createDumpSink, type DumpFormat } from '../sink/dump';
+import { createRoutesSink } from '../sink/routes';
+import { createTraceSink } from '../sink/trace';
+import { registerBackend } from './registry';
+
+const out = (text: string) => { process.stdout.write(text); };
+let registered = false;
+
+export function registerBuiltinBackends(): void {
+  if (registered) return;
+  registered = true;
+  registerBackend({
+    name: 'routes',
+    summary: 'where each service port sends traffic from this node (--format table | jsonl)',
+    create: (ctx) => createRoutesSink({ format: (ctx.flags.format ?? 'table') as 'table' | 'jsonl', write: out }),
+  });
+  registerBackend({
+    name: 'dump',
+    summary: 'the ENLS itself (--format json | yaml)',
+    create: (ctx) => createDumpSink({ format: (ctx.flags.format ?? 'json') as DumpFormat, write: out }),
+  });
+  registerBackend({
+    name: 'trace',
+    summary: 'every Set / Delete / Sync as it happens (the smallest backend)',
+    create: () => createTraceSink((line) => out(line + '\n')),
+  });
+  registerBackend({
+    name: 'nft',
+    summary: 'program nftables (tables "kpng" in the ip and ip6 families) through netlink',
+    kernel: true,
+    flags: [{ name: 'nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'name of kpng\'s table in the ip and ip6 families' }],
+    create: (ctx) => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const nft = require('./nft') as typeof import('./nft');
+      return nft.createNftSink({ log: (m) => ctx.log.info(m), tablePrefix: ctx.flags['nft-table'] as string | undefined, netns: ctx.netns });
+    },
+  });
+}

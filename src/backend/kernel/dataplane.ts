@@ -1,0 +1,34 @@
+// The contract of a kernel backend's renderer. A Dataplane turns ENLS services into kernel state; the
+// shared KernelSink (kernel-sink.ts) around it decides when to do a full or an incremental sync, cleans
+// stale conntrack entries, counts and logs, so every kernel backend behaves the same way.
+import type { NodeInfo, Service } from '../../model/enls';
+
+/** One service that changed: its previous and new ENLS (null when absent). */
+export interface ServiceChange {
+  key: string;
+  old: Service | null;
+  new: Service | null;
+}
+
+/** What one sync cost the kernel. */
+export interface SyncReport {
+  /** Netlink messages (or syscalls, for backends without netlink) sent. */
+  messages: number;
+  bytes: number;
+  /** Time spent waiting for the kernel, ms. */
+  ms: number;
+}
+
+export interface Dataplane {
+  readonly name: string;
+  /**
+   * Replace everything this dataplane owns with the given state, atomically where the kernel allows
+   * it. Called at start-up, after a failed sync, when the node item changes and every --sync-period.
+   * Must leave the previous state in place when it fails.
+   */
+  fullSync(services: Service[], node: NodeInfo | undefined, revision: number): Promise<SyncReport>;
+  /** Apply the changed services (the node item is unchanged since the last sync). */
+  update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number): Promise<SyncReport>;
+  /** Release resources; kernel state stays (a restart takes it over). */
+  close?(): Promise<void>;
+}

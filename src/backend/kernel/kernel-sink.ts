@@ -1,0 +1,119 @@
+// What every kernel backend needs, written once: a Sink around a Dataplane that
+//  - does a full sync on the first batch, after a failed sync (the runner retries with a reset), when
+//    this node's item changes, and on each reset the runner requests every --sync-period (which also
+//    repairs state edited behind kpng's back);
+//  - otherwise hands the dataplane only the services that changed, with their old and new ENLS;
+//  - deletes stale UDP conntrack entries computed from the ENLS (after the kernel has the new rules);
+//  - counts and logs every sync.
+import type { ConntrackFilter } from '../../native/nft-types';
+import { NODE_KEY, type NodeInfo, type Service } from '../../model/enls';
+import type { Batch, Sink, StateView } from '../../sink/sink';
+import { fullSyncUdpFilters, staleUdpFilters } from './conntrack';
+import type { Dataplane, ServiceChange, SyncReport } from './dataplane';
+
+export interface KernelSinkOptions {
+  log: (msg: string) => void;
+  /** Deletes conntrack entries; absent for dataplanes that do not DNAT (nothing to clean). */
+  conntrackDelete?: (filters: ConntrackFilter[]) => Promise<number>;
+}
+
+export interface KernelSinkStats {
+  syncs: number;
+  fullSyncs: number;
+  failures: number;
+  lastMessages: number;
+  lastBytes: number;
+  lastMs: number;
+  conntrackDeleted: number;
+  conntrackFailures: number;
+  /** Services handed to the dataplane, in total. */
+  servicesSynced: number;
+}
+
+export function describeError(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const failed = (e as Error & { failed?: Array<{ object: string; code: string; message?: string }> }).failed;
+  if (failed && failed.length) return `${e.message}; ${failed.slice(0, 3).map((f) => `${f.object}: ${f.code}${f.message ? ` (${f.message})` : ''}`).join('; ')}`;
+  return e.message;
+}
+
+export class KernelSink implements Sink {
+  readonly name: string;
+  readonly stats: KernelSinkStats = { syncs: 0, fullSyncs: 0, failures: 0, lastMessages: 0, lastBytes: 0, lastMs: 0, conntrackDeleted: 0, conntrackFailures: 0, servicesSynced: 0 };
+  /** The ENLS services the kernel has, as of the last successful sync. */
+  private applied = new Map<string, Service>();
+  private node: NodeInfo | undefined;
+  private needFull = true;
+
+  constructor(readonly dataplane: Dataplane, private readonly opts: KernelSinkOptions) {
+    this.name = dataplane.name;
+  }
+
+  async apply(batch: Batch, state: StateView): Promise<void> {
+    const nodeChanged = batch.changes.some((c) => c.key === NODE_KEY);
+    if (batch.reset || this.needFull || nodeChanged) return this.fullSync(batch, state, batch.reset ? 'reset' : nodeChanged ? 'node changed' : 'after a failure');
+    const changes: ServiceChange[] = [];
+    for (const ch of batch.changes) {
+      if (!ch.key.startsWith('svc/')) continue;
+      const next = ch.op === 'set' ? ch.item.service ?? null : null;
+      changes.push({ key: ch.key, old: this.applied.get(ch.key) ?? null, new: next });
+    }
+    if (changes.length === 0) return;
+    const r = await this.guard(batch.revision, `incremental (${changes.length} services)`, () => this.dataplane.update(changes, this.node, batch.revision));
+    this.stats.servicesSynced += changes.length;
+    const stale: ConntrackFilter[] = [];
+    for (const c of changes) {
+      if (c.new) this.applied.set(c.key, c.new); else this.applied.delete(c.key);
+      stale.push(...staleUdpFilters(c.old, c.new));
+    }
+    void r;
+    await this.clearConntrack(stale);
+  }
+
+  private async fullSync(batch: Batch, state: StateView, why: string): Promise<void> {
+    // Whatever happens, what was applied before is no longer trusted.
+    this.needFull = true;
+    const services = new Map<string, Service>();
+    for (const item of state.items()) if (item.key.startsWith('svc/') && item.service) services.set(item.key, item.service);
+    const node = state.get(NODE_KEY)?.node ?? undefined;
+    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync([...services.values()], node, batch.revision));
+    this.stats.fullSyncs++;
+    this.stats.servicesSynced += services.size;
+    this.applied = services;
+    this.node = node;
+    this.needFull = false;
+    await this.clearConntrack(fullSyncUdpFilters(services.values()));
+  }
+
+  private async guard(revision: number, what: string, run: () => Promise<SyncReport>): Promise<SyncReport> {
+    try {
+      const r = await run();
+      this.stats.syncs++;
+      this.stats.lastMessages = r.messages;
+      this.stats.lastBytes = r.bytes;
+      this.stats.lastMs = r.ms;
+      this.opts.log(`${this.name}: revision ${revision}: ${what} sync, ${r.messages} messages, ${r.bytes} bytes, ${r.ms.toFixed(1)} ms`);
+      return r;
+    } catch (e) {
+      // The dataplane left the previous state in place: rebuild everything next time.
+      this.stats.failures++;
+      this.needFull = true;
+      this.opts.log(`${this.name}: revision ${revision}: ${what} sync failed (failure #${this.stats.failures}), next sync is a full one: ${describeError(e)}`);
+      throw e;
+    }
+  }
+
+  private async clearConntrack(filters: ConntrackFilter[]): Promise<void> {
+    if (filters.length === 0 || !this.opts.conntrackDelete) return;
+    try {
+      this.stats.conntrackDeleted += await this.opts.conntrackDelete(filters);
+    } catch (e) {
+      this.stats.conntrackFailures++;
+      this.opts.log(`${this.name}: conntrack clean-up failed (${filters.length} filters): ${describeError(e)}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.dataplane.close?.();
+  }
+}
