@@ -135,20 +135,20 @@ class ApplyWorker : public Napi::AsyncWorker {
 
   void Execute() override {
     double t0 = NowMs();
-    int fd = OpenNetlinkSocket(NETLINK_GENERIC, netns_);
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_GENERIC, netns_));
     if (fd < 0) { sysErr_ = -fd; sysWhat_ = "generic netlink socket"; return; }
     uint16_t family;
     if (int e = ResolveFamily(fd, &family)) {
-      close(fd);
+     
       sysErr_ = e;
       sysWhat_ = e == ENOENT ? "IPVS is not available (no \"IPVS\" generic netlink family: load the ip_vs module)" : "resolving the IPVS family";
       return;
     }
     NlMessages msgs;
     buildError_ = BuildOps(data_, count_, family, msgs, &bad_);
-    if (!buildError_.empty()) { close(fd); return; }
+    if (!buildError_.empty()) { return; }
     result_ = SendBatch(fd, msgs);
-    close(fd);
+   
     messages_ = msgs.count();
     bytes_ = msgs.bytes();
     ms_ = NowMs() - t0;
@@ -241,22 +241,25 @@ int DumpRetry(int fd, const std::function<void(NlMessages&)>& build, const std::
 
 class DumpWorker : public Napi::AsyncWorker {
  public:
-  DumpWorker(Napi::Env env, bool dests, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), dests_(dests), netns_(std::move(netns)) {}
+  // subset: dump only the destinations of the given service records (no service dump).
+  DumpWorker(Napi::Env env, bool dests, bool subset, std::vector<uint8_t> only, std::string netns)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), dests_(dests), subset_(subset),
+        services_(std::move(only)), netns_(std::move(netns)) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
     double t0 = NowMs();
-    int fd = OpenNetlinkSocket(NETLINK_GENERIC, netns_);
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_GENERIC, netns_));
     if (fd < 0) { err_ = -fd; what_ = "generic netlink socket"; return; }
     uint16_t family;
     if ((err_ = ResolveFamily(fd, &family))) {
       what_ = err_ == ENOENT ? "IPVS is not available (no \"IPVS\" generic netlink family: load the ip_vs module)" : "resolving the IPVS family";
-      close(fd);
+     
       return;
     }
-    std::vector<uint8_t> services;
-    err_ = DumpRetry(
+    std::vector<uint8_t>& services = services_;
+    if (subset_) for (size_t i = 0; i < services.size(); i += kRec) services[i + R_KIND] = DUMP_SERVICE;
+    if (!subset_) err_ = DumpRetry(
         fd, [&](NlMessages& m) { BeginCmd(m, family, IPVS_CMD_GET_SERVICE); }, [&] { services.clear(); },
         [&](const nlmsghdr* h) {
           TopAttr(h, IPVS_CMD_ATTR_SERVICE, [&](const uint8_t* p, size_t n) {
@@ -264,7 +267,7 @@ class DumpWorker : public Napi::AsyncWorker {
             ParseService(p, n, services.data() + services.size() - kRec);
           });
         });
-    if (err_) { what_ = "IPVS service dump"; close(fd); return; }
+    if (err_) { what_ = "IPVS service dump"; return; }
     size_t nsvc = services.size() / kRec;
     out_.reserve(services.size());
     for (size_t i = 0; i < nsvc && !err_; i++) {
@@ -291,7 +294,7 @@ class DumpWorker : public Napi::AsyncWorker {
       if (err_ == ESRCH || err_ == ENOENT) { out_.resize(mark - kRec); err_ = 0; }
       if (err_) what_ = "IPVS destination dump";
     }
-    close(fd);
+   
     ms_ = NowMs() - t0;
   }
 
@@ -306,7 +309,8 @@ class DumpWorker : public Napi::AsyncWorker {
 
  private:
   Napi::Promise::Deferred deferred_;
-  bool dests_;
+  bool dests_, subset_;
+  std::vector<uint8_t> services_;
   std::string netns_;
   std::vector<uint8_t> out_;
   int err_ = 0;
@@ -324,12 +328,12 @@ class ConfigWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    int fd = OpenNetlinkSocket(NETLINK_GENERIC, netns_);
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_GENERIC, netns_));
     if (fd < 0) { err_ = -fd; what_ = "generic netlink socket"; return; }
     uint16_t family;
     if ((err_ = ResolveFamily(fd, &family))) {
       what_ = err_ == ENOENT ? "IPVS is not available (no \"IPVS\" generic netlink family: load the ip_vs module)" : "resolving the IPVS family";
-      close(fd);
+     
       return;
     }
     if (set_) {
@@ -338,7 +342,7 @@ class ConfigWorker : public Napi::AsyncWorker {
       m.PutU32(IPVS_CMD_ATTR_TIMEOUT_TCP, v_[0]);
       m.PutU32(IPVS_CMD_ATTR_TIMEOUT_TCP_FIN, v_[1]);
       m.PutU32(IPVS_CMD_ATTR_TIMEOUT_UDP, v_[2]);
-      if ((err_ = RunRequest(fd, m, [](const nlmsghdr*) {}))) { what_ = "IPVS set config"; close(fd); return; }
+      if ((err_ = RunRequest(fd, m, [](const nlmsghdr*) {}))) { what_ = "IPVS set config"; return; }
     }
     NlMessages m;
     BeginCmd(m, family, info_ ? IPVS_CMD_GET_INFO : IPVS_CMD_GET_CONFIG);
@@ -351,7 +355,7 @@ class ConfigWorker : public Napi::AsyncWorker {
       });
     });
     if (err_) what_ = info_ ? "IPVS get info" : "IPVS get config";
-    close(fd);
+   
   }
 
   void OnOK() override {
@@ -378,10 +382,6 @@ class ConfigWorker : public Napi::AsyncWorker {
   std::string what_;
 };
 
-std::string NetnsArg(const Napi::CallbackInfo& info, size_t i) {
-  return info.Length() > i && info[i].IsString() ? info[i].As<Napi::String>().Utf8Value() : "";
-}
-
 }  // namespace
 
 // ipvsApply(records: Buffer, netns?): Promise<{messages, bytes, ms, failed[], overflow, incomplete}>
@@ -391,15 +391,33 @@ Napi::Value IpvsApply(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "ipvsApply(records: Buffer of 104-byte records, netns?: string)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto* w = new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), NetnsArg(info, 1));
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
+  auto* w = new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
 }
 
-// ipvsDump(dests: boolean, netns?): Promise<{records: Buffer, ms}>
+// ipvsDump(dests: boolean | Buffer of service records (only their destinations), netns?): Promise<{records, ms}>
 Napi::Value IpvsDump(const Napi::CallbackInfo& info) {
-  auto* w = new DumpWorker(info.Env(), info.Length() > 0 && info[0].ToBoolean().Value(), NetnsArg(info, 1));
+  Napi::Env env = info.Env();
+  std::vector<uint8_t> only;
+  bool subset = info.Length() > 0 && info[0].IsBuffer();
+  if (subset) {
+    Napi::Buffer<uint8_t> b = info[0].As<Napi::Buffer<uint8_t>>();
+    if (b.Length() % kRec != 0) {
+      Napi::TypeError::New(env, "ipvsDump(dests: boolean | Buffer of 104-byte service records, netns?)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    only.assign(b.Data(), b.Data() + b.Length());
+  } else if (info.Length() > 0 && !info[0].IsBoolean() && !info[0].IsUndefined()) {
+    Napi::TypeError::New(env, "ipvsDump(dests: boolean | Buffer of 104-byte service records, netns?)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
+  auto* w = new DumpWorker(env, subset || (info.Length() > 0 && info[0].ToBoolean().Value()), subset, std::move(only), netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
@@ -409,6 +427,10 @@ Napi::Value IpvsDump(const Napi::CallbackInfo& info) {
 Napi::Value IpvsConfig(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   bool set = info.Length() > 0 && info[0].IsObject();
+  if (info.Length() > 0 && !set && !info[0].IsNull() && !info[0].IsUndefined()) {
+    Napi::TypeError::New(env, "ipvsConfig(set: {tcp, tcpFin, udp} | null, netns?)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
   uint32_t v[3] = {0, 0, 0};
   if (set) {
     Napi::Object o = info[0].As<Napi::Object>();
@@ -418,7 +440,9 @@ Napi::Value IpvsConfig(const Napi::CallbackInfo& info) {
       if (x.IsNumber()) v[i] = x.As<Napi::Number>().Uint32Value();
     }
   }
-  auto* w = new ConfigWorker(env, false, set, v[0], v[1], v[2], NetnsArg(info, 1));
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
+  auto* w = new ConfigWorker(env, false, set, v[0], v[1], v[2], netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
@@ -426,7 +450,9 @@ Napi::Value IpvsConfig(const Napi::CallbackInfo& info) {
 
 // ipvsInfo(netns?): Promise<{version, connTableSize}>
 Napi::Value IpvsInfo(const Napi::CallbackInfo& info) {
-  auto* w = new ConfigWorker(info.Env(), true, false, 0, 0, 0, NetnsArg(info, 0));
+  std::string netns;
+  if (!NetnsArg(info, 0, &netns)) return info.Env().Undefined();
+  auto* w = new ConfigWorker(info.Env(), true, false, 0, 0, 0, netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -46,7 +46,7 @@ class LinkWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    int fd = OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0);
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
     if (fd < 0) { err_ = -fd; what_ = "rtnetlink socket"; return; }
     unsigned flags = 0;
     err_ = GetLink(fd, name_, &ifindex_, &flags);
@@ -79,7 +79,7 @@ class LinkWorker : public Napi::AsyncWorker {
       else flags |= IFF_UP;
     }
     isUp_ = flags & IFF_UP;
-    close(fd);
+   
   }
 
   void OnOK() override {
@@ -110,7 +110,7 @@ class AddrsWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    int fd = OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0);
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
     if (fd < 0) { err_ = -fd; return; }
     for (int attempt = 0; attempt < 5; attempt++) {
       out_.clear();
@@ -143,7 +143,7 @@ class AddrsWorker : public Napi::AsyncWorker {
       });
       if (err_ != EINTR) break;
     }
-    close(fd);
+   
   }
 
   void OnOK() override {
@@ -194,10 +194,10 @@ class AddrApplyWorker : public Napi::AsyncWorker {
       // No duplicate address detection: a service address must be usable at once.
       if (op == 1 && fam == AF_INET6) m.PutU32(IFA_FLAGS, IFA_F_NODAD);
     }
-    int fd = OpenNetlinkSocket(NETLINK_ROUTE, netns_);
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_));
     if (fd < 0) { result_.sysErr = -fd; result_.sysWhat = "rtnetlink socket"; return; }
     result_ = SendBatch(fd, m);
-    close(fd);
+   
     messages_ = m.count();
     bytes_ = m.bytes();
     ms_ = NowMs() - t0;
@@ -222,10 +222,6 @@ class AddrApplyWorker : public Napi::AsyncWorker {
   double ms_ = 0;
 };
 
-std::string NetnsArg(const Napi::CallbackInfo& info, size_t i) {
-  return info.Length() > i && info[i].IsString() ? info[i].As<Napi::String>().Utf8Value() : "";
-}
-
 }  // namespace
 
 Napi::Value RtnlLink(const Napi::CallbackInfo& info) {
@@ -238,18 +234,31 @@ Napi::Value RtnlLink(const Napi::CallbackInfo& info) {
   bool up = false;
   if (info.Length() > 1 && info[1].IsObject()) {
     Napi::Object o = info[1].As<Napi::Object>();
+    if (!o.Get("kind").IsUndefined() && !o.Get("kind").IsString()) {
+      Napi::TypeError::New(env, "rtnlLink: kind is a link kind string such as \"dummy\"").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
     if (o.Get("kind").IsString()) kind = o.Get("kind").As<Napi::String>().Utf8Value();
     up = o.Get("up").ToBoolean().Value();
   }
-  auto* w = new LinkWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, up, NetnsArg(info, 2));
+  std::string netns;
+  if (!NetnsArg(info, 2, &netns)) return env.Undefined();
+  auto* w = new LinkWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, up, netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
 }
 
 Napi::Value RtnlAddrs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() > 0 && !info[0].IsNumber() && !info[0].IsUndefined()) {
+    Napi::TypeError::New(env, "rtnlAddrs(ifindex: number (0: every link), netns?)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
   int ifindex = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 0;
-  auto* w = new AddrsWorker(info.Env(), ifindex, NetnsArg(info, 1));
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
+  auto* w = new AddrsWorker(env, ifindex, netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
@@ -261,7 +270,9 @@ Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "rtnlAddrApply(records: Buffer of 24-byte records, netns?)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto* w = new AddrApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), NetnsArg(info, 1));
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
+  auto* w = new AddrApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -83,7 +83,10 @@ Napi::Value Sysctl(const Napi::CallbackInfo& info) {
   std::vector<Entry> entries;
   for (uint32_t i = 0; i < a.Length(); i++) {
     Napi::Value v = a[i];
-    if (!v.IsArray()) continue;
+    if (!v.IsArray()) {
+      Napi::TypeError::New(env, "sysctl: each entry is [name, value | null]").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
     Napi::Array pair = v.As<Napi::Array>();
     Entry e;
     e.name = pair.Get((uint32_t)0).ToString().Utf8Value();
@@ -91,7 +94,8 @@ Napi::Value Sysctl(const Napi::CallbackInfo& info) {
     if (val.IsString() || val.IsNumber()) { e.write = true; e.value = val.ToString().Utf8Value(); }
     entries.push_back(std::move(e));
   }
-  std::string netns = info.Length() > 1 && info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+  std::string netns;
+  if (!NetnsArg(info, 1, &netns)) return env.Undefined();
   auto* w = new SysctlWorker(env, std::move(entries), netns);
   Napi::Promise p = w->Promise();
   w->Queue();

@@ -2,7 +2,7 @@
 // a throwaway network namespace. Runs inside the qemu guest (hack/qemu/test-guest.sh); ipvsadm and ip
 // are used here only to look at the result independently of the addon's own dumps.
 import { Netns, sh } from '../../test/helpers/netns';
-import { ipvsApply, ipvsConfig, ipvsDump, ipvsInfo, encodeIpvsOps, type IpvsOp, type IpvsService } from './ipvs';
+import { ipvsApply, ipvsConfig, ipvsDump, ipvsDumpDests, ipvsInfo, encodeIpvsOps, type IpvsOp, type IpvsService } from './ipvs';
 import { applyAddrs, ensureLink, listAddrs, sysctl } from './rtnl';
 
 const web: IpvsService = { address: '10.96.0.10', protocol: 'tcp', port: 80, scheduler: 'rr' };
@@ -73,6 +73,22 @@ describe('IPVS over generic netlink (guest kernel)', () => {
 
     await ipvsApply([{ op: 'flush' }], call());
     expect(await ipvsDump(call())).toEqual([]);
+  });
+
+  test('firewall-mark services; destinations of chosen services only', async () => {
+    const fwm = { address: '0.0.0.0', protocol: 'tcp' as const, port: 0, fwmark: 0x10001, scheduler: 'rr' };
+    const r = await ipvsApply([
+      { op: 'addService', service: fwm },
+      { op: 'addDest', service: fwm, dest: { address: '10.244.1.10', port: 8080, weight: 1 } },
+      { op: 'addService', service: web },
+      { op: 'addDest', service: web, dest: { address: '10.244.2.10', port: 8080, weight: 1 } },
+    ], call());
+    expect(r.failed).toEqual([]);
+    expect(ipvsadm()).toMatch(/FWM\s+65537 rr\n\s+-> 10\.244\.1\.10:8080\s+Masq\s+1/);
+    const only = await ipvsDumpDests([fwm, { ...web, address: '10.96.9.9' }], call());
+    expect(only).toHaveLength(1);
+    expect(only[0]).toMatchObject({ fwmark: 0x10001, family: 'ip' });
+    expect(only[0].dests.map((d) => d.address)).toEqual(['10.244.1.10']);
   });
 
   test('refused ops are reported by index and the others still apply', async () => {

@@ -12,8 +12,12 @@ import { ipAddr, type NativeCallOptions } from './nft-types';
 export type IpvsProtocol = 'tcp' | 'udp' | 'sctp';
 export type IpvsForward = 'masq' | 'tunnel' | 'route';
 
-/** A virtual service's identity: address (v4 or v6), protocol, port. */
-export interface IpvsServiceKey { address: string; protocol: IpvsProtocol; port: number }
+/**
+ * A virtual service's identity: address (v4 or v6), protocol, port; or a firewall mark (packets whose
+ * mark equals it, whatever their destination; then address only gives the family, e.g. 0.0.0.0 or ::,
+ * and protocol / port are ignored).
+ */
+export interface IpvsServiceKey { address: string; protocol: IpvsProtocol; port: number; fwmark?: number }
 
 export interface IpvsService extends IpvsServiceKey {
   /** Scheduler module name without the ip_vs_ prefix: rr, wrr, lc, wlc, sh, mh, ... */
@@ -40,7 +44,8 @@ export interface IpvsDestInfo extends Required<IpvsDest> {
   persistentConns: number;
 }
 
-export interface IpvsServiceInfo extends Required<IpvsService> {
+export interface IpvsServiceInfo extends Required<Omit<IpvsService, 'fwmark'>> {
+  fwmark?: number;
   family: 'ip' | 'ip6';
   netmask: number;
   dests: IpvsDestInfo[];
@@ -78,7 +83,7 @@ export interface IpvsApplyResult {
 interface RawResult { messages: number; bytes: number; ms: number; failed: { index: number; errno: number; code: string; message?: string }[]; overflow: boolean; incomplete: boolean }
 interface IpvsNative {
   ipvsApply(records: Buffer, netns?: string): Promise<RawResult>;
-  ipvsDump(dests: boolean, netns?: string): Promise<{ records: Buffer; ms: number }>;
+  ipvsDump(dests: boolean | Buffer, netns?: string): Promise<{ records: Buffer; ms: number }>;
   ipvsConfig(set: { tcp?: number; tcpFin?: number; udp?: number } | null, netns?: string): Promise<IpvsTimeouts>;
   ipvsInfo(netns?: string): Promise<{ version: string; connTableSize: number }>;
 }
@@ -109,6 +114,12 @@ function checkPort(p: number, what: string): void {
 
 function putKey(b: Buffer, o: number, s: IpvsServiceKey): void {
   const a = ipAddr(s.address);
+  if (s.fwmark !== undefined) {
+    if (!Number.isInteger(s.fwmark) || s.fwmark <= 0 || s.fwmark > 0xffffffff) throw new RangeError(`bad firewall mark ${s.fwmark}`);
+    b[o + R.af] = a.length === 4 ? AF_INET : AF_INET6;
+    b.writeUInt32LE(s.fwmark, o + R.fwmark);
+    return;
+  }
   const proto = PROTO[s.protocol];
   if (proto === undefined) throw new RangeError(`service ${s.address}:${s.port}: protocol ${String(s.protocol)} is not tcp|udp|sctp`);
   checkPort(s.port, `service ${s.address}`);
@@ -171,10 +182,11 @@ export function encodeIpvsOps(ops: IpvsOp[]): Buffer {
 }
 
 const hostPort = (a: string, p: number) => (a.includes(':') ? `[${a}]:${p}` : `${a}:${p}`);
+const svcText = (s: IpvsServiceKey) => (s.fwmark !== undefined ? `fwmark ${s.fwmark} ${s.address.includes(':') ? 'ip6' : 'ip'}` : `${s.protocol} ${hostPort(s.address, s.port)}`);
 
 export function describeIpvsOp(op: IpvsOp): string {
   if (op.op === 'flush') return 'flush';
-  const s = `${op.op} ${op.service.protocol} ${hostPort(op.service.address, op.service.port)}`;
+  const s = `${op.op} ${svcText(op.service)}`;
   return 'dest' in op ? `${s} -> ${hostPort(op.dest.address, op.dest.port)}` : s;
 }
 
@@ -204,9 +216,12 @@ export function decodeIpvsDump(b: Buffer): IpvsServiceInfo[] {
     if (b[o + R.kind] === 1) {
       const sched = b.toString('latin1', o + R.sched, o + R.sched + 16).replace(/\0.*$/s, '');
       const flags = b.readUInt32LE(o + R.flags);
+      const fwmark = b.readUInt32LE(o + R.fwmark);
       cur = {
         family: af === AF_INET6 ? 'ip6' : 'ip', address: addrText(b, o + R.addr, af),
-        protocol: PROTO_NAME[b[o + R.proto]] ?? (String(b[o + R.proto]) as IpvsProtocol), port: b.readUInt16LE(o + R.port),
+        // Mark services have no protocol (0): 'tcp' stands in, the mark is the identity.
+        protocol: PROTO_NAME[b[o + R.proto]] ?? 'tcp', port: b.readUInt16LE(o + R.port),
+        ...(fwmark ? { fwmark } : {}),
         scheduler: sched, flags: flags & ~IPVS_SVC_F_HASHED,
         persistenceTimeout: flags & IPVS_SVC_F_PERSISTENT ? b.readUInt32LE(o + R.timeout) : 0,
         netmask: b.readUInt32LE(o + R.netmask), dests: [],
@@ -232,6 +247,15 @@ export async function ipvsDump(opts?: NativeCallOptions & { dests?: boolean }): 
   return decodeIpvsDump(r.records);
 }
 
+/** The destinations (with connection counts) of the given services only; services that are gone are left out. */
+export async function ipvsDumpDests(services: IpvsServiceKey[], opts?: NativeCallOptions): Promise<IpvsServiceInfo[]> {
+  if (services.length === 0) return [];
+  const b = Buffer.alloc(services.length * IPVS_RECORD);
+  services.forEach((s, i) => putKey(b, i * IPVS_RECORD, s));
+  const r = await addon().ipvsDump(b, opts?.netns);
+  return decodeIpvsDump(r.records);
+}
+
 /** Sets the given timeouts (seconds; 0 leaves one unchanged), then returns the current ones. */
 export async function ipvsConfig(set?: Partial<IpvsTimeouts>, opts?: NativeCallOptions): Promise<IpvsTimeouts> {
   return addon().ipvsConfig(set ?? null, opts?.netns);
@@ -243,5 +267,6 @@ export async function ipvsInfo(opts?: NativeCallOptions): Promise<{ version: str
 }
 
 /** A key for maps of services / destinations ("tcp/10.96.0.10/80"). */
-export const ipvsServiceId = (s: IpvsServiceKey): string => `${s.protocol}/${s.address}/${s.port}`;
+export const ipvsServiceId = (s: IpvsServiceKey): string =>
+  (s.fwmark !== undefined ? `fwm/${s.address.includes(':') ? 'ip6' : 'ip'}/${s.fwmark}` : `${s.protocol}/${s.address}/${s.port}`);
 export const ipvsDestId = (d: IpvsDestKey): string => `${d.address}/${d.port}`;
