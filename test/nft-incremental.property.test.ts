@@ -73,7 +73,7 @@ function svcObject(i: number, s: SvcSpec): Obj {
     ports: s.ports.map((p) => ({ ...PORTS[p], ...(s.type !== 'ClusterIP' ? { nodePort: nodePortOf(i, p) } : {}) })),
     externalIPs: s.ext ? fams.map((v6) => extIP(i, v6)) : undefined,
     lbIPs: s.type === 'LoadBalancer' && s.lb ? fams.map((v6) => lbIP(i, v6)) : undefined,
-    sourceRanges: s.type === 'LoadBalancer' && s.ranges ? s.ranges : undefined,
+    sourceRanges: s.type === 'LoadBalancer' && s.ranges ? [...s.ranges] : undefined,
     itp: s.itp, etp: s.type !== 'ClusterIP' || s.ext ? s.etp : undefined,
     affinity: s.affinity || undefined,
     extraSpec: { ipFamilies: s.fams.map((f) => (f === 'v6' ? 'IPv6' : 'IPv4')) },

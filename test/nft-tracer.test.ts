@@ -251,6 +251,50 @@ describe('packet flows (upstream runPacketFlowTests cases)', () => {
     flows(world(etpLocal(eps), { masqueradeAll: true }), [...cases, { name: 'pod to cluster IP', src: POD, dst: '172.30.0.42', dport: 80, want: `${all} masq` }]);
   });
 
+  test('externalTrafficPolicy Local without --cluster-cidr: pods cannot be told apart and are dropped like outside clients', () => {
+    const eps = [ep('10.180.2.1', { node: 'n2' })];
+    flows(world(etpLocal(eps), { clusterCIDRs: [] }), [
+      ...external(OUTSIDE, 'DROP', 'outside'),
+      ...external(POD, 'DROP', 'pod'),
+      ...external(NODE_IP, 'DNAT 10.180.2.1:80 masq', 'node'),
+    ]);
+  });
+
+  test('both policies Local on a node without a local endpoint: cluster IP dropped, external destinations short-circuited for pods and the node', () => {
+    const eps = [ep('10.180.2.1', { node: 'n2' })];
+    const objs = [
+      svc('svc1', { type: 'LoadBalancer', itp: 'Local', etp: 'Local', clusterIPs: ['172.30.0.41'], lbIPs: [LB], ports: p80(3001) }),
+      eps80('svc1', eps),
+    ];
+    flows(world(objs), [
+      { name: 'pod to cluster IP', src: POD, dst: '172.30.0.41', dport: 80, want: 'DROP' },
+      { name: 'node to cluster IP', src: NODE_IP, dst: '172.30.0.41', dport: 80, want: 'DROP' },
+      { name: 'pod to LB IP', src: POD, dst: LB, dport: 80, want: 'DNAT 10.180.2.1:80' },
+      { name: 'node to node port', src: NODE_IP, dst: NODE_IP, dport: 3001, want: 'DNAT 10.180.2.1:80 masq' },
+      { name: 'outside to LB IP', src: OUTSIDE, dst: LB, dport: 80, want: 'DROP' },
+      { name: 'outside to node port', src: OUTSIDE, dst: NODE_IP, dport: 3001, want: 'DROP' },
+    ]);
+  });
+
+  test('internalTrafficPolicy Local with externalTrafficPolicy Cluster: external destinations still use every endpoint', () => {
+    const objs = [svc('svc1', { type: 'NodePort', itp: 'Local', clusterIPs: ['172.30.0.41'], ports: p80(3001) }), eps80('svc1', [ep('10.180.2.1', { node: 'n2' })])];
+    flows(world(objs), [
+      { name: 'pod to cluster IP', src: POD, dst: '172.30.0.41', dport: 80, want: 'DROP' },
+      { name: 'pod to node port', src: POD, dst: NODE_IP, dport: 3001, want: 'DNAT 10.180.2.1:80 masq' },
+      { name: 'outside to node port', src: OUTSIDE, dst: NODE_IP, dport: 3001, want: 'DNAT 10.180.2.1:80 masq' },
+    ]);
+  });
+
+  test('terminating endpoints that still serve take traffic only when none is ready', () => {
+    const term = (ip: string) => ep(ip, { node: 'n2', ready: false, serving: true, terminating: true });
+    flows(world([svc('svc1', { clusterIPs: ['172.30.0.41'], ports: p80() }), eps80('svc1', [term('10.180.2.1'), ep('10.180.2.2', { node: 'n2', ready: false, serving: false, terminating: true })])]), [
+      { name: 'fallback', src: POD, dst: '172.30.0.41', dport: 80, want: 'DNAT 10.180.2.1:80' },
+    ]);
+    flows(world([svc('svc1', { clusterIPs: ['172.30.0.41'], ports: p80() }), eps80('svc1', [term('10.180.2.1'), ep('10.180.2.3', { node: 'n3' })])]), [
+      { name: 'ready wins', src: POD, dst: '172.30.0.41', dport: 80, want: 'DNAT 10.180.2.3:80' },
+    ]);
+  });
+
   test('externalTrafficPolicy Cluster: every client is masqueraded to external destinations', () => {
     const w = world([
       svc('svc3', { type: 'LoadBalancer', clusterIPs: ['172.30.0.43'], externalIPs: [EXT_IP], lbIPs: [LB], ports: p80(3001) }), eps80('svc3', twoEps),
