@@ -5,11 +5,11 @@
 import fc from 'fast-check';
 import { fullSyncOps, OpCollector, TableModel, updateService } from '../src/backend/nft/plan';
 import type { Fam, FamOps } from '../src/backend/nft/types';
-import { NODE_KEY, type NodeInfo, type Service } from '../src/model/enls';
+import { NODE_KEY, Target, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../src/model/enls';
 import { modelOptions } from '../src/model/options';
 import { itemHash } from '../src/store/item-store';
 import { cluster, ep, node, slice, svc } from './helpers/k8s';
-import { FakeNft, tableContent, Tracer, type Packet } from './helpers/nft-tracer';
+import { FakeNft, inCidr, tableContent, Tracer, type Packet } from './helpers/nft-tracer';
 import { brief, enlsOf, renderFull } from './helpers/nft-world';
 
 type Obj = Record<string, unknown>;
@@ -184,5 +184,74 @@ describe('incremental nft updates equal a full sync', () => {
     // ...and packets met every fate (the generator is not stuck on one kind of service).
     for (const k of ['DNAT', 'DNAT+masq', 'DROP', 'REJECT', 'ACCEPT', 'affinity']) expect([k, seen.get(k) ?? 0]).not.toEqual([k, 0]);
     expect(seen.get('warning') ?? 0).toBe(0);
+  });
+});
+
+// A second property: what the table does is what the ENLS says. For every destination of every port
+// and every kind of client, the traced fate equals the route the model computed (endpoints or REJECT /
+// DROP, masquerade, plus the LB firewall, the hairpin rule and rejection of unserved cluster-IP ports).
+// This is the "backends are pure renderers" contract, checked on random services.
+function expectedFate(s: Service, sp: ServicePort, rs: Routes | null, dst: string, p: Packet, node: NodeInfo | undefined, isLB: boolean): string {
+  const v6 = sp.family === 2;
+  if (!rs) return 'none';
+  const allowed = v6 ? s.loadBalancerAllowedSources.v6 : s.loadBalancerAllowedSources.v4;
+  if (isLB && sp.loadBalancerFirewall && !allowed.some((c) => inCidr(p.src, c))) return 'DROP';
+  const pods = node ? (v6 ? node.podCidrs.v6 : node.podCidrs.v4) : [];
+  const local = (node?.addresses ?? []).includes(p.src);
+  const route: Route = pods.some((c) => inCidr(p.src, c)) ? rs.pod : local ? rs.node : rs.other;
+  if (route.target === Target.REJECT) return 'REJECT';
+  if (route.target === Target.DROP) return 'DROP';
+  const eps = (route.target === Target.LOCAL ? sp.localEndpoints : sp.clusterEndpoints).map((e) => (e.ip.includes(':') ? `[${e.ip}]:${e.port}` : `${e.ip}:${e.port}`));
+  const uniq = [...new Set(eps)].sort();
+  const hairpin = uniq.filter((e) => e.startsWith(p.src.includes(':') ? `[${p.src}]` : `${p.src}:`));
+  const masq = route.masquerade || (hairpin.length > 0 && hairpin.length === uniq.length) ? ' masq' : hairpin.length ? ' masq?' : '';
+  void dst;
+  return `DNAT ${uniq.join(',')}${masq}`;
+}
+
+describe('the rendered table does what the ENLS says', () => {
+  test('every destination, every client class, random services and options', () => {
+    let checked = 0;
+    fc.assert(fc.property(options, fc.array(action, { minLength: 1, maxLength: 10 }), (opts, actions) => {
+      const c = cluster('n1', [nodeObject('zone-a', true)], { model: modelOptions(opts) });
+      for (const a of actions) {
+        if (a.k === 'svc') c.add(svcObject(a.i, a.spec));
+        else if (a.k === 'slice') c.add(sliceObject(a));
+      }
+      const { services, node: nodeInfo } = enlsOf(c.state);
+      const nft = renderFull(services, nodeInfo);
+      const tracer = new Tracer(nft, { localAddrs: nodeInfo?.addresses ?? [] });
+      // Every endpoint address is also a client (hairpin), besides a pod, the node and outside.
+      const epSources = (v6: boolean) => [0, 1, 2, 3, 4, 5].map((k) => epIP(k, v6));
+      const sources = { ip: ['10.0.0.2', '192.168.0.2', '203.0.113.2', '203.0.113.130', ...epSources(false)], ip6: ['fd00:10::2', '2001:db8::2', '2001:db8:ffff::2', ...epSources(true)] };
+      for (const [, s] of services) {
+        for (const sp of s.ports) {
+          const v6 = sp.family === 2;
+          const fam = v6 ? 'v6' as const : 'v4' as const;
+          const proto = sp.port.protocol === 2 ? 'udp' as const : 'tcp' as const;
+          const npCidrs = nodeInfo ? nodeInfo.nodePortAddresses[fam] : [];
+          const dsts: Array<[string, number, Routes | null, boolean]> = [
+            ...s.clusterIps[fam].map((a): [string, number, Routes | null, boolean] => [a, sp.port.port, sp.clusterIp, false]),
+            ...s.externalIps[fam].map((a): [string, number, Routes | null, boolean] => [a, sp.port.port, sp.externalIp, false]),
+            ...s.loadBalancerIps[fam].map((a): [string, number, Routes | null, boolean] => [a, sp.port.port, sp.loadBalancerIp, true]),
+            ...(sp.port.nodePort ? (nodeInfo?.addresses ?? []).filter((a) => a.includes(':') === v6 && npCidrs.some((cidr) => inCidr(a, cidr)))
+              .map((a): [string, number, Routes | null, boolean] => [a, sp.port.nodePort, sp.nodePort, false]) : []),
+          ];
+          for (const [dst, dport, rs, isLB] of dsts) {
+            for (const src of sources[v6 ? 'ip6' : 'ip']) {
+              const p: Packet = { src, dst, dport, proto };
+              expect(`${src} -> ${dst}:${dport}/${proto}: ${brief(tracer.trace(p))}`).toBe(`${src} -> ${dst}:${dport}/${proto}: ${expectedFate(s, sp, rs, dst, p, nodeInfo, isLB)}`);
+              checked++;
+            }
+          }
+          // A port the cluster IP does not serve is rejected.
+          for (const a of s.clusterIps[fam]) {
+            if (s.ports.some((o) => o.family === sp.family && o.port.port === 9999)) continue;
+            expect(brief(tracer.trace({ src: sources[v6 ? 'ip6' : 'ip'][0], dst: a, dport: 9999, proto }))).toBe('REJECT');
+          }
+        }
+      }
+    }), { numRuns: 150 });
+    expect(checked).toBeGreaterThan(1000);
   });
 });
