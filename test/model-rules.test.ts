@@ -193,13 +193,13 @@ describe('reading objects (parse.ts)', () => {
   });
   // Upstream reads spec.externalIPs and spec.loadBalancerSourceRanges entry by entry and skips the
   // invalid ones (pkg/proxy/util MapIPsByIPFamily / MapCIDRsByIPFamily: "ExternalIPs may not be
-  // validated by the API server"); kpng's parseService rejects the whole service, so one bad entry
-  // (e.g. an empty string in a legacy object) takes every port of the service down.
-  test.failing('BUG: one invalid external IP or source range drops the whole service (upstream skips the entry)', () => {
+  // validated by the API server"): one bad entry must not take every port of the service down.
+  test('one invalid external IP or source range is skipped with a warning; the service keeps working (as upstream)', () => {
     const c = cluster('n1', [svc('web', { type: 'LoadBalancer', externalIPs: ['', '192.168.99.11'], sourceRanges: ['not-a-cidr', '203.0.113.0/25'] }), slice('web-1', 'web', [ep('10.0.0.1')])]);
     const s = c.state.get('svc/default/web')?.service;
     expect(s?.externalIps.v4).toEqual(['192.168.99.11']);
     expect(s?.loadBalancerSourceRanges).toEqual(['203.0.113.0/25']);
+    expect(c.warnings).toEqual(['warn: Service default/web: ignored spec.externalIPs[0] "" is not an IP address; spec.loadBalancerSourceRanges[0] "not-a-cidr" is not a CIDR']);
   });
 });
 
