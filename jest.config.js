@@ -12,4 +12,6 @@ module.exports = {
   testTimeout: 60000,
   // e2e suites share the kernel and the control plane: run test files one at a time.
   maxWorkers: 1,
+  // A test that fails half-way can leave a client reconnecting: never let that hang CI.
+  forceExit: true,
 };

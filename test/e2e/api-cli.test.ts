@@ -120,7 +120,8 @@ test('the example backend prints the state of a node from a file and over the AP
   const example = path.join(dist, 'examples', 'print-backend.js');
   const fromFile = execFileSync(node, [example, '--file', cluster, '--node', 'n2', '--once'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   expect(fromFile).toMatch(/^--- full state/);
-  expect(fromFile).toMatch(/\+ default\/web 10\.96\.0\.10 80\/TCP -> 10\.244\.1\.5:8080 10\.244\.2\.7:8080\(local\)/);
+  expect(fromFile).toMatch(/\+ default\/web 10\.96\.0\.10 80\/TCP cluster-ip: cluster\[10\.244\.1\.5:8080,10\.244\.2\.7:8080\]/);
+  expect(fromFile).toMatch(/shop\/front .* lb-ip: pod:local\[10\.244\.2\.20:8443\] node:cluster\[10\.244\.1\.20:8443,10\.244\.2\.20:8443\]\+masq other:local\[10\.244\.2\.20:8443\]/);
   const sock = path.join(dir, 'p.sock');
   const server = await start(['file', '--input', cluster, '--to', 'api', '--listen', `unix://${sock}`], /serving the ENLS on unix:/);
   const overApi = execFileSync(node, [example, '--api', `unix://${sock}`, '--node', 'n2', '--once'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

@@ -1,8 +1,9 @@
 // The fixed part of each family's table: shared maps, hook chains and helper chains. Hooks and
 // priorities follow upstream kube-proxy's nftables mode (facts, not code):
 //   filter prerouting/output at dstnat-10: load-balancer source ranges, before DNAT rewrites daddr;
-//   filter input/forward/output at -110: reject/drop new connections to service ports without
-//     endpoints (no DNAT happened, so daddr is still the service IP / node port);
+//   filter input/forward (after prerouting's DNAT) and output at 0 (after output's DNAT): new
+//     connections still addressed to a service IP / node port were not DNATed for their client
+//     class: reject or drop them; a cluster IP on a port it does not serve is rejected;
 //   nat prerouting/output at dstnat: dispatch (one vmap lookup) and DNAT;
 //   nat postrouting at srcnat: hairpin and mark-based masquerade.
 import type { NodeInfo } from '../../model/enls';
