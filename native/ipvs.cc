@@ -257,8 +257,24 @@ class DumpWorker : public Napi::AsyncWorker {
      
       return;
     }
-    std::vector<uint8_t>& services = services_;
-    if (subset_) for (size_t i = 0; i < services.size(); i += kRec) services[i + R_KIND] = DUMP_SERVICE;
+    std::vector<uint8_t> services;
+    if (subset_) {
+      // A destination dump of a missing service is just empty: ask for each service first (ESRCH: gone).
+      for (size_t i = 0; i < services_.size() && !err_; i += kRec) {
+        NlMessages m;
+        BeginCmd(m, family, IPVS_CMD_GET_SERVICE);
+        PutService(m, services_.data() + i, false);
+        size_t mark = services.size();
+        int e = RunRequest(fd, m, [&](const nlmsghdr* h) {
+          TopAttr(h, IPVS_CMD_ATTR_SERVICE, [&](const uint8_t* p, size_t n) {
+            services.resize(mark + kRec, 0);
+            ParseService(p, n, services.data() + mark);
+          });
+        });
+        if (e && e != ESRCH && e != ENOENT) { err_ = e; what_ = "IPVS get service"; }
+      }
+      if (err_) return;
+    }
     if (!subset_) err_ = DumpRetry(
         fd, [&](NlMessages& m) { BeginCmd(m, family, IPVS_CMD_GET_SERVICE); }, [&] { services.clear(); },
         [&](const nlmsghdr* h) {
