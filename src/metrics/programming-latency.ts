@@ -38,7 +38,7 @@ export class ProgrammingLatency {
     const svc = meta.labels?.[SERVICE_NAME_LABEL];
     if (typeof text !== 'string' || typeof svc !== 'string') return;
     const at = Date.parse(text);
-    if (!Number.isFinite(at) || at < this.startMs - 1000 || this.lastSeen.get(sliceKey) === at) return;
+    if (!Number.isFinite(at) || at <= this.startMs || this.lastSeen.get(sliceKey) === at) return;
     this.lastSeen.set(sliceKey, at);
     const family: IPFamilyName = (raw as { addressType?: unknown }).addressType === 'IPv6' ? 'IPv6' : 'IPv4';
     const key = `${ns}/${svc}`;
