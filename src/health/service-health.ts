@@ -31,7 +31,11 @@ export function listenAddresses(node: NodeInfo | undefined, interfaces: NodeJS.D
   const local = Object.values(interfaces).flatMap((l) => l ?? []).map((i) => i.address);
   const out = new Map<string, ListenAddress>();
   for (const [cidrs, wildcard, hostBits] of [[node.nodePortAddresses.v4, '0.0.0.0', 32], [node.nodePortAddresses.v6, '::', 128]] as const) {
-    if (cidrs.some((c) => c === `${wildcard}/0`)) { out.set(wildcard, { host: wildcard, ipv6Only: wildcard === '::' }); continue; }
+    if (cidrs.some((c) => c === `${wildcard}/0`)) {
+      // A wildcard only for a family this host has at all (binding :: fails where IPv6 is off).
+      if (local.some((a) => a.includes(':') === (wildcard === '::'))) out.set(wildcard, { host: wildcard, ipv6Only: wildcard === '::' });
+      continue;
+    }
     for (const c of cidrs) {
       const [ip, bits] = c.split('/');
       const hosts = Number(bits) === hostBits ? [ip] : local.filter((a) => cidrContains(c, a));
