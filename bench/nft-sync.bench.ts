@@ -213,7 +213,11 @@ async function dataPath(): Promise<void> {
       service: {
         namespace: 'bench', name: 'target', type: 'ClusterIP', clusterIps: { v4: ['10.95.0.1'], v6: [] },
         internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-        ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, internal: PODS.map((p) => ({ ip: p.v4, port: 8080, local: p.node === 'n1', terminating: false })), external: [], hasEndpoints: true }],
+        ports: [{
+          port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4,
+          clusterEndpoints: PODS.map((p) => ({ ip: p.v4, port: 8080, local: p.node === 'n1', terminating: false })),
+          clusterIp: { pod: cluster(false), node: cluster(true), other: cluster(true) },
+        }],
       },
     });
     const rows: (string | number)[][] = [];

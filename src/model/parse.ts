@@ -92,9 +92,11 @@ const quiet = (reason: string) => ({ ok: false as const, reason, quiet: true as 
 
 /**
  * A Service, trimmed. `proxyName` is this proxy's service-proxy-name: services labelled with
- * another name are left to their own proxy.
+ * another name are left to their own proxy. An invalid entry of spec.externalIPs or
+ * spec.loadBalancerSourceRanges (fields the API server may not have validated in old objects) is
+ * skipped, as upstream skips it, and described in `skipped`; the service keeps working.
  */
-export function parseService(raw: unknown, proxyName = ''): Parsed<ServiceSpec> {
+export function parseService(raw: unknown, proxyName = '', skipped: string[] = []): Parsed<ServiceSpec> {
   return guard(() => {
     if (!isObj(raw)) return fail('not an object');
     const { namespace, name, labels, annotations } = meta(raw, true);
@@ -130,9 +132,16 @@ export function parseService(raw: unknown, proxyName = ''): Parsed<ServiceSpec> 
     const names = new Set(ports.map((p) => p.name));
     if (names.size !== ports.length) fail('spec.ports has two ports with one name');
 
-    const externalIPs = arr(spec.externalIPs, 'spec.externalIPs', LIMITS.ips).map((v, i) => ip(v, `spec.externalIPs[${i}]`));
-    const loadBalancerSourceRanges = arr(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges', LIMITS.sourceRanges)
-      .map((v, i) => canonicalCIDR(typeof v === 'string' ? v.trim() : v) ?? fail(`spec.loadBalancerSourceRanges[${i}] ${JSON.stringify(v)} is not a CIDR`));
+    const externalIPs: string[] = [];
+    arr(spec.externalIPs, 'spec.externalIPs', LIMITS.ips).forEach((v, i) => {
+      const c = canonicalIP(v);
+      if (c) externalIPs.push(c); else skipped.push(`spec.externalIPs[${i}] ${JSON.stringify(v)} is not an IP address`);
+    });
+    const loadBalancerSourceRanges: string[] = [];
+    arr(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges', LIMITS.sourceRanges).forEach((v, i) => {
+      const c = canonicalCIDR(typeof v === 'string' ? v.trim() : v);
+      if (c) loadBalancerSourceRanges.push(c); else skipped.push(`spec.loadBalancerSourceRanges[${i}] ${JSON.stringify(v)} is not a CIDR`);
+    });
     const status = obj(raw.status, 'status');
     const lb = obj(status.loadBalancer, 'status.loadBalancer');
     const loadBalancerIPs: string[] = [];

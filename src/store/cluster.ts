@@ -120,8 +120,10 @@ export class ClusterStore {
 
   private applyService(raw: unknown, deleted: boolean): void {
     const name = objectName(raw);
-    const parsed = deleted ? null : parseService(raw, this.opts.serviceProxyName ?? '');
-    this.report('Service', name, parsed);
+    const skipped: string[] = [];
+    const parsed = deleted ? null : parseService(raw, this.opts.serviceProxyName ?? '', skipped);
+    if (parsed?.ok && skipped.length) this.warnings.warn('Service', name, `ignored ${skipped.join('; ')}`, true);
+    else this.report('Service', name, parsed);
     const key = name.includes('/') ? name : `default/${name}`;
     // Deleted, invalid or not ours: the service stops being proxied.
     if (this.services.set(key, parsed?.ok ? parsed.value : null)) this.dirtyServices.add(key);

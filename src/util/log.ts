@@ -22,12 +22,15 @@ export class ObjectWarnings {
   private readonly last = new Map<string, string>();
   constructor(private readonly log: Logger) {}
 
-  /** Warn about `kind ns/name` unless the same reason was the last one said about it. */
-  warn(kind: string, name: string, reason: string): void {
+  /**
+   * Warn about `kind ns/name` unless the same reason was the last one said about it. `partly`: the
+   * object is kept without the named parts (otherwise it is skipped as a whole).
+   */
+  warn(kind: string, name: string, reason: string, partly = false): void {
     const key = `${kind} ${name}`;
     if (this.last.get(key) === reason) return;
     this.last.set(key, reason);
-    this.log.warn(`skipping ${key}: ${reason}`);
+    this.log.warn(partly ? `${key}: ${reason}` : `skipping ${key}: ${reason}`);
   }
 
   /** The object is fine now (or gone): a later problem is worth saying again. */

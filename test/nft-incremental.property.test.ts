@@ -1,0 +1,257 @@
+// Property: random sequences of cluster changes, turned into ENLS changes by the real model and applied
+// incrementally by the nft backend's planner (updateService + OpCollector on long-lived TableModels,
+// a full resync when the node item changes, as KernelSink does), leave the same table content as one
+// full sync of the final state, and every packet meets the same fate in both.
+import fc from 'fast-check';
+import { fullSyncOps, OpCollector, TableModel, updateService } from '../src/backend/nft/plan';
+import type { Fam, FamOps } from '../src/backend/nft/types';
+import { NODE_KEY, Target, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../src/model/enls';
+import { modelOptions } from '../src/model/options';
+import { itemHash } from '../src/store/item-store';
+import { cluster, ep, node, slice, svc } from './helpers/k8s';
+import { FakeNft, inCidr, tableContent, Tracer, type Packet } from './helpers/nft-tracer';
+import { brief, enlsOf, renderFull } from './helpers/nft-world';
+
+type Obj = Record<string, unknown>;
+const FAMS: Fam[] = ['ip', 'ip6'];
+const N_SVC = 4;
+
+const svcSpec = fc.record({
+  type: fc.constantFrom('ClusterIP', 'NodePort', 'LoadBalancer'),
+  fams: fc.constantFrom(['v4'], ['v6'], ['v4', 'v6'], ['v6', 'v4']),
+  ports: fc.subarray([0, 1, 2], { minLength: 1 }),
+  ext: fc.boolean(),
+  lb: fc.boolean(),
+  ranges: fc.constantFrom(null, ['203.0.113.0/25'], ['192.168.0.0/24', '2001:db8::/64']),
+  itp: fc.constantFrom(undefined, 'Local'),
+  etp: fc.constantFrom(undefined, 'Local'),
+  affinity: fc.constantFrom(0, 100, 10800),
+});
+type SvcSpec = typeof svcSpec extends fc.Arbitrary<infer T> ? T : never;
+
+const epSpec = fc.record({
+  ip: fc.nat(5),
+  node: fc.constantFrom('n1', 'n2', 'n3', undefined),
+  ready: fc.constantFrom(true, false, undefined),
+  serving: fc.constantFrom(true, false, undefined),
+  terminating: fc.constantFrom(true, false, undefined),
+  zone: fc.constantFrom(undefined, 'zone-a', 'zone-b'),
+});
+
+const action = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ k: fc.constant('svc' as const), i: fc.nat(N_SVC - 1), spec: svcSpec }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant('delSvc' as const), i: fc.nat(N_SVC - 1) }) },
+  { weight: 4, arbitrary: fc.record({ k: fc.constant('slice' as const), i: fc.nat(N_SVC - 1), v6: fc.boolean(), eps: fc.array(epSpec, { maxLength: 5 }), target: fc.constantFrom(80, 8080) }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant('delSlice' as const), i: fc.nat(N_SVC - 1), v6: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant('node' as const), zone: fc.constantFrom('zone-a', 'zone-b'), alt: fc.boolean() }) },
+);
+type Action = typeof action extends fc.Arbitrary<infer T> ? T : never;
+
+const options = fc.record({
+  clusterCIDRs: fc.constantFrom([], ['10.0.0.0/8', 'fd00:10::/64']),
+  masqueradeAll: fc.boolean(),
+  nodePortAddresses: fc.constantFrom([], ['192.168.1.0/24'], ['0.0.0.0/0', '::/0']),
+});
+
+// Addresses: every service index has its own.
+const clusterIP = (i: number, v6: boolean) => (v6 ? `fd00:10:96::${10 + i}` : `172.30.0.${10 + i}`);
+const extIP = (i: number, v6: boolean) => (v6 ? `2001:db8:99::${10 + i}` : `192.168.99.${10 + i}`);
+const lbIP = (i: number, v6: boolean) => (v6 ? `2001:db8:1b::${10 + i}` : `1.2.3.${10 + i}`);
+const epIP = (k: number, v6: boolean) => (v6 ? `fd00:10::1:${k + 1}` : `10.180.0.${k + 1}`);
+const PORTS = [
+  { name: 'p80', protocol: 'TCP', port: 80 },
+  { name: 'dns', protocol: 'UDP', port: 53 },
+  { name: 'p443', protocol: 'TCP', port: 443 },
+];
+const nodePortOf = (i: number, p: number) => 30000 + i * 10 + p;
+
+function svcObject(i: number, s: SvcSpec): Obj {
+  const fams = s.fams.map((f) => f === 'v6');
+  return svc(`s${i}`, {
+    type: s.type,
+    clusterIPs: fams.map((v6) => clusterIP(i, v6)),
+    ports: s.ports.map((p) => ({ ...PORTS[p], ...(s.type !== 'ClusterIP' ? { nodePort: nodePortOf(i, p) } : {}) })),
+    externalIPs: s.ext ? fams.map((v6) => extIP(i, v6)) : undefined,
+    lbIPs: s.type === 'LoadBalancer' && s.lb ? fams.map((v6) => lbIP(i, v6)) : undefined,
+    sourceRanges: s.type === 'LoadBalancer' && s.ranges ? [...s.ranges] : undefined,
+    itp: s.itp, etp: s.type !== 'ClusterIP' || s.ext ? s.etp : undefined,
+    affinity: s.affinity || undefined,
+    extraSpec: { ipFamilies: s.fams.map((f) => (f === 'v6' ? 'IPv6' : 'IPv4')) },
+  });
+}
+
+function sliceObject(a: Extract<Action, { k: 'slice' }>): Obj {
+  return slice(`s${a.i}-${a.v6 ? 'v6' : 'v4'}`, `s${a.i}`, a.eps.map((e) => ep(epIP(e.ip, a.v6), {
+    node: e.node, ready: e.ready, serving: e.serving, terminating: e.terminating, zones: e.zone ? [e.zone] : undefined,
+  })), { family: a.v6 ? 'IPv6' : 'IPv4', ports: [{ ...PORTS[0], port: a.target }, PORTS[1], { ...PORTS[2], port: 8443 }] });
+}
+
+const nodeObject = (zone: string, alt: boolean): Obj => node('n1', zone, {
+  addresses: [
+    { type: 'InternalIP', address: '192.168.0.2' }, { type: 'InternalIP', address: '2001:db8::2' },
+    ...(alt ? [{ type: 'ExternalIP', address: '192.168.1.2' }] : []),
+  ],
+});
+
+/** The incremental side: long-lived models, as NftDataplane + KernelSink keep them. */
+class Incremental {
+  nft = new FakeNft();
+  models: Record<Fam, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
+  hashes = new Map<string, string>();
+  node: NodeInfo | undefined;
+  incrementalBatches = 0;
+
+  sync(items: Array<{ key: string; service?: Service | null; node?: NodeInfo | null }>): void {
+    const now = new Map(items.map((it) => [it.key, itemHash(it)]));
+    const changed = [...new Set([...now.keys(), ...this.hashes.keys()])].filter((k) => now.get(k) !== this.hashes.get(k));
+    const { services, node } = enlsOf({ items: () => items });
+    if (this.hashes.size === 0 || changed.includes(NODE_KEY)) {
+      this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
+      this.nft.apply(FAMS.map((fam) => ({ fam, ops: fullSyncOps(this.models[fam], services, node) })));
+    } else if (changed.length) {
+      const byKey = new Map(services);
+      const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
+      for (const key of changed) for (const fam of FAMS) updateService(this.models[fam], key, byKey.get(key), node, coll[fam]);
+      const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));
+      if (ops.length) { this.nft.apply(ops); this.incrementalBatches++; }
+    }
+    this.hashes = now;
+    this.node = node;
+  }
+}
+
+/** Packets worth comparing: every service destination (and an unserved port) from every kind of client. */
+function packets(services: Array<[string, Service]>, nodeInfo: NodeInfo | undefined): Packet[] {
+  const out: Packet[] = [];
+  const sources = { ip: ['10.0.0.2', '10.180.0.1', '192.168.0.2', '203.0.113.2', '203.0.113.130'], ip6: ['fd00:10::2', 'fd00:10::1:1', '2001:db8::2', '2001:db8:ffff::2'] };
+  const nodeIPs = ['192.168.0.2', '192.168.1.2', '2001:db8::2'];
+  for (const [, s] of services) {
+    for (const sp of s.ports) {
+      const v6 = sp.family === 2;
+      const proto = sp.port.protocol === 2 ? 'udp' as const : 'tcp' as const;
+      const dsts: Array<[string, number]> = [];
+      for (const a of [...(v6 ? s.clusterIps.v6 : s.clusterIps.v4), ...(v6 ? s.externalIps.v6 : s.externalIps.v4), ...(v6 ? s.loadBalancerIps.v6 : s.loadBalancerIps.v4)]) {
+        dsts.push([a, sp.port.port], [a, 9999]);
+      }
+      if (sp.port.nodePort) for (const a of nodeIPs.filter((x) => x.includes(':') === v6)) dsts.push([a, sp.port.nodePort]);
+      for (const [dst, dport] of dsts) for (const src of sources[v6 ? 'ip6' : 'ip']) out.push({ src, dst, dport, proto });
+    }
+  }
+  void nodeInfo;
+  return out;
+}
+
+describe('incremental nft updates equal a full sync', () => {
+  test('same table content and same packet fates after random change sequences', () => {
+    let batches = 0;
+    const seen = new Map<string, number>();
+    const count = (k: string) => seen.set(k, (seen.get(k) ?? 0) + 1);
+    fc.assert(fc.property(options, fc.array(action, { minLength: 1, maxLength: 14 }), (opts, actions) => {
+      const c = cluster('n1', [nodeObject('zone-a', false)], { model: modelOptions(opts) });
+      const inc = new Incremental();
+      inc.sync([...c.state.items()]);
+      for (const a of actions) {
+        switch (a.k) {
+          case 'svc': c.add(svcObject(a.i, a.spec)); break;
+          case 'delSvc': c.del(svc(`s${a.i}`)); break;
+          case 'slice': c.add(sliceObject(a)); break;
+          case 'delSlice': c.del(slice(`s${a.i}-${a.v6 ? 'v6' : 'v4'}`, `s${a.i}`, [])); break;
+          case 'node': c.add(nodeObject(a.zone, a.alt)); break;
+        }
+        inc.sync([...c.state.items()]);
+      }
+      batches += inc.incrementalBatches;
+      if (c.warnings.length) count('warning');
+      for (const [, s] of enlsOf(c.state).services) if (s.sessionAffinity) count('affinity');
+      const { services, node: nodeInfo } = enlsOf(c.state);
+      const full = renderFull(services, nodeInfo);
+      for (const fam of FAMS) {
+        const got = tableContent(inc.nft.tables[fam]);
+        expect(got.orphanSlots).toEqual([]);
+        expect(got).toEqual(tableContent(full.tables[fam]));
+      }
+      const local = nodeInfo?.addresses ?? [];
+      const ti = new Tracer(inc.nft, { localAddrs: local });
+      const tf = new Tracer(full, { localAddrs: local });
+      for (const p of packets(services, nodeInfo)) {
+        const want = tf.trace(p);
+        expect(`${p.src} -> ${p.dst}:${p.dport}/${p.proto}: ${brief(ti.trace(p))}`).toBe(`${p.src} -> ${p.dst}:${p.dport}/${p.proto}: ${brief(want)}`);
+        count(`${want.verdict}${want.masqueraded === true ? '+masq' : ''}`);
+      }
+    }), { numRuns: 150 });
+    // The property exercised the incremental path, not only full syncs.
+    expect(batches).toBeGreaterThan(150);
+    // ...and packets met every fate (the generator is not stuck on one kind of service).
+    for (const k of ['DNAT', 'DNAT+masq', 'DROP', 'REJECT', 'ACCEPT', 'affinity']) expect([k, seen.get(k) ?? 0]).not.toEqual([k, 0]);
+    expect(seen.get('warning') ?? 0).toBe(0);
+  });
+});
+
+// A second property: what the table does is what the ENLS says. For every destination of every port
+// and every kind of client, the traced fate equals the route the model computed (endpoints or REJECT /
+// DROP, masquerade, plus the LB firewall, the hairpin rule and rejection of unserved cluster-IP ports).
+// This is the "backends are pure renderers" contract, checked on random services.
+function expectedFate(s: Service, sp: ServicePort, rs: Routes | null, dst: string, p: Packet, node: NodeInfo | undefined, isLB: boolean): string {
+  const v6 = sp.family === 2;
+  if (!rs) return 'none';
+  const allowed = v6 ? s.loadBalancerAllowedSources.v6 : s.loadBalancerAllowedSources.v4;
+  if (isLB && sp.loadBalancerFirewall && !allowed.some((c) => inCidr(p.src, c))) return 'DROP';
+  const pods = node ? (v6 ? node.podCidrs.v6 : node.podCidrs.v4) : [];
+  const local = (node?.addresses ?? []).includes(p.src);
+  const route: Route = pods.some((c) => inCidr(p.src, c)) ? rs.pod : local ? rs.node : rs.other;
+  if (route.target === Target.REJECT) return 'REJECT';
+  if (route.target === Target.DROP) return 'DROP';
+  const eps = (route.target === Target.LOCAL ? sp.localEndpoints : sp.clusterEndpoints).map((e) => (e.ip.includes(':') ? `[${e.ip}]:${e.port}` : `${e.ip}:${e.port}`));
+  const uniq = [...new Set(eps)].sort();
+  const hairpin = uniq.filter((e) => e.startsWith(p.src.includes(':') ? `[${p.src}]` : `${p.src}:`));
+  const masq = route.masquerade || (hairpin.length > 0 && hairpin.length === uniq.length) ? ' masq' : hairpin.length ? ' masq?' : '';
+  void dst;
+  return `DNAT ${uniq.join(',')}${masq}`;
+}
+
+describe('the rendered table does what the ENLS says', () => {
+  test('every destination, every client class, random services and options', () => {
+    let checked = 0;
+    fc.assert(fc.property(options, fc.array(action, { minLength: 1, maxLength: 10 }), (opts, actions) => {
+      const c = cluster('n1', [nodeObject('zone-a', true)], { model: modelOptions(opts) });
+      for (const a of actions) {
+        if (a.k === 'svc') c.add(svcObject(a.i, a.spec));
+        else if (a.k === 'slice') c.add(sliceObject(a));
+      }
+      const { services, node: nodeInfo } = enlsOf(c.state);
+      const nft = renderFull(services, nodeInfo);
+      const tracer = new Tracer(nft, { localAddrs: nodeInfo?.addresses ?? [] });
+      // Every endpoint address is also a client (hairpin), besides a pod, the node and outside.
+      const epSources = (v6: boolean) => [0, 1, 2, 3, 4, 5].map((k) => epIP(k, v6));
+      const sources = { ip: ['10.0.0.2', '192.168.0.2', '203.0.113.2', '203.0.113.130', ...epSources(false)], ip6: ['fd00:10::2', '2001:db8::2', '2001:db8:ffff::2', ...epSources(true)] };
+      for (const [, s] of services) {
+        for (const sp of s.ports) {
+          const v6 = sp.family === 2;
+          const fam = v6 ? 'v6' as const : 'v4' as const;
+          const proto = sp.port.protocol === 2 ? 'udp' as const : 'tcp' as const;
+          const npCidrs = nodeInfo ? nodeInfo.nodePortAddresses[fam] : [];
+          const dsts: Array<[string, number, Routes | null, boolean]> = [
+            ...s.clusterIps[fam].map((a): [string, number, Routes | null, boolean] => [a, sp.port.port, sp.clusterIp, false]),
+            ...s.externalIps[fam].map((a): [string, number, Routes | null, boolean] => [a, sp.port.port, sp.externalIp, false]),
+            ...s.loadBalancerIps[fam].map((a): [string, number, Routes | null, boolean] => [a, sp.port.port, sp.loadBalancerIp, true]),
+            ...(sp.port.nodePort ? (nodeInfo?.addresses ?? []).filter((a) => a.includes(':') === v6 && npCidrs.some((cidr) => inCidr(a, cidr)))
+              .map((a): [string, number, Routes | null, boolean] => [a, sp.port.nodePort, sp.nodePort, false]) : []),
+          ];
+          for (const [dst, dport, rs, isLB] of dsts) {
+            for (const src of sources[v6 ? 'ip6' : 'ip']) {
+              const p: Packet = { src, dst, dport, proto };
+              expect(`${src} -> ${dst}:${dport}/${proto}: ${brief(tracer.trace(p))}`).toBe(`${src} -> ${dst}:${dport}/${proto}: ${expectedFate(s, sp, rs, dst, p, nodeInfo, isLB)}`);
+              checked++;
+            }
+          }
+          // A port the cluster IP does not serve is rejected.
+          for (const a of s.clusterIps[fam]) {
+            if (s.ports.some((o) => o.family === sp.family && o.port.port === 9999)) continue;
+            expect(brief(tracer.trace({ src: sources[v6 ? 'ip6' : 'ip'][0], dst: a, dport: 9999, proto }))).toBe('REJECT');
+          }
+        }
+      }
+    }), { numRuns: 150 });
+    expect(checked).toBeGreaterThan(1000);
+  });
+});
