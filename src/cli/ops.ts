@@ -63,8 +63,10 @@ export class Ops {
     const lazy: HashedState = { get revision() { return current()?.revision ?? 0; }, hashOf: (k) => current()?.hashOf(k) };
     this.latency = new ProgrammingLatency(lazy);
     this.onNode = nodeEligibilityObserver(ctx.node, (eligible, why) => {
+      // Said at info level only when it matters: the node leaves service, or comes back.
+      const news = !eligible || !this.health.nodeEligible;
       this.health.setNodeEligible(eligible);
-      ctx.log.info(`healthz: node ${ctx.node} ${eligible ? 'eligible' : 'not eligible'} (${why})`);
+      (news ? ctx.log.info : ctx.log.debug)(`healthz: node ${ctx.node} ${eligible ? 'eligible' : 'not eligible'} (${why})`);
     });
   }
 
