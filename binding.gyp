@@ -6,7 +6,11 @@
         "native/addon.cc",
         "native/nft_apply.cc",
         "native/nft_list.cc",
-        "native/conntrack.cc"
+        "native/conntrack.cc",
+        "native/netlink_batch.cc",
+        "native/ipvs.cc",
+        "native/rtnl.cc",
+        "native/sysctl.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],

@@ -1,16 +1,25 @@
 #!/usr/bin/env node
-// Prints jest's totals as one plain closing line ("tests: N passed, N failed, N skipped")
-// from its --json output, and exits non-zero when anything failed or nothing ran.
+// Prints jest's totals as one plain closing line ("tests: N passed, N failed, N skipped") from one or
+// more --json outputs (the host run, the qemu guest's), and exits non-zero when anything failed, a
+// result file is missing or nothing ran.
 'use strict';
 const fs = require('node:fs');
-const file = process.argv[2];
-let r;
-try {
-  r = JSON.parse(fs.readFileSync(file, 'utf8'));
-} catch (e) {
-  console.log(`tests: 0 passed, 1 failed (no jest results in ${file}: ${e.message})`);
-  process.exit(1);
+let passed = 0, failed = 0, skipped = 0, ok = true;
+const missing = [];
+for (const file of process.argv.slice(2)) {
+  let r;
+  try {
+    r = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    missing.push(`no jest results in ${file}: ${e.message}`);
+    failed++;
+    ok = false;
+    continue;
+  }
+  passed += r.numPassedTests;
+  failed += r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
+  skipped += r.numPendingTests + (r.numTodoTests || 0);
+  if (!r.success) ok = false;
 }
-const failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
-console.log(`tests: ${r.numPassedTests} passed, ${failed} failed, ${r.numPendingTests + (r.numTodoTests || 0)} skipped`);
-process.exit(failed > 0 || r.numPassedTests === 0 || !r.success ? 1 : 0);
+console.log(`tests: ${passed} passed, ${failed} failed, ${skipped} skipped${missing.length ? ` (${missing.join('; ')})` : ''}`);
+process.exit(failed > 0 || passed === 0 || !ok ? 1 : 0);

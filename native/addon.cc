@@ -1,4 +1,5 @@
-// kpng native addon entry point: exports the nftables transport, listing and conntrack cleanup,
+// kpng native addon entry point: exports the nftables transport, listing and conntrack cleanup, IPVS
+// (generic netlink), rtnetlink links/addresses and sysctls,
 // plus the libnftnl attribute ids the TypeScript encoder relies on (checked by a test).
 #include "common.h"
 
@@ -37,6 +38,14 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("nftList", Napi::Function::New(env, NftList, "nftList"));
   exports.Set("nftListTables", Napi::Function::New(env, NftListTables, "nftListTables"));
   exports.Set("conntrackDelete", Napi::Function::New(env, ConntrackDelete, "conntrackDelete"));
+  exports.Set("ipvsApply", Napi::Function::New(env, IpvsApply, "ipvsApply"));
+  exports.Set("ipvsDump", Napi::Function::New(env, IpvsDump, "ipvsDump"));
+  exports.Set("ipvsConfig", Napi::Function::New(env, IpvsConfig, "ipvsConfig"));
+  exports.Set("ipvsInfo", Napi::Function::New(env, IpvsInfo, "ipvsInfo"));
+  exports.Set("rtnlLink", Napi::Function::New(env, RtnlLink, "rtnlLink"));
+  exports.Set("rtnlAddrs", Napi::Function::New(env, RtnlAddrs, "rtnlAddrs"));
+  exports.Set("rtnlAddrApply", Napi::Function::New(env, RtnlAddrApply, "rtnlAddrApply"));
+  exports.Set("sysctl", Napi::Function::New(env, Sysctl, "sysctl"));
   exports.Set("constants", Constants(env));
   exports.Set("abi", Napi::Number::New(env, 1));
   return exports;

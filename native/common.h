@@ -97,5 +97,13 @@ Napi::Value NftApply(const Napi::CallbackInfo& info);
 Napi::Value NftList(const Napi::CallbackInfo& info);
 Napi::Value NftListTables(const Napi::CallbackInfo& info);
 Napi::Value ConntrackDelete(const Napi::CallbackInfo& info);
+Napi::Value IpvsApply(const Napi::CallbackInfo& info);
+Napi::Value IpvsDump(const Napi::CallbackInfo& info);
+Napi::Value IpvsConfig(const Napi::CallbackInfo& info);
+Napi::Value IpvsInfo(const Napi::CallbackInfo& info);
+Napi::Value RtnlLink(const Napi::CallbackInfo& info);
+Napi::Value RtnlAddrs(const Napi::CallbackInfo& info);
+Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info);
+Napi::Value Sysctl(const Napi::CallbackInfo& info);
 
 }  // namespace kpng

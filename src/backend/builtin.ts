@@ -3,6 +3,7 @@
 import { createDumpSink, type DumpFormat } from '../sink/dump';
 import { createRoutesSink } from '../sink/routes';
 import { createTraceSink } from '../sink/trace';
+import { ipvsBackend } from './ipvs/definition';
 import { registerBackend } from './registry';
 
 const out = (text: string) => { process.stdout.write(text); };
@@ -37,4 +38,5 @@ export function registerBuiltinBackends(): void {
       return nft.createNftSink({ log: (m) => ctx.log.info(m), tablePrefix: ctx.flags['nft-table'] as string | undefined, netns: ctx.netns });
     },
   });
+  registerBackend(ipvsBackend);
 }

@@ -1,0 +1,105 @@
+// IPVS backend benchmark. Needs a kernel with IPVS: run it in the qemu guest (`npm run bench:ipvs`, which
+// calls hack/qemu/run.sh). Prints figures, never asserts on time. The guest is an emulated CPU (TCG), so
+// every figure is labelled as a guest figure, and the nft backend is measured in the same guest beside it.
+//   1. Full sync of N services x 10 endpoints into fresh network namespaces: ipvs vs nft.
+//   2. A second full sync with nothing changed (the periodic resync: reconciled against a kernel dump).
+//   3. One endpoint change (one endpoint of one service replaced): time to the kernel's ack, messages.
+// Run: node dist/bench/ipvs-sync.bench.js [--services 10000] [--endpoints 10] [--changes 20]
+import { execFileSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as os from 'node:os';
+import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Service } from '../src/model/enls';
+import type { Dataplane, SyncReport } from '../src/backend/kernel/dataplane';
+import { IpvsDataplane } from '../src/backend/ipvs/dataplane';
+import { NftDataplane } from '../src/backend/nft/sink';
+import { nativeKernel } from '../src/backend/nft';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+const SERVICES = Number(arg('--services', '10000'));
+const ENDPOINTS = Number(arg('--endpoints', '10'));
+const CHANGES = Number(arg('--changes', '20'));
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
+
+const id = crypto.randomBytes(3).toString('hex');
+const created: string[] = [];
+function netns(): string {
+  const n = `kbi-b${id}-${created.length}`;
+  execFileSync('ip', ['netns', 'add', n]);
+  created.push(n);
+  // IPVS refuses real servers it cannot route to (EINVAL): a default route through a dummy link.
+  for (const cmd of [['link', 'add', 'd0', 'type', 'dummy'], ['link', 'set', 'd0', 'up'], ['link', 'set', 'lo', 'up'], ['route', 'add', 'default', 'dev', 'd0']]) {
+    execFileSync('ip', ['-n', n, ...cmd]);
+  }
+  return `/var/run/netns/${n}`;
+}
+process.on('exit', () => { for (const n of created) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } } });
+
+const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+const cluster = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
+
+function service(i: number): Service {
+  const eps = Array.from({ length: ENDPOINTS }, (_, k) => ({ ip: ip4(((10 << 24) | (200 << 16)) + ((i * ENDPOINTS + k) % 65000) + 1), port: 8080, local: false, terminating: false }));
+  return normalizeItem({
+    key: `svc/bench/s${i}`,
+    service: {
+      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4(((10 << 24) | (96 << 16)) + i + 1)], v6: [] },
+      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
+      ports: [{
+        port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: eps,
+        clusterIp: { pod: cluster(false), node: cluster(true), other: cluster(true) },
+      }],
+    },
+  }).service!;
+}
+
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+const f1 = (x: number) => x.toFixed(1);
+
+async function timed(f: () => Promise<SyncReport>): Promise<{ ms: number; r: SyncReport }> {
+  const t0 = performance.now();
+  const r = await f();
+  return { ms: performance.now() - t0, r };
+}
+
+async function measure(name: string, make: (netns: string) => Dataplane, services: Service[]) {
+  const dp = make(netns());
+  const full = await timed(() => dp.fullSync(services, NODE, 1));
+  const again = await timed(() => dp.fullSync(services, NODE, 2));
+  const times: number[] = [];
+  let msgs = 0;
+  for (let c = 0; c < CHANGES; c++) {
+    const i = (c * 7919) % services.length;
+    const old = services[i];
+    // One endpoint replaced by a new one (the others stay).
+    const next: Service = JSON.parse(JSON.stringify(old));
+    next.ports[0].clusterEndpoints[ENDPOINTS - 1].ip = ip4(((10 << 24) | (201 << 16)) + c + 1);
+    const one = await timed(() => dp.update([{ key: `svc/bench/s${i}`, old, new: next }], NODE, 3 + c));
+    services[i] = next;
+    times.push(one.ms);
+    msgs += one.r.messages;
+  }
+  await dp.close?.();
+  return { name, full, again, p50: pct(times, 50), p99: pct(times, 99), msgs: msgs / CHANGES };
+}
+
+async function main(): Promise<void> {
+  const guest = process.env.KPNG_IN_GUEST === '1';
+  console.log(`ipvs-sync bench: ${SERVICES} services x ${ENDPOINTS} endpoints, ${CHANGES} single-endpoint changes; ` +
+    `kernel ${os.release()}, ${guest ? 'INSIDE THE QEMU TCG GUEST (emulated CPU: not comparable with host figures)' : 'host'}`);
+  const services = () => Array.from({ length: SERVICES }, (_, i) => service(i));
+  const rows = [];
+  rows.push(await measure('ipvs', (ns) => new IpvsDataplane({ scheduler: 'rr', interface: 'kube-ipvs0', table: 'kpng-ipvs', drainCheckMs: 0, netns: ns, log: () => {} }), services()));
+  rows.push(await measure('nft', (ns) => new NftDataplane('kpng', nativeKernel({ netns: ns })), services()));
+  const head = ['backend', 'full sync ms', 'messages', 'resync ms', 'resync msgs', 'change p50 ms', 'change p99 ms', 'msgs/change'];
+  const data = rows.map((r) => [r.name, f1(r.full.ms), r.full.r.messages, f1(r.again.ms), r.again.r.messages, f1(r.p50), f1(r.p99), f1(r.msgs)]);
+  const w = head.map((h, i) => Math.max(h.length, ...data.map((d) => String(d[i]).length)));
+  const line = (r: (string | number)[]) => r.map((c, i) => String(c).padStart(w[i])).join('  ');
+  console.log(line(head));
+  console.log(w.map((x) => '-'.repeat(x)).join('  '));
+  for (const d of data) console.log(line(d));
+  const [ipvs, nft] = rows;
+  console.log(`ratios ipvs/nft (same guest): full sync ${(ipvs.full.ms / nft.full.ms).toFixed(2)}x, one change p50 ${(ipvs.p50 / nft.p50).toFixed(2)}x`);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });

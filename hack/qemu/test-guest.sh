@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the tests that need a kernel with IPVS (`*.guest.test.ts`, compiled into dist/ by `npm run build`)
+# inside a qemu guest, with jest (jest.guest.config.js). Results: .cache/jest-guest-results.json.
+# Extra arguments go to jest (e.g. a test path pattern). `make test` calls this after the host suite.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .cache
+rm -f .cache/jest-guest-results.json
+# ip_vs: its generic netlink family is not autoloaded; br_netfilter: the lab's bridged pods (sysctls
+# under net/bridge only exist once it is loaded). Everything else autoloads.
+exec hack/qemu/run.sh --timeout "${KPNG_GUEST_TIMEOUT:-900}" --mem "${KPNG_GUEST_MEM:-2048}" \
+  --modules "ip_vs dummy veth bridge br_netfilter" --rw .cache -- \
+  node_modules/.bin/node node_modules/jest/bin/jest.js -c jest.guest.config.js --ci \
+  --json --outputFile=.cache/jest-guest-results.json "$@"

@@ -1,0 +1,264 @@
+// The nftables companion of the IPVS dataplane: what IPVS cannot express, in one table per family
+// ("kpng-ipvs" in ip and ip6), programmed through the addon's nftables transport in one atomic batch
+// per sync. Hooks run before IPVS (LOCAL_IN at priority 98, LOCAL_OUT at -98), for new connections:
+//
+//   input/output (filter, -110): ip daddr . l4proto . dport vmap @dests   -> per-class chain or accept
+//                                ip daddr @service-ips: reject            (a port the service does not serve)
+//   class chain "cls-<pod>-<node>-<other>": pod CIDRs, then `fib saddr type local`, then anyone else; each
+//     passes (accept), masquerades (conntrack mark bit), sets the mark of a mark-keyed virtual server,
+//     drops or rejects (TCP reset / ICMP port unreachable). One chain per combination, shared.
+//   firewall chain "fw-<hash>-<class chain>": allowed source ranges go on to the class chain, the rest drop.
+//   postrouting (nat, srcnat): hairpin (saddr . daddr both the endpoint) and marked connections masquerade.
+//
+// Masquerade uses the conntrack mark (bit 0x4000) rather than the packet mark, so the packet mark stays
+// free for IPVS' firewall-mark lookup, which compares the whole mark.
+import * as crypto from 'node:crypto';
+import { cidrBytes } from '../nft/netlink';
+import {
+  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host,
+  type NftElement, type NftExpr, type NftOp, type NftVerdict,
+} from '../../native/nft-types';
+import type { IpvsProtocol } from '../../native/ipvs';
+import { CLASSES, actionName, type Action, type ClassActions, type DestPlan, type Fam } from './plan';
+
+export const MASQ_CT_BIT = 0x4000;
+
+const N = { dests: 'dests', serviceIPs: 'service-ips', hairpin: 'hairpin', input: 'input', output: 'output', post: 'postrouting' } as const;
+
+type Rule = NftExpr[];
+const addrLen = (f: Fam) => (f === 'ip' ? 4 : 16);
+const saddr = (f: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: f === 'ip' ? 12 : 8, len: addrLen(f), dreg });
+const daddr = (f: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: f === 'ip' ? 16 : 24, len: addrLen(f), dreg });
+const afterAddr = (f: Fam, k = 0): number => NFT_REG32((f === 'ip' ? 1 : 4) + k);
+const verdict = (v: NftVerdict): NftExpr => ({ type: 'verdict', verdict: v });
+const ctNew: Rule = [
+  { type: 'ct', key: 'state', dreg: NFT_REG_1 },
+  { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(CT_STATE.new), xor: u32host(0) },
+  { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
+];
+const fibLocal = (flag: 'saddr' | 'daddr'): Rule => [
+  { type: 'fib', flags: [flag], result: 'addrtype', dreg: NFT_REG_1 },
+  { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) },
+];
+
+function srcCidr(f: Fam, cidr: string): Rule {
+  const { net, mask } = cidrBytes(cidr);
+  if (mask.every((b) => b === 0)) return [];
+  return [saddr(f), { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: net.length, mask, xor: new Uint8Array(net.length) }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: net }];
+}
+
+/** The rules that carry out one action after `match`. */
+function actionRules(f: Fam, match: Rule, a: Action): Rule[] {
+  if (a.kind === 'drop') return [[...match, verdict('drop')]];
+  if (a.kind === 'reject') {
+    return [
+      [...match, { type: 'meta', key: 'l4proto', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(IPPROTO.tcp) }, { type: 'reject', reject: 'tcpReset' }],
+      // ICMP port unreachable is code 3; ICMPv6 port unreachable is code 4.
+      [...match, { type: 'reject', reject: 'icmp', code: f === 'ip' ? 3 : 4 }],
+    ];
+  }
+  const out: Rule = [...match];
+  if (a.masq) {
+    out.push(
+      { type: 'ct', key: 'mark', dreg: NFT_REG_1 },
+      { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(~MASQ_CT_BIT >>> 0), xor: u32host(MASQ_CT_BIT) },
+      { type: 'ctSet', key: 'mark', sreg: NFT_REG_1 },
+    );
+  }
+  if (a.fwmark !== undefined) out.push({ type: 'immediate', dreg: NFT_REG_1, data: u32host(a.fwmark) }, { type: 'metaSet', key: 'mark', sreg: NFT_REG_1 });
+  out.push(verdict('accept'));
+  return [out];
+}
+
+/** The class chain's name and rules for one combination of actions. */
+export function classChain(f: Fam, actions: ClassActions, podCidrs: string[]): { name: string; rules: Rule[] } {
+  const name = `cls-${CLASSES.map((c) => actionName(actions[c])).join('-')}`;
+  const rules: Rule[] = [];
+  const same = (c: 'pod' | 'node') => actionName(actions[c]) === actionName(actions.other);
+  if (!same('pod')) for (const cidr of podCidrs) rules.push(...actionRules(f, srcCidr(f, cidr), actions.pod));
+  if (!same('node')) rules.push(...actionRules(f, fibLocal('saddr'), actions.node));
+  rules.push(...actionRules(f, [], actions.other));
+  return { name, rules };
+}
+
+function firewallChain(f: Fam, allowed: string[], next: string): { name: string; rules: Rule[] } {
+  const sorted = [...allowed].sort();
+  const h = crypto.createHash('sha1').update(sorted.join(',')).digest('hex').slice(0, 8);
+  return { name: `fw-${h}-${next}`, rules: [...sorted.map((c) => [...srcCidr(f, c), verdict({ goto: next })]), [verdict('drop')]] };
+}
+
+const protoNum = (p: IpvsProtocol) => IPPROTO[p];
+export const destKey = (d: { addr: string; proto: IpvsProtocol; port: number }): string => `${d.addr}|${d.proto}|${d.port}`;
+
+interface DestEntry { addr: string; proto: IpvsProtocol; port: number; verdict: string | 'accept' }
+
+/**
+ * One family's companion table: the desired content, the content the kernel has, and the ops between
+ * them. Chains are reference-counted by the destinations that use them.
+ */
+export class CompanionTable {
+  private dests = new Map<string, DestEntry>();
+  private addrs = new Map<string, number>();
+  private hairpin = new Map<string, number>();
+  private chains = new Map<string, { rules: Rule[]; refs: number }>();
+  // As the kernel has them (after the last successful apply).
+  private kDests = new Map<string, DestEntry>();
+  private kAddrs = new Set<string>();
+  private kHairpin = new Set<string>();
+  private kChains = new Map<string, Rule[]>();
+  private touched = { dests: new Set<string>(), addrs: new Set<string>(), hairpin: new Set<string>() };
+
+  constructor(readonly fam: Fam, readonly table: string, private podCidrs: string[]) {}
+
+  private ref(name: string, rules: Rule[]): void {
+    const c = this.chains.get(name);
+    if (c) c.refs++; else this.chains.set(name, { rules, refs: 1 });
+  }
+
+  private unref(name: string): void {
+    const c = this.chains.get(name);
+    if (c && --c.refs <= 0) this.chains.delete(name);
+  }
+
+  private release(e: DestEntry | undefined): void {
+    if (!e || e.verdict === 'accept') return;
+    this.unref(e.verdict);
+    if (e.verdict.startsWith('fw-')) this.unref(e.verdict.slice(e.verdict.indexOf('-', 3) + 1));
+  }
+
+  /** Sets (or with null removes) what happens at one destination. */
+  setDest(key: string, d: DestPlan | null): void {
+    this.release(this.dests.get(key));
+    this.touched.dests.add(key);
+    if (!d) { this.dests.delete(key); return; }
+    let v = 'accept';
+    if (CLASSES.some((c) => actionName(d.actions[c]) !== 'pass')) {
+      const cls = classChain(this.fam, d.actions, this.podCidrs);
+      this.ref(cls.name, cls.rules);
+      v = cls.name;
+    }
+    if (d.allowed) {
+      if (v === 'accept') { const cls = classChain(this.fam, d.actions, this.podCidrs); this.ref(cls.name, cls.rules); v = cls.name; }
+      const fw = firewallChain(this.fam, d.allowed, v);
+      this.ref(fw.name, fw.rules);
+      v = fw.name;
+    }
+    this.dests.set(key, { addr: d.addr, proto: d.proto, port: d.port, verdict: v });
+  }
+
+  /** Service addresses (reject on ports they do not serve) and hairpin endpoints, reference-counted. */
+  refAddr(addr: string, delta: number): void { bump(this.addrs, addr, delta); this.touched.addrs.add(addr); }
+  refHairpin(ip: string, delta: number): void { bump(this.hairpin, ip, delta); this.touched.hairpin.add(ip); }
+
+  get pending(): boolean { return this.touched.dests.size + this.touched.addrs.size + this.touched.hairpin.size > 0; }
+
+  private destElem(e: DestEntry): NftElement {
+    return { key: concat(ipAddr(e.addr), protoByte(protoNum(e.proto)), portBytes(e.port)), verdict: e.verdict === 'accept' ? 'accept' : { goto: e.verdict } };
+  }
+
+  /** Ops that replace the whole table (start-up, resync, after a failure): one transaction, no gap. */
+  fullOps(podCidrs: string[]): NftOp[] {
+    this.podCidrs = podCidrs;
+    const f = this.fam, t = { family: f, table: this.table };
+    const a = f === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
+    const ops: NftOp[] = [
+      { op: 'add', table: { family: f, name: this.table } },
+      { op: 'delete', table: { family: f, name: this.table } },
+      { op: 'add', table: { family: f, name: this.table, comment: 'kpng: what IPVS cannot express' } },
+      { op: 'add', set: { ...t, name: N.dests, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' } },
+      { op: 'add', set: { ...t, name: N.serviceIPs, keyType: a } },
+      { op: 'add', set: { ...t, name: N.hairpin, keyType: [a, a] } },
+    ];
+    for (const [name] of this.chains) ops.push({ op: 'add', chain: { ...t, name } });
+    for (const [name, c] of this.chains) for (const exprs of c.rules) ops.push({ op: 'add', rule: { ...t, chain: name, exprs } });
+    const lookup: Rule = [...ctNew, daddr(f), { type: 'meta', key: 'l4proto', dreg: afterAddr(f) }, { type: 'payload', base: 'transport', offset: 2, len: 2, dreg: afterAddr(f, 1) }, { type: 'lookup', sreg: NFT_REG_1, set: N.dests, dreg: 0 }];
+    const unserved: Rule = [...ctNew, daddr(f), { type: 'lookup', sreg: NFT_REG_1, set: N.serviceIPs }];
+    for (const [name, hook] of [[N.input, 'input'], [N.output, 'output']] as const) {
+      ops.push({ op: 'add', chain: { ...t, name, hook, type: 'filter', priority: -110, policy: 'accept' } });
+      ops.push({ op: 'add', rule: { ...t, chain: name, exprs: lookup } });
+      for (const r of actionRules(f, unserved, { kind: 'reject', masq: false })) ops.push({ op: 'add', rule: { ...t, chain: name, exprs: r } });
+    }
+    ops.push({ op: 'add', chain: { ...t, name: N.post, hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept' } });
+    ops.push({ op: 'add', rule: { ...t, chain: N.post, exprs: [saddr(f), daddr(f, f === 'ip' ? NFT_REG32(1) : NFT_REG_2), { type: 'lookup', sreg: NFT_REG_1, set: N.hairpin }, { type: 'masq', flags: { fullyRandom: true } }] } });
+    ops.push({
+      op: 'add', rule: {
+        ...t, chain: N.post, exprs: [
+          { type: 'ct', key: 'mark', dreg: NFT_REG_1 },
+          { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(MASQ_CT_BIT), xor: u32host(0) },
+          { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
+          { type: 'masq', flags: { fullyRandom: true } },
+        ],
+      },
+    });
+    const elems = (set: string, list: NftElement[]) => { for (let i = 0; i < list.length; i += 1000) ops.push({ op: 'add', elements: { ...t, set, elements: list.slice(i, i + 1000) } }); };
+    elems(N.dests, [...this.dests.values()].map((e) => this.destElem(e)));
+    elems(N.serviceIPs, [...this.addrs.keys()].map((x) => ({ key: ipAddr(x) })));
+    elems(N.hairpin, [...this.hairpin.keys()].map((x) => ({ key: concat(ipAddr(x), ipAddr(x)) })));
+    return ops;
+  }
+
+  /** Ops for what changed since the last apply: new chains, element changes, then unused chains. */
+  diffOps(): NftOp[] {
+    const f = this.fam, t = { family: f, table: this.table };
+    const ops: NftOp[] = [];
+    for (const [name, c] of this.chains) {
+      if (this.kChains.has(name)) continue;
+      ops.push({ op: 'add', chain: { ...t, name } });
+      for (const exprs of c.rules) ops.push({ op: 'add', rule: { ...t, chain: name, exprs } });
+    }
+    const del: NftElement[] = [], add: NftElement[] = [];
+    for (const k of this.touched.dests) {
+      const was = this.kDests.get(k), now = this.dests.get(k);
+      if (was && now && was.verdict === now.verdict) continue;
+      if (was) del.push(this.destElem(was));
+      if (now) add.push(this.destElem(now));
+    }
+    const setDiff = (touched: Set<string>, want: Map<string, number>, have: Set<string>, key: (x: string) => Uint8Array, set: string) => {
+      const d: NftElement[] = [], a: NftElement[] = [];
+      for (const x of touched) {
+        if (want.has(x) && !have.has(x)) a.push({ key: key(x) });
+        if (!want.has(x) && have.has(x)) d.push({ key: key(x) });
+      }
+      if (d.length) ops.push({ op: 'delete', elements: { ...t, set, elements: d } });
+      if (a.length) ops.push({ op: 'add', elements: { ...t, set, elements: a } });
+    };
+    if (del.length) ops.push({ op: 'delete', elements: { ...t, set: N.dests, elements: del } });
+    if (add.length) ops.push({ op: 'add', elements: { ...t, set: N.dests, elements: add } });
+    setDiff(this.touched.addrs, this.addrs, this.kAddrs, (x) => ipAddr(x), N.serviceIPs);
+    setDiff(this.touched.hairpin, this.hairpin, this.kHairpin, (x) => concat(ipAddr(x), ipAddr(x)), N.hairpin);
+    // Firewall chains first: they jump to class chains, which can only go once unreferenced.
+    const gone = [...this.kChains.keys()].filter((n) => !this.chains.has(n)).sort((a, b) => Number(b.startsWith('fw-')) - Number(a.startsWith('fw-')));
+    for (const name of gone) {
+      ops.push({ op: 'flush', chain: { ...t, name } });
+      ops.push({ op: 'delete', chain: { ...t, name } });
+    }
+    return ops;
+  }
+
+  /** The kernel now has the desired content (after a successful apply of fullOps, or of diffOps). */
+  committed(full: boolean): void {
+    if (full) {
+      this.kDests = new Map(this.dests);
+      this.kAddrs = new Set(this.addrs.keys());
+      this.kHairpin = new Set(this.hairpin.keys());
+    } else {
+      for (const k of this.touched.dests) { const d = this.dests.get(k); if (d) this.kDests.set(k, d); else this.kDests.delete(k); }
+      for (const a of this.touched.addrs) { if (this.addrs.has(a)) this.kAddrs.add(a); else this.kAddrs.delete(a); }
+      for (const h of this.touched.hairpin) { if (this.hairpin.has(h)) this.kHairpin.add(h); else this.kHairpin.delete(h); }
+    }
+    this.kChains = new Map([...this.chains].map(([n, c]) => [n, c.rules]));
+    this.touched = { dests: new Set(), addrs: new Set(), hairpin: new Set() };
+  }
+
+  /** Forget everything (before a full sync rebuilds the desired content). */
+  reset(podCidrs: string[]): void {
+    this.podCidrs = podCidrs;
+    this.dests.clear(); this.addrs.clear(); this.hairpin.clear(); this.chains.clear();
+    this.touched = { dests: new Set(), addrs: new Set(), hairpin: new Set() };
+  }
+}
+
+function bump(m: Map<string, number>, k: string, d: number): void {
+  const n = (m.get(k) ?? 0) + d;
+  if (n > 0) m.set(k, n); else m.delete(k);
+}

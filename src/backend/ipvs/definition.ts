@@ -1,0 +1,33 @@
+// `--to ipvs`: the IPVS backend's registration (name, flags, constructor). The module itself (and the
+// native addon) loads only when this backend is chosen.
+import type { BackendDefinition } from '../registry';
+
+export const ipvsBackend: BackendDefinition = {
+  name: 'ipvs',
+  summary: 'program IPVS (generic netlink) with service addresses on kube-ipvs0; nftables for what IPVS cannot express',
+  kernel: true,
+  flags: [
+    { name: 'ipvs-scheduler', type: 'string', placeholder: 'NAME', default: 'rr', help: 'IPVS scheduler of every virtual server: rr, wrr, lc, wlc, sh, mh, ...' },
+    { name: 'ipvs-drain-check', type: 'string', placeholder: 'D', default: '60s', help: 'how often removed real servers (weight 0) are checked for remaining connections before deletion' },
+    { name: 'ipvs-nft-table', type: 'string', placeholder: 'NAME', default: 'kpng-ipvs', help: 'table (ip and ip6) for what IPVS cannot express: masquerade, drop, reject, source ranges' },
+  ],
+  create: (ctx) => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const ipvs = require('./index') as typeof import('./index');
+    return ipvs.createIpvsSink({
+      scheduler: String(ctx.flags['ipvs-scheduler'] ?? 'rr'),
+      drainCheckMs: drainCheckMs(String(ctx.flags['ipvs-drain-check'] ?? '60s')),
+      table: String(ctx.flags['ipvs-nft-table'] ?? 'kpng-ipvs'),
+      interface: 'kube-ipvs0',
+      netns: ctx.netns,
+      log: (m) => ctx.log.info(m),
+    });
+  },
+};
+
+/** "60s", "500ms", "2m", "0" (no drain checks: drained real servers stay until the next full sync). */
+export function drainCheckMs(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  if (!m) throw new Error(`--ipvs-drain-check: ${JSON.stringify(text)} is not a duration (e.g. 60s, 500ms)`);
+  return Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60000 : 1000);
+}
