@@ -64,6 +64,8 @@ maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and
     p = new KpngProcess(['--config', path.join(ROOT, 'test/ops/fixtures/kubeadm-kube-proxy.yaml'), '--hostname-override=N1', 'file', '--input', state,
       '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '0.0.0.0:10256'], { cmd: ['ip', 'netns', 'exec', ns.name] });
     const metrics = await until(ns, 'http://127.0.0.1:10249/metrics', p);
+    // The probes above run synchronously: give the event loop a turn to read kpng's stderr.
+    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
     expect(metrics.text).toContain('kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}');
     expect((await until(ns, 'http://192.168.50.1:10256/healthz', p)).text).toContain('"nodeEligible":true');
     expect((await inNs(ns, 'http://127.0.0.1:10249/proxyMode')).text).toBe('nft');
@@ -106,6 +108,7 @@ maybe('deploy/kpng.yaml: the container\'s arguments and the ConfigMap, as the Da
       '--oom-score-adj', '500'], { cmd: ['ip', 'netns', 'exec', ns.name] });
     expect(cfg.metricsBindAddress).toBe('0.0.0.0:10249');
     const hz = await until(ns, 'http://192.168.50.1:10256/healthz', p);
+    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
     expect(JSON.parse(hz.text)).toMatchObject({ healthy: true, nodeEligible: true });
     expect((await until(ns, 'http://192.168.50.1:10256/livez', p)).status).toBe(200);
     expect((await until(ns, 'http://192.168.50.1:10249/metrics', p)).text).toContain('kpng_build_info');
