@@ -19,5 +19,8 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/bin ./bin
 COPY --from=build /src/build/Release/kpng_native.node ./build/Release/
-ENTRYPOINT ["node", "/opt/kpng/bin/kpng.js"]
-CMD ["kube", "--to", "nft"]
+# `kpng` and `kube-proxy` on PATH: a kube-proxy DaemonSet whose command is /usr/local/bin/kube-proxy
+# (kubeadm's) runs kpng with its own --config and --hostname-override flags unchanged.
+RUN ln -s /opt/kpng/bin/kpng.js /usr/local/bin/kpng && ln -s /opt/kpng/bin/kpng.js /usr/local/bin/kube-proxy
+# deploy/kpng.yaml passes kube-proxy's flags as args (no command: `kpng --config F` runs the kube source).
+ENTRYPOINT ["/usr/local/bin/kpng"]

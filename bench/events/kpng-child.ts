@@ -80,7 +80,9 @@ export class KpngChild {
   private lineNo = 0;
 
   constructor(readonly opts: KpngChildOptions) {
-    const args = [...(opts.nodeArgs ?? []), kpngMain(), 'kube', '--kubeconfig', opts.kubeconfig, '--node', opts.node, '--to', 'trace', ...(opts.args ?? [])];
+    const args = [...(opts.nodeArgs ?? []), kpngMain(), 'kube', '--kubeconfig', opts.kubeconfig, '--node', opts.node, '--to', 'trace',
+      // kpng's metrics and health servers on free loopback ports (kube-proxy's defaults could be taken).
+      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0', ...(opts.args ?? [])];
     this.proc = spawn(nodeBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
     this.exited = new Promise((resolve) => this.proc.once('exit', (code) => { this.notify(); resolve(code); }));
     lines(this.proc.stdout!, (l) => this.onStdout(l));

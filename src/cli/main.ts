@@ -6,12 +6,14 @@ import { FileSource } from '../source/file-source';
 import * as path from 'node:path';
 import type { Sink } from '../sink/sink';
 import { registerBuiltinBackends } from '../backend/builtin';
-import { getBackend, type BackendDefinition } from '../backend/registry';
+import { getBackend, listBackends, type BackendDefinition } from '../backend/registry';
 import { runSink } from '../runner';
 import { startStats } from '../stats';
 import { createLogger, type Logger } from '../util/log';
 import { helpText, parseCli, pluginArgs, UsageError, type CliOptions } from './args';
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
+import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
+import { Ops } from './ops';
 
 const out = (text: string) => { process.stdout.write(text); };
 
@@ -42,28 +44,37 @@ function stopSignal(): AbortController {
   return ac;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const version = (): string => (require('../../../package.json') as { version: string }).version;
+
 export async function main(argv: string[]): Promise<number> {
   let opts: CliOptions;
+  let kp: KubeProxyArgs;
   try {
     registerBuiltinBackends();
     loadPlugins(argv);
-    opts = parseCli(argv);
+    kp = resolveKubeProxyArgs(argv, { registered: listBackends().map((d) => d.name), invokedAs: process.argv[1] });
+    opts = parseCli(kp.argv);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     process.stderr.write(`kpng: ${e.message}\nRun 'kpng --help' for usage.\n`);
     return 2;
   }
-  if (opts.command === 'help') { out(helpText()); return 0; }
+  if (opts.command === 'help') { out(helpText() + kubeProxyFlagsHelp()); return 0; }
   if (opts.command === 'version') {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    out(`kpng ${(require('../../../package.json') as { version: string }).version} (node ${process.version})\n`);
+    out(`kpng ${version()} (node ${process.version})\n`);
     return 0;
   }
   const log = createLogger(opts.logLevel);
   const ac = stopSignal();
   const stops: (() => Promise<void> | void)[] = [];
   try {
+    for (const w of kp.warnings) log.warn(w);
+    const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version() });
+    stops.push(() => ops.stop());
+    await ops.start();
     let state: ItemStore;
+    let store: ClusterStore | undefined;
     let events = () => 0;
     if (opts.command === 'local') {
       const client = loadPlugin<ApiClientModule>('../api/client', 'the local (API) source');
@@ -71,22 +82,22 @@ export async function main(argv: string[]): Promise<number> {
       stops.push(() => src.stop());
       state = src.state;
     } else {
-      const store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model });
-      events = () => store.events;
+      const cluster = (store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model, observe: ops.observeObject }));
+      events = () => cluster.events;
       if (opts.to === 'api') {
         // The API serves every node: no node state here, and the process runs until stopped.
         const api = loadPlugin<ApiServerModule>('../api/server', 'the API server');
-        const server = await api.serveApi({ store, log, listen: opts.listen ?? 'unix:///run/kpng/kpng.sock', socketGroup: opts.socketGroup, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey, tlsCA: opts.tlsCA, signal: ac.signal });
+        const server = await api.serveApi({ store: cluster, log, listen: opts.listen ?? 'unix:///run/kpng/kpng.sock', socketGroup: opts.socketGroup, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey, tlsCA: opts.tlsCA, signal: ac.signal });
         stops.push(() => server.close());
         log.info(`serving the ENLS on ${server.address}`);
       }
       if (opts.command === 'file') {
-        const file = new FileSource({ file: opts.input!, store, log });
+        const file = new FileSource({ file: opts.input!, store: cluster, log });
         await file.start(!opts.once);
         stops.push(() => file.stop());
       } else {
         const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
-        const src = await kube.startKubeSource({ store, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal });
+        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal });
         stops.push(() => src.stop());
       }
       if (opts.to === 'api') {
@@ -94,10 +105,10 @@ export async function main(argv: string[]): Promise<number> {
         await new Promise<void>((r) => ac.signal.addEventListener('abort', () => r(), { once: true }));
         return 0;
       }
-      state = new NodeState(store, opts.node);
+      state = new NodeState(cluster, opts.node);
     }
     const def = getBackend(opts.to)!;
-    const sink = await createSink(def, opts, log);
+    const sink = ops.attach(state, await createSink(def, opts, log), store);
     stops.push(() => sink.close?.());
     if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
     const result = await runSink(state, sink, {

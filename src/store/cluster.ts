@@ -19,6 +19,9 @@ export interface ClusterStoreOptions {
   serviceProxyName?: string;
   /** Node-wide settings of the model (--cluster-cidr, --masquerade-all, --nodeport-addresses). */
   model?: ModelOptions;
+  /** Sees every raw object before it is trimmed (metrics and health read fields the model drops:
+   *  trigger-time annotations, the Node's deletion and taints). Must not throw. */
+  observe?: (kind: Kind, raw: unknown, deleted: boolean) => void;
 }
 
 const nsName = (ns: string, name: string) => `${ns}/${name}`;
@@ -92,6 +95,7 @@ export class ClusterStore {
   /** Add or update (`deleted` false) or delete an object of a kind. Never throws on bad input. */
   apply(kind: Kind, raw: unknown, deleted = false): void {
     this.events++;
+    this.opts.observe?.(kind, raw, deleted);
     if (kind === 'Service') this.applyService(raw, deleted);
     else if (kind === 'EndpointSlice') this.applySlice(raw, deleted);
     else this.applyNode(raw, deleted);

@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import os from 'node:os';
 import path from 'node:path';
 import { waitFor as waitUntil } from '../helpers/wait';
+import { withTestServers } from '../helpers/cli';
 
 const root = path.resolve(__dirname, '../..');
 const node = process.execPath;
@@ -33,7 +34,7 @@ function run(args: string[]): string {
 
 /** Starts a long-running kpng; resolves once its stderr says `ready`. */
 async function start(args: string[], ready: RegExp): Promise<{ child: ChildProcessWithoutNullStreams; out: () => string; err: () => string }> {
-  const child = spawn(node, [cli(), ...args], { cwd: root });
+  const child = spawn(node, [cli(), ...withTestServers(args)], { cwd: root });
   children.push(child);
   let out = '';
   let err = '';

@@ -10,6 +10,13 @@ function ensureBuilt(): void {
   if (!fs.existsSync(KPNG)) throw new Error(`${KPNG} is missing: run 'npm run build' (or 'make test')`);
 }
 
+/** A long-running kpng serves /metrics and /healthz (kube-proxy's ports 10249 and 10256 by default): in
+ *  tests, on free loopback ports unless the test chooses, so parallel runs never collide. */
+export function withTestServers(args: string[]): string[] {
+  const has = (f: string) => args.some((a) => a === f || a.startsWith(f + '='));
+  return [...args, ...(has('--metrics-bind-address') ? [] : ['--metrics-bind-address', '127.0.0.1:0']), ...(has('--healthz-bind-address') ? [] : ['--healthz-bind-address', '127.0.0.1:0'])];
+}
+
 export function runKpng(args: string[], opts: { timeoutMs?: number } = {}) {
   ensureBuilt();
   const r = spawnSync(process.execPath, [KPNG, ...args], { encoding: 'utf8', timeout: opts.timeoutMs ?? 30000 });
@@ -26,7 +33,7 @@ export class KpngProcess {
   constructor(args: string[], opts: { cmd?: string[] } = {}) {
     ensureBuilt();
     const cmd = opts.cmd ?? [];
-    this.child = spawn(cmd[0] ?? process.execPath, [...cmd.slice(1), ...(cmd.length ? [process.execPath] : []), KPNG, ...args]);
+    this.child = spawn(cmd[0] ?? process.execPath, [...cmd.slice(1), ...(cmd.length ? [process.execPath] : []), KPNG, ...withTestServers(args)]);
     let buf = '';
     this.child.stdout.setEncoding('utf8').on('data', (d: string) => {
       buf += d;

@@ -1,0 +1,21 @@
+// Go's time.Duration text ("30s", "1m30s", "2h22m", "250ms", "0s"), as metav1.Duration fields of a
+// KubeProxyConfiguration hold it, to milliseconds.
+const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
+
+/** Milliseconds, or null when the text is not a Go duration. Negative durations are rejected. */
+export function parseGoDuration(text: string): number | null {
+  const t = text.trim();
+  if (t === '0') return 0;
+  if (!/^(\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))*$/.test(t)) return null;
+  let ms = 0;
+  for (const m of t.matchAll(/(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g)) ms += Number(m[1]) * UNIT_MS[m[2]];
+  return ms;
+}
+
+/** "30s", "1h", "250ms": a compact Go duration for messages and flags. */
+export function formatDuration(ms: number): string {
+  if (ms % 3600000 === 0 && ms > 0) return `${ms / 3600000}h`;
+  if (ms % 60000 === 0 && ms > 0) return `${ms / 60000}m`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}

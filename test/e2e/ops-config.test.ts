@@ -1,0 +1,127 @@
+// kpng started the way a kube-proxy DaemonSet starts it, inside a network namespace: with kubeadm's
+// kube-proxy ConfigMap (kube-proxy's defaults: nftables programmed, clusterCIDR, conntrack timeouts,
+// oom_score_adj), and with deploy/kpng.yaml's container arguments and ConfigMap (its bind addresses, mode
+// and sync periods). The file source stands in for the API server, which a namespace cannot reach.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseAllDocuments, stringify } from 'yaml';
+import { KpngProcess, ROOT } from '../helpers/cli';
+import { canUseNetns, Netns } from '../helpers/netns';
+import { ep, node, slice, svc } from '../helpers/k8s';
+import { waitFor } from '../helpers/wait';
+
+const maybe = canUseNetns() ? test : test.skip;
+const STATE = stringify({ apiVersion: 'v1', kind: 'List', items: [
+  node('n1'), svc('web', { clusterIPs: ['10.96.7.7'] }), slice('web-1', 'web', [ep('10.244.1.7', { node: 'n1', ready: true })]),
+] });
+
+async function inNs(ns: Netns, url: string): Promise<{ status: number; text: string }> {
+  const script = `fetch(${JSON.stringify(url)}).then(async (r) => console.log(JSON.stringify({ status: r.status, text: await r.text() })), (e) => console.log(JSON.stringify({ status: 0, text: String(e.cause?.code ?? e) })))`;
+  return JSON.parse(ns.exec(process.execPath, ['-e', script]));
+}
+
+async function until(ns: Netns, url: string, p: KpngProcess): Promise<{ status: number; text: string }> {
+  const t0 = Date.now();
+  for (;;) {
+    const r = await inNs(ns, url);
+    if (r.status === 200) return r;
+    if (Date.now() - t0 > 15000) throw new Error(`${url}: ${JSON.stringify(r)}\n${p.stderr}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
+/** The node process under `ip netns exec` (which may fork): the descendant running kpng's main.js. */
+function kpngPid(pid: number): number {
+  if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('main.js')) return pid;
+  for (const c of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
+    const found = kpngPid(Number(c));
+    if (found) return found;
+  }
+  return 0;
+}
+
+function canLowerOomScore(): boolean {
+  return spawnSync('sh', ['-c', 'echo -1 > /proc/self/oom_score_adj']).status === 0;
+}
+
+function setup(prefix: string) {
+  const ns = new Netns(prefix);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
+  fs.writeFileSync(path.join(dir, 'state.yaml'), STATE);
+  return { ns, dir, state: path.join(dir, 'state.yaml') };
+}
+
+maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and oom defaults, kube-proxy\'s ports', async () => {
+  const { ns, dir, state } = setup('kbo-cfg');
+  let p: KpngProcess | undefined;
+  try {
+    ns.exec('ip', ['addr', 'add', '192.168.50.1/24', 'dev', 'lo']);
+    const before = ns.exec('cat', ['/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established']).trim();
+    expect(before).not.toBe('86400');
+    // kube-proxy's flags only, kube-proxy's default ports: metrics 127.0.0.1:10249, healthz 0.0.0.0:10256.
+    p = new KpngProcess(['--config', path.join(ROOT, 'test/ops/fixtures/kubeadm-kube-proxy.yaml'), '--hostname-override=N1', 'file', '--input', state,
+      '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '0.0.0.0:10256'], { cmd: ['ip', 'netns', 'exec', ns.name] });
+    const metrics = await until(ns, 'http://127.0.0.1:10249/metrics', p);
+    // The probes above run synchronously: give the event loop a turn to read kpng's stderr.
+    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
+    expect(metrics.text).toContain('kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}');
+    expect((await until(ns, 'http://192.168.50.1:10256/healthz', p)).text).toContain('"nodeEligible":true');
+    expect((await inNs(ns, 'http://127.0.0.1:10249/proxyMode')).text).toBe('nft');
+    await waitFor('the nft table', () => { try { return ns.nft('list', 'table', 'ip', 'kpng').includes('10.96.7.7'); } catch { return false; } });
+    // clusterCIDR from the file: the pod client class.
+    expect(ns.nft('list', 'table', 'ip', 'kpng')).toContain('10.244.0.0/16');
+    // kube-proxy's conntrack default (24h), written in this namespace.
+    expect(ns.exec('cat', ['/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established']).trim()).toBe('86400');
+    // kube-proxy's oom_score_adj default (-999). Some sandboxes refuse any lowering, even to root: there
+    // kpng must say so.
+    if (canLowerOomScore()) expect(fs.readFileSync(`/proc/${kpngPid(p.child.pid!)}/oom_score_adj`, 'utf8').trim()).toBe('-999');
+    else expect(p.stderr).toMatch(/cannot set oom_score_adj to -999/);
+    // kubeadm writes every field, zeros included: nothing to warn about.
+    expect(p.stderr).not.toMatch(/does not support/);
+  } finally {
+    await p?.stop();
+    ns.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+maybe('deploy/kpng.yaml: the container\'s arguments and the ConfigMap, as the DaemonSet runs them', async () => {
+  const { ns, dir, state } = setup('kbo-ds');
+  let p: KpngProcess | undefined;
+  try {
+    ns.exec('ip', ['addr', 'add', '192.168.50.1/24', 'dev', 'lo']);
+    const docs = parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy/kpng.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, any>);
+    const cm = docs.find((d) => d.kind === 'ConfigMap')!;
+    const ds = docs.find((d) => d.kind === 'DaemonSet')!;
+    // The ConfigMap volume: its keys become files in the mount path.
+    const mount = ds.spec.template.spec.containers[0].volumeMounts.find((m: any) => m.name === 'config').mountPath as string;
+    const confDir = path.join(dir, mount);
+    fs.mkdirSync(confDir, { recursive: true });
+    for (const [k, v] of Object.entries(cm.data)) fs.writeFileSync(path.join(confDir, k), v as string);
+    const args = (ds.spec.template.spec.containers[0].args as string[]).map((a) => a.replace('$(NODE_NAME)', 'n1').replace(`=${mount}`, `=${confDir}`));
+    // The DaemonSet's own arguments, then the file source instead of the API server. The test harness
+    // puts kpng's servers on free loopback ports unless a test names them: name the ConfigMap's.
+    const cfg = (parseAllDocuments(cm.data['config.conf'])[0].toJS()) as Record<string, string>;
+    p = new KpngProcess([...args, 'file', '--input', state, '--metrics-bind-address', cfg.metricsBindAddress, '--healthz-bind-address', cfg.healthzBindAddress,
+      '--oom-score-adj', '500'], { cmd: ['ip', 'netns', 'exec', ns.name] });
+    expect(cfg.metricsBindAddress).toBe('0.0.0.0:10249');
+    const hz = await until(ns, 'http://192.168.50.1:10256/healthz', p);
+    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
+    expect(JSON.parse(hz.text)).toMatchObject({ healthy: true, nodeEligible: true });
+    expect((await until(ns, 'http://192.168.50.1:10256/livez', p)).status).toBe(200);
+    expect((await until(ns, 'http://192.168.50.1:10249/metrics', p)).text).toContain('kpng_build_info');
+    expect((await inNs(ns, 'http://192.168.50.1:10249/proxyMode')).text).toBe('nft');
+    await waitFor('the nft table', () => { try { return ns.nft('list', 'table', 'ip', 'kpng').includes('10.96.7.7'); } catch { return false; } });
+    // A flag wins over the file (the ConfigMap leaves oomScoreAdj at kube-proxy's -999).
+    expect(fs.readFileSync(`/proc/${kpngPid(p.child.pid!)}/oom_score_adj`, 'utf8').trim()).toBe('500');
+    // conntrack left alone (the ConfigMap zeroes it), and no unsupported field.
+    expect(p.stderr).not.toMatch(/conntrack: set/);
+    expect(p.stderr).not.toMatch(/does not support/);
+  } finally {
+    await p?.stop();
+    ns.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,90 @@
+// Against a real kube-apiserver: deploy/ is accepted (server-side dry run, strict field validation), and
+// /healthz follows this Node's life as kube-proxy's does (the cluster autoscaler's deletion taint, a
+// deletion in progress) while /livez stays healthy.
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { startControlPlane, type ControlPlane } from './support/controlplane';
+import { KpngChild } from '../../bench/events/kpng-child';
+import { NODES, node, nodeStatus } from '../../bench/events/objects';
+import { ROOT } from '../helpers/cli';
+
+type Obj = Record<string, any>;
+const manifests = (file: string): Obj[] => parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy', file), 'utf8')).map((d) => d.toJS() as Obj).filter(Boolean);
+
+function collection(o: Obj): string {
+  const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
+  const plural: Record<string, string> = { ServiceAccount: 'serviceaccounts', ConfigMap: 'configmaps', ClusterRole: 'clusterroles', ClusterRoleBinding: 'clusterrolebindings', DaemonSet: 'daemonsets' };
+  if (!plural[o.kind]) throw new Error(`no collection known for ${o.kind}`);
+  const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
+  return `${base}${o.metadata.namespace ? `/namespaces/${o.metadata.namespace}` : ''}/${plural[o.kind]}`;
+}
+
+describe('deploy/ and node health against a real API server', () => {
+  let cp: ControlPlane;
+  beforeAll(async () => { cp = await startControlPlane({ log: () => {} }); }, 180_000);
+  afterAll(async () => { await cp?.stop(); }, 60_000);
+
+  test.each(['kpng.yaml', 'daemonset-ebpf.yaml', 'daemonset-ipvs.yaml'])('deploy/%s is accepted by kube-apiserver (dry run, strict)', async (file) => {
+    const objs = manifests(file);
+    expect(objs.length).toBeGreaterThan(0);
+    for (const o of objs) {
+      const r = await cp.request('POST', `${collection(o)}?dryRun=All&fieldValidation=Strict`, o);
+      expect({ kind: o.kind, status: r.status, message: r.body?.message }).toEqual({ kind: o.kind, status: 201, message: undefined });
+      expect(r.headers.warning).toBeUndefined();
+    }
+    const ds = objs.find((o) => o.kind === 'DaemonSet')!;
+    // The check can fail: a misspelt field is refused.
+    const typo = structuredClone(ds);
+    typo.spec.template.spec.containers[0].livenesProbe = typo.spec.template.spec.containers[0].livenessProbe;
+    expect((await cp.request('POST', `${collection(typo)}?dryRun=All&fieldValidation=Strict`, typo)).status).toBe(400);
+    const c = ds.spec.template.spec.containers[0];
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/livez', port: 10256 });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 10256 });
+    expect(ds.spec.template.spec.hostNetwork).toBe(true);
+    expect(c.securityContext.capabilities.add).toContain(file === 'daemonset-ebpf.yaml' ? 'BPF' : 'NET_ADMIN');
+  });
+
+  test('/healthz is 503 while the Node is tainted for deletion or being deleted; /livez stays 200', async () => {
+    await cp.request('POST', NODES, node('n1', 'zone-a'));
+    await cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()));
+    const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0'] });
+    try {
+      await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
+      await kpng.waitForStderr(/healthz: serving on/);
+      const port = Number(/healthz: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(kpng.stderr.find((l) => /healthz: serving/.test(l))!)![1]);
+      const get = async (p: string) => { const r = await fetch(`http://127.0.0.1:${port}${p}`); return { status: r.status, body: await r.json() as Obj }; };
+      const until = async (what: string, status: number) => {
+        const t0 = Date.now();
+        let r = await get('/healthz');
+        while (r.status !== status) {
+          if (Date.now() - t0 > 20000) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(r)}\n${kpng.tail(20)}`);
+          await new Promise((res) => setTimeout(res, 100));
+          r = await get('/healthz');
+        }
+        return r;
+      };
+      expect((await until('eligible', 200)).body.nodeEligible).toBe(true);
+
+      await cp.request('PATCH', `${NODES}/n1`, { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' }] } });
+      const tainted = await until('the taint', 503);
+      expect(tainted.body).toMatchObject({ nodeEligible: false, healthy: true });
+      expect((await get('/livez')).status).toBe(200);
+
+      await cp.request('PATCH', `${NODES}/n1`, { spec: { taints: null } });
+      await until('the taint removed', 200);
+
+      // A finalizer keeps the Node while it is being deleted: deletionTimestamp is set.
+      await cp.request('PATCH', `${NODES}/n1`, { metadata: { finalizers: ['kpng.test/hold'] } });
+      const del = await cp.request('DELETE', `${NODES}/n1`);
+      expect(del.status).toBe(200);
+      expect((await until('the deletion', 503)).body.nodeEligible).toBe(false);
+      expect((await get('/livez')).status).toBe(200);
+      await cp.request('PATCH', `${NODES}/n1`, { metadata: { finalizers: null } });
+      await new Promise((res) => setTimeout(res, 300));
+      expect((await get('/healthz')).body.nodeEligible).toBe(false); // gone: still not eligible
+    } finally {
+      await kpng.stop();
+    }
+  }, 90_000);
+});
