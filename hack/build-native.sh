@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f binding.gyp ] || exit 0
 
-if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack 2>/dev/null; then
-  echo "build-native: missing libnftnl-dev / libmnl-dev / libnetfilter-conntrack-dev / pkg-config (run hack/install-deps.sh)" >&2
+if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack libbpf 2>/dev/null; then
+  echo "build-native: missing libnftnl-dev / libmnl-dev / libnetfilter-conntrack-dev / libbpf-dev / pkg-config (run hack/install-deps.sh)" >&2
   exit 1
 fi
 if [ ! -f node_modules/node-addon-api/package.json ]; then
@@ -20,8 +20,20 @@ if [ "${1:-}" = "--prebuild" ]; then
   exec npx --no-install prebuildify --napi --strip
 fi
 
+# The eBPF socket load balancer, compiled for the bpf target; it sits beside the addon, which loads it
+# from its own directory (native/ebpf.cc).
+bpf_src=native/bpf/sock_lb.bpf.c
+bpf_out=build/Release/sock_lb.bpf.o
+build_bpf() {
+  if [ -f "$bpf_out" ] && [ "$bpf_out" -nt "$bpf_src" ]; then return 0; fi
+  if ! command -v clang >/dev/null; then echo "build-native: clang is missing (run hack/install-deps.sh)" >&2; return 1; fi
+  mkdir -p "$(dirname "$bpf_out")"
+  echo "build-native: compiling $bpf_src"
+  clang -O2 -g -Wall -target bpf -I"/usr/include/$(gcc -print-multiarch)" -c "$bpf_src" -o "$bpf_out"
+}
+
 out=build/Release/kpng_native.node
-if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then exit 0; fi
+if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then build_bpf; exit 0; fi
 
 # node-gyp from the project, else the copy bundled with npm.
 gyp=(npx --no-install node-gyp)
@@ -39,3 +51,4 @@ if ! "${gyp[@]}" rebuild --loglevel=warn >"$log" 2>&1; then
   exit 1
 fi
 rm -f "$log"
+build_bpf

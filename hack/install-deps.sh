@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(pkg-config g++ make python3 iproute2 nftables libnftnl-dev libmnl-dev
-  libnetfilter-conntrack-dev openssl)
+  libnetfilter-conntrack-dev openssl clang llvm libbpf-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -1,5 +1,5 @@
 // kpng native addon entry point: exports the nftables transport, listing and conntrack cleanup, IPVS
-// (generic netlink), rtnetlink links/addresses and sysctls,
+// (generic netlink), rtnetlink links/addresses, sysctls and the eBPF socket load balancer (libbpf),
 // plus the libnftnl attribute ids the TypeScript encoder relies on (checked by a test).
 #include "common.h"
 
@@ -46,6 +46,11 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("rtnlAddrs", Napi::Function::New(env, RtnlAddrs, "rtnlAddrs"));
   exports.Set("rtnlAddrApply", Napi::Function::New(env, RtnlAddrApply, "rtnlAddrApply"));
   exports.Set("sysctl", Napi::Function::New(env, Sysctl, "sysctl"));
+  exports.Set("ebpfOpen", Napi::Function::New(env, EbpfOpen, "ebpfOpen"));
+  exports.Set("ebpfMapApply", Napi::Function::New(env, EbpfMapApply, "ebpfMapApply"));
+  exports.Set("ebpfMapDump", Napi::Function::New(env, EbpfMapDump, "ebpfMapDump"));
+  exports.Set("ebpfClose", Napi::Function::New(env, EbpfClose, "ebpfClose"));
+  exports.Set("ebpfCleanup", Napi::Function::New(env, EbpfCleanup, "ebpfCleanup"));
   exports.Set("constants", Constants(env));
   exports.Set("abi", Napi::Number::New(env, 1));
   return exports;

@@ -105,5 +105,10 @@ Napi::Value RtnlLink(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrs(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info);
 Napi::Value Sysctl(const Napi::CallbackInfo& info);
+Napi::Value EbpfOpen(const Napi::CallbackInfo& info);
+Napi::Value EbpfMapApply(const Napi::CallbackInfo& info);
+Napi::Value EbpfMapDump(const Napi::CallbackInfo& info);
+Napi::Value EbpfClose(const Napi::CallbackInfo& info);
+Napi::Value EbpfCleanup(const Napi::CallbackInfo& info);
 
 }  // namespace kpng

@@ -1,0 +1,229 @@
+// kpng socket-level load balancing (cgroup v2 sock_addr programs).
+//
+// connect4/6 and sendmsg4/6 rewrite a service address to one of its backends before the socket talks
+// to the network, so the packets themselves need no NAT and no conntrack entry. recvmsg4/6 and
+// getpeername4/6 translate the backend back to the service address, so an application (UDP above all)
+// sees replies from the address it used.
+//
+// Maps (layouts mirrored by src/backend/ebpf/maps.ts):
+//   kpng_svc   (addr, port, proto, family, slot) -> svc_value. Slot 0 holds the count of backends,
+//              the affinity timeout, the service id and flags; slots 1..count hold backend ids.
+//              Userspace writes backends first, then slots, then slot 0 (the count), and removes in
+//              the opposite order, so a reader never follows a slot to nothing.
+//   kpng_be    backend id -> (addr, port, family).
+//   kpng_rev   (socket cookie, backend addr, port) -> service addr, port. Written here at connect /
+//              sendmsg, read at recvmsg / getpeername. Keyed by socket so two services sharing a
+//              backend never answer for each other.
+//   kpng_aff   (netns cookie, service id) -> backend id + last use, for ClientIP affinity: the client
+//              of a socket-level decision is its network namespace (a pod, or the node).
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define ECONNREFUSED 111
+#define AF_V4 4
+#define AF_V6 6
+#define SVC_FLAG_REFUSE 1
+#define MAX_SERVICES 262144
+#define MAX_BACKENDS 1048576
+
+struct svc_key {
+    __u8 addr[16];   // IPv4: first 4 bytes, rest zero
+    __be16 port;
+    __u8 proto;      // IPPROTO_TCP / IPPROTO_UDP / IPPROTO_SCTP
+    __u8 family;     // AF_V4 / AF_V6
+    __u16 slot;
+    __u16 pad;
+};
+
+struct svc_value {
+    __u32 backend_id;   // slots >= 1
+    __u32 count;        // slot 0
+    __u32 affinity_s;   // slot 0: ClientIP affinity timeout, seconds (0: none)
+    __u32 svc_id;       // slot 0: affinity key
+    __u32 flags;        // slot 0: SVC_FLAG_*
+};
+
+struct backend {
+    __u8 addr[16];
+    __be16 port;
+    __u8 family;
+    __u8 pad;
+};
+
+struct rev_key {
+    __u64 cookie;
+    __u8 addr[16];
+    __be16 port;
+    __u8 family;
+    __u8 pad;
+    __u32 pad2;
+};
+
+struct rev_value {
+    __u8 addr[16];
+    __be16 port;
+    __u16 pad;
+};
+
+struct aff_key {
+    __u64 netns;
+    __u32 svc_id;
+    __u32 pad;
+};
+
+struct aff_value {
+    __u64 last_ns;
+    __u32 backend_id;
+    __u32 pad;
+};
+
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, MAX_SERVICES);
+         __type(key, struct svc_key); __type(value, struct svc_value); } kpng_svc SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, MAX_BACKENDS);
+         __type(key, __u32); __type(value, struct backend); } kpng_be SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 262144);
+         __type(key, struct rev_key); __type(value, struct rev_value); } kpng_rev SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 262144);
+         __type(key, struct aff_key); __type(value, struct aff_value); } kpng_aff SEC(".maps");
+
+enum verdict { PASS, REWRITTEN, REFUSE };
+
+// Picks a backend for (key without slot); fills *out. PASS when the address is no service.
+static __always_inline enum verdict pick(struct bpf_sock_addr *ctx, struct svc_key *key, struct backend *out) {
+    key->slot = 0;
+    struct svc_value *head = bpf_map_lookup_elem(&kpng_svc, key);
+    if (!head) return PASS;
+    if ((head->flags & SVC_FLAG_REFUSE) || head->count == 0) return REFUSE;
+
+    struct aff_key ak = {};
+    __u64 now = 0;
+    if (head->affinity_s) {
+        ak.netns = bpf_get_netns_cookie(ctx);
+        ak.svc_id = head->svc_id;
+        now = bpf_ktime_get_ns();
+        struct aff_value *av = bpf_map_lookup_elem(&kpng_aff, &ak);
+        if (av && now - av->last_ns <= (__u64)head->affinity_s * 1000000000ULL) {
+            // Backend ids are never reused, so an id still present is still one of this service's.
+            struct backend *b = bpf_map_lookup_elem(&kpng_be, &av->backend_id);
+            if (b) {
+                av->last_ns = now;
+                *out = *b;
+                return REWRITTEN;
+            }
+        }
+    }
+
+    key->slot = (bpf_get_prandom_u32() % head->count) + 1;
+    __u32 affinity_s = head->affinity_s;
+    struct svc_value *slot = bpf_map_lookup_elem(&kpng_svc, key);
+    if (!slot) return REFUSE;   // the count shrank under us: refuse once rather than leak to the VIP
+    __u32 id = slot->backend_id;
+    struct backend *b = bpf_map_lookup_elem(&kpng_be, &id);
+    if (!b) return REFUSE;
+    *out = *b;
+    if (affinity_s) {
+        struct aff_value nv = { .last_ns = now, .backend_id = id };
+        bpf_map_update_elem(&kpng_aff, &ak, &nv, BPF_ANY);
+    }
+    return REWRITTEN;
+}
+
+static __always_inline void remember(struct bpf_sock_addr *ctx, const struct backend *b, const __u8 *vip, __be16 vport) {
+    struct rev_key rk = {};
+    rk.cookie = bpf_get_socket_cookie(ctx);
+    __builtin_memcpy(rk.addr, b->addr, 16);
+    rk.port = b->port;
+    rk.family = b->family;
+    struct rev_value rv = {};
+    __builtin_memcpy(rv.addr, vip, 16);
+    rv.port = vport;
+    bpf_map_update_elem(&kpng_rev, &rk, &rv, BPF_ANY);
+}
+
+static __always_inline int refuse(void) {
+    // connect() / sendmsg() fail at once with ECONNREFUSED instead of EPERM.
+    bpf_set_retval(-ECONNREFUSED);
+    return 0;
+}
+
+static __always_inline int fwd4(struct bpf_sock_addr *ctx) {
+    struct svc_key k = {};
+    __u32 ip = ctx->user_ip4;
+    __builtin_memcpy(k.addr, &ip, 4);
+    k.port = (__be16)ctx->user_port;
+    k.proto = (__u8)ctx->protocol;
+    k.family = AF_V4;
+    struct backend b = {};
+    enum verdict v = pick(ctx, &k, &b);
+    if (v == PASS) return 1;
+    if (v == REFUSE || b.family != AF_V4) return refuse();
+    remember(ctx, &b, k.addr, k.port);
+    __u32 nip;
+    __builtin_memcpy(&nip, b.addr, 4);
+    ctx->user_ip4 = nip;
+    ctx->user_port = b.port;
+    return 1;
+}
+
+static __always_inline int fwd6(struct bpf_sock_addr *ctx) {
+    struct svc_key k = {};
+    __u32 w[4];
+    w[0] = ctx->user_ip6[0]; w[1] = ctx->user_ip6[1]; w[2] = ctx->user_ip6[2]; w[3] = ctx->user_ip6[3];
+    __builtin_memcpy(k.addr, w, 16);
+    k.port = (__be16)ctx->user_port;
+    k.proto = (__u8)ctx->protocol;
+    k.family = AF_V6;
+    struct backend b = {};
+    enum verdict v = pick(ctx, &k, &b);
+    if (v == PASS) return 1;
+    if (v == REFUSE || b.family != AF_V6) return refuse();
+    remember(ctx, &b, k.addr, k.port);
+    __builtin_memcpy(w, b.addr, 16);
+    ctx->user_ip6[0] = w[0]; ctx->user_ip6[1] = w[1]; ctx->user_ip6[2] = w[2]; ctx->user_ip6[3] = w[3];
+    ctx->user_port = b.port;
+    return 1;
+}
+
+static __always_inline int rev4(struct bpf_sock_addr *ctx) {
+    struct rev_key rk = {};
+    rk.cookie = bpf_get_socket_cookie(ctx);
+    __u32 ip = ctx->user_ip4;
+    __builtin_memcpy(rk.addr, &ip, 4);
+    rk.port = (__be16)ctx->user_port;
+    rk.family = AF_V4;
+    struct rev_value *rv = bpf_map_lookup_elem(&kpng_rev, &rk);
+    if (!rv) return 1;
+    __builtin_memcpy(&ip, rv->addr, 4);
+    ctx->user_ip4 = ip;
+    ctx->user_port = rv->port;
+    return 1;
+}
+
+static __always_inline int rev6(struct bpf_sock_addr *ctx) {
+    struct rev_key rk = {};
+    rk.cookie = bpf_get_socket_cookie(ctx);
+    __u32 w[4];
+    w[0] = ctx->user_ip6[0]; w[1] = ctx->user_ip6[1]; w[2] = ctx->user_ip6[2]; w[3] = ctx->user_ip6[3];
+    __builtin_memcpy(rk.addr, w, 16);
+    rk.port = (__be16)ctx->user_port;
+    rk.family = AF_V6;
+    struct rev_value *rv = bpf_map_lookup_elem(&kpng_rev, &rk);
+    if (!rv) return 1;
+    __builtin_memcpy(w, rv->addr, 16);
+    ctx->user_ip6[0] = w[0]; ctx->user_ip6[1] = w[1]; ctx->user_ip6[2] = w[2]; ctx->user_ip6[3] = w[3];
+    ctx->user_port = rv->port;
+    return 1;
+}
+
+SEC("cgroup/connect4")     int kpng_connect4(struct bpf_sock_addr *ctx)     { return fwd4(ctx); }
+SEC("cgroup/sendmsg4")     int kpng_sendmsg4(struct bpf_sock_addr *ctx)     { return fwd4(ctx); }
+SEC("cgroup/recvmsg4")     int kpng_recvmsg4(struct bpf_sock_addr *ctx)     { return rev4(ctx); }
+SEC("cgroup/getpeername4") int kpng_getpeername4(struct bpf_sock_addr *ctx) { return rev4(ctx); }
+SEC("cgroup/connect6")     int kpng_connect6(struct bpf_sock_addr *ctx)     { return fwd6(ctx); }
+SEC("cgroup/sendmsg6")     int kpng_sendmsg6(struct bpf_sock_addr *ctx)     { return fwd6(ctx); }
+SEC("cgroup/recvmsg6")     int kpng_recvmsg6(struct bpf_sock_addr *ctx)     { return rev6(ctx); }
+SEC("cgroup/getpeername6") int kpng_getpeername6(struct bpf_sock_addr *ctx) { return rev6(ctx); }
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
