@@ -3,6 +3,7 @@
 import { createDumpSink, type DumpFormat } from '../sink/dump';
 import { createRoutesSink } from '../sink/routes';
 import { createTraceSink } from '../sink/trace';
+import { ebpfBackend } from './ebpf/definition';
 import { ipvsBackend } from './ipvs/definition';
 import { registerBackend } from './registry';
 
@@ -39,4 +40,5 @@ export function registerBuiltinBackends(): void {
     },
   });
   registerBackend(ipvsBackend);
+  registerBackend(ebpfBackend);
 }

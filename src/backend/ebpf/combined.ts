@@ -1,0 +1,33 @@
+// Two dataplanes as one, inside one KernelSink: `--to ebpf` is the socket load balancer (connect() of
+// this node's processes) plus the nft renderer for what is not a socket operation here (node ports, LB
+// and external IPs reached from other hosts, and processes outside the attach cgroup). Both see every
+// sync; a failure of either fails the sync, so the KernelSink's next sync is a full one for both.
+import type { NodeInfo, Service } from '../../model/enls';
+import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
+
+export class CombinedDataplane implements Dataplane {
+  constructor(readonly name: string, readonly parts: Dataplane[]) {}
+
+  private async each(run: (d: Dataplane) => Promise<SyncReport>): Promise<SyncReport> {
+    const total: SyncReport = { messages: 0, bytes: 0, ms: 0 };
+    for (const d of this.parts) {
+      const r = await run(d);
+      total.messages += r.messages;
+      total.bytes += r.bytes;
+      total.ms += r.ms;
+    }
+    return total;
+  }
+
+  fullSync(services: Service[], node: NodeInfo | undefined, revision: number): Promise<SyncReport> {
+    return this.each((d) => d.fullSync(services, node, revision));
+  }
+
+  update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number): Promise<SyncReport> {
+    return this.each((d) => d.update(changes, node, revision));
+  }
+
+  async close(): Promise<void> {
+    for (const d of this.parts) await d.close?.();
+  }
+}

@@ -1,0 +1,183 @@
+// The socket load balancer's Dataplane: keeps what it wrote to the maps and, per sync, writes only what
+// changed, in an order that keeps every lookup of the BPF program valid:
+//   1. new or changed backends   2. slots >= 1   3. slot 0 (the count, affinity, flags)
+//   4. removed slot 0s           5. removed slots   6. removed backends
+// so a connect() never follows a slot to a missing backend or a count past the last slot. Each group
+// goes to the kernel as one batched map update / delete.
+// A full sync reads the maps back from the kernel (they are pinned: after a restart they still hold
+// the previous process's state and keep balancing) and converges them to the ENLS the same way, so a
+// restart never interrupts the service. A failed batch throws: the KernelSink's next sync is a full one.
+import type { NodeInfo, Service } from '../../model/enls';
+import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
+import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
+import { BACKEND_MAP, decodeSvcValue, encodeId, SVC_KEY_SIZE, SVC_MAP, slotOfHex } from './maps';
+import { planService, type EbpfPlan, type Ids } from './plan';
+
+interface Planned extends EbpfPlan { beKeys: Set<string>; svcKeys: Set<string> }
+
+export class EbpfDataplane implements Dataplane {
+  readonly name = 'ebpf';
+  private lb: EbpfLoader | undefined;
+  private plans = new Map<string, Planned>();
+  private desiredSvc = new Map<string, Buffer>();
+  private desiredBe = new Map<number, Buffer>();
+  private appliedSvc = new Map<string, Buffer>();
+  private appliedBe = new Map<number, Buffer>();
+  private backendIds = new Map<string, number>();
+  private serviceIds = new Map<string, number>();
+  private nextBackend = 1;
+  private nextService = 1;
+
+  /** `open`: attaches (or takes over) the programs and pinned maps; called once, at the first sync. */
+  constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void) {}
+
+  private async loader(): Promise<EbpfLoader> {
+    if (!this.lb) {
+      this.lb = await this.open();
+      const i = this.lb.info;
+      this.log(`ebpf: ${i.programs.length} programs attached from ${i.object}; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
+    }
+    return this.lb;
+  }
+
+  private plan(svc: Service): Planned {
+    const beKeys = new Set<string>(), svcKeys = new Set<string>();
+    const ids: Ids = {
+      backend: (k) => {
+        beKeys.add(k);
+        let id = this.backendIds.get(k);
+        if (id === undefined) this.backendIds.set(k, (id = this.nextBackend++));
+        return id;
+      },
+      service: (k) => {
+        svcKeys.add(k);
+        let id = this.serviceIds.get(k);
+        if (id === undefined) this.serviceIds.set(k, (id = this.nextService++));
+        return id;
+      },
+    };
+    return { ...planService(svc, ids), beKeys, svcKeys };
+  }
+
+  private unaccount(p: Planned, touchedSvc: Set<string>, touchedBe: Set<number>): void {
+    for (const k of p.svc.keys()) { this.desiredSvc.delete(k); touchedSvc.add(k); }
+    for (const id of p.backends.keys()) { this.desiredBe.delete(id); touchedBe.add(id); }
+  }
+
+  private account(p: Planned, touchedSvc: Set<string>, touchedBe: Set<number>): void {
+    for (const [k, v] of p.svc) { this.desiredSvc.set(k, v); touchedSvc.add(k); }
+    for (const [id, v] of p.backends) { this.desiredBe.set(id, v); touchedBe.add(id); }
+  }
+
+  async fullSync(services: Service[], _node: NodeInfo | undefined): Promise<SyncReport> {
+    const lb = await this.loader();
+    const t0 = performance.now();
+    let syscalls = 0;
+    // What the kernel has (the previous process's state after a restart).
+    const svcDump = await lb.dump(SVC_MAP);
+    const beDump = await lb.dump(BACKEND_MAP);
+    syscalls += svcDump.syscalls + beDump.syscalls;
+    this.appliedSvc = new Map();
+    for (let i = 0; i < svcDump.count; i++) {
+      const k = svcDump.keys.subarray(i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE).toString('hex');
+      const v = Buffer.from(svcDump.values.subarray(i * svcDump.valueSize, (i + 1) * svcDump.valueSize));
+      this.appliedSvc.set(k, v);
+      if (slotOfHex(k) === 0) this.nextService = Math.max(this.nextService, decodeSvcValue(v).svcId + 1);
+    }
+    this.appliedBe = new Map();
+    for (let i = 0; i < beDump.count; i++) {
+      const id = beDump.keys.readUInt32LE(i * 4);
+      this.appliedBe.set(id, Buffer.from(beDump.values.subarray(i * beDump.valueSize, (i + 1) * beDump.valueSize)));
+      this.nextBackend = Math.max(this.nextBackend, id + 1);
+    }
+    // Ids of this process are kept while still used, so a periodic resync rewrites nothing.
+    this.plans.clear();
+    this.desiredSvc.clear();
+    this.desiredBe.clear();
+    const usedBe = new Set<string>(), usedSvc = new Set<string>();
+    for (const svc of services) {
+      const key = `svc/${svc.namespace}/${svc.name}`;
+      const p = this.plan(svc);
+      this.plans.set(key, p);
+      this.account(p, new Set(), new Set());
+      p.beKeys.forEach((k) => usedBe.add(k));
+      p.svcKeys.forEach((k) => usedSvc.add(k));
+    }
+    for (const k of [...this.backendIds.keys()]) if (!usedBe.has(k)) this.backendIds.delete(k);
+    for (const k of [...this.serviceIds.keys()]) if (!usedSvc.has(k)) this.serviceIds.delete(k);
+    const touchedSvc = new Set([...this.appliedSvc.keys(), ...this.desiredSvc.keys()]);
+    const touchedBe = new Set([...this.appliedBe.keys(), ...this.desiredBe.keys()]);
+    const r = await this.converge(lb, touchedSvc, touchedBe);
+    return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
+  }
+
+  async update(changes: ServiceChange[], _node: NodeInfo | undefined): Promise<SyncReport> {
+    const lb = await this.loader();
+    const touchedSvc = new Set<string>(), touchedBe = new Set<number>();
+    for (const ch of changes) {
+      const old = this.plans.get(ch.key);
+      if (old) this.unaccount(old, touchedSvc, touchedBe);
+      this.plans.delete(ch.key);
+      const next = ch.new ? this.plan(ch.new) : undefined;
+      if (next) {
+        this.plans.set(ch.key, next);
+        this.account(next, touchedSvc, touchedBe);
+      }
+      // Endpoints that left free their id for good (never reused: affinity entries may still name it).
+      if (old) {
+        for (const k of old.beKeys) if (!next?.beKeys.has(k)) this.backendIds.delete(k);
+        for (const k of old.svcKeys) if (!next?.svcKeys.has(k)) this.serviceIds.delete(k);
+      }
+    }
+    return this.converge(lb, touchedSvc, touchedBe);
+  }
+
+  /** Writes the difference between desired and applied for the touched keys, in the safe order. */
+  private async converge(lb: EbpfLoader, touchedSvc: Set<string>, touchedBe: Set<number>): Promise<SyncReport> {
+    const beUp: number[] = [], beDel: number[] = [];
+    const slotUp: string[] = [], headUp: string[] = [], headDel: string[] = [], slotDel: string[] = [];
+    for (const id of touchedBe) {
+      const want = this.desiredBe.get(id), have = this.appliedBe.get(id);
+      if (want && !(have && have.equals(want))) beUp.push(id);
+      else if (!want && have) beDel.push(id);
+    }
+    for (const k of touchedSvc) {
+      const want = this.desiredSvc.get(k), have = this.appliedSvc.get(k);
+      const head = slotOfHex(k) === 0;
+      if (want && !(have && have.equals(want))) (head ? headUp : slotUp).push(k);
+      else if (!want && have) (head ? headDel : slotDel).push(k);
+    }
+    const svcGroup = (op: 'update' | 'delete', keys: string[]): EbpfMapGroup => ({
+      map: SVC_MAP, op, count: keys.length,
+      keys: Buffer.concat(keys.map((k) => Buffer.from(k, 'hex'))),
+      ...(op === 'update' ? { values: Buffer.concat(keys.map((k) => this.desiredSvc.get(k)!)) } : {}),
+    });
+    const beGroup = (op: 'update' | 'delete', ids: number[]): EbpfMapGroup => ({
+      map: BACKEND_MAP, op, count: ids.length,
+      keys: Buffer.concat(ids.map(encodeId)),
+      ...(op === 'update' ? { values: Buffer.concat(ids.map((id) => this.desiredBe.get(id)!)) } : {}),
+    });
+    const groups = [beGroup('update', beUp), svcGroup('update', slotUp), svcGroup('update', headUp),
+      svcGroup('delete', headDel), svcGroup('delete', slotDel), beGroup('delete', beDel)].filter((g) => g.count > 0);
+    const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
+    if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
+    const r = await lb.apply(groups);
+    for (const id of beUp) this.appliedBe.set(id, this.desiredBe.get(id)!);
+    for (const id of beDel) this.appliedBe.delete(id);
+    for (const k of [...slotUp, ...headUp]) this.appliedSvc.set(k, this.desiredSvc.get(k)!);
+    for (const k of [...headDel, ...slotDel]) this.appliedSvc.delete(k);
+    return { messages: r.syscalls, bytes, ms: r.ms };
+  }
+
+  /** What the maps hold, as this dataplane believes (tests, debugging). */
+  get counts(): { services: number; slots: number; backends: number } {
+    let heads = 0;
+    for (const k of this.appliedSvc.keys()) if (slotOfHex(k) === 0) heads++;
+    return { services: heads, slots: this.appliedSvc.size - heads, backends: this.appliedBe.size };
+  }
+
+  async close(): Promise<void> {
+    await this.lb?.close();
+    this.lb = undefined;
+  }
+}

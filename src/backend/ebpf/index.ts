@@ -1,0 +1,55 @@
+// eBPF backend: `kpng ... --to ebpf [--cgroup PATH] [--bpffs DIR]`. Socket-level load balancing
+// (native/bpf/sock_lb.bpf.c, loaded by the addon with libbpf) composed with the nft renderer in one
+// KernelSink. See README.md beside this file.
+import * as fs from 'node:fs';
+import { nativeKernel } from '../nft';
+import { NftDataplane } from '../nft/sink';
+import { KernelSink } from '../kernel/kernel-sink';
+import { EbpfLoader, ebpfCleanup } from '../../native/ebpf';
+import type { Sink } from '../../sink/sink';
+import { CombinedDataplane } from './combined';
+import { EbpfDataplane } from './dataplane';
+
+export { EbpfDataplane } from './dataplane';
+export { CombinedDataplane } from './combined';
+export { planService } from './plan';
+
+export interface EbpfSinkOptions {
+  cgroup: string;
+  pinDir: string;
+  /** nft table (ip and ip6) for traffic that is not a socket operation of this node. */
+  nftTable: string;
+  netns?: string;
+  log: (msg: string) => void;
+}
+
+/** The cgroup v2 mount point, from mountinfo text (field 5 is the mount point; the fs type follows " - "). */
+export function cgroup2Mount(mountinfo: string): string | undefined {
+  for (const line of mountinfo.split('\n')) {
+    const [left, right] = line.split(' - ');
+    if (!right || right.split(' ')[0] !== 'cgroup2') continue;
+    return left.split(' ')[4]?.replace(/\\040/g, ' ');
+  }
+  return undefined;
+}
+
+export function defaultCgroup(): string {
+  const m = cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'));
+  if (!m) throw new Error('--to ebpf: no cgroup v2 hierarchy is mounted (see /proc/self/mountinfo); mount one or pass --cgroup PATH');
+  return m;
+}
+
+export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
+  const kernel = nativeKernel(opts.netns ? { netns: opts.netns } : {});
+  const ebpf = new EbpfDataplane(() => EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir }), opts.log);
+  const nft = new NftDataplane(opts.nftTable, kernel);
+  return new KernelSink(new CombinedDataplane('ebpf', [ebpf, nft]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
+}
+
+/** `--ebpf-cleanup`: detaches the programs pinned under pinDir and removes the pins, then ignores the
+ * stream (run it with --once). The nft table stays; `--to nft` rules are removed the nft way. */
+export async function createCleanupSink(pinDir: string, log: (msg: string) => void): Promise<Sink> {
+  const removed = await ebpfCleanup(pinDir);
+  log(`ebpf: clean-up of ${pinDir}: ${removed.length ? `removed ${removed.join(', ')}` : 'nothing pinned'}`);
+  return { name: 'ebpf-cleanup', apply: async () => {} };
+}

@@ -1,0 +1,73 @@
+// Byte layouts of the socket load balancer's maps (native/bpf/sock_lb.bpf.c: struct svc_key,
+// svc_value, backend), encoded and decoded here so the rest of the backend deals in plain objects.
+import { ipAddr } from '../../native/nft-types';
+import { addrText } from '../../native/addr-text';
+
+export const SVC_MAP = 'kpng_svc';
+export const BACKEND_MAP = 'kpng_be';
+export const SVC_KEY_SIZE = 24;
+export const SVC_VALUE_SIZE = 20;
+export const BACKEND_VALUE_SIZE = 20;
+/** svc_value.flags: connect() / sendmsg() fail with ECONNREFUSED. */
+export const FLAG_REFUSE = 1;
+
+export type Fam = 4 | 6;
+export interface SvcKey { addr: string; port: number; proto: number; slot: number }
+export interface SvcValue { backendId: number; count: number; affinitySeconds: number; svcId: number; flags: number }
+export interface BackendValue { addr: string; port: number }
+
+const famOf = (addr: string): Fam => (addr.includes(':') ? 6 : 4);
+
+function putAddr(b: Buffer, addr: string): void {
+  b.set(ipAddr(addr), 0);
+}
+
+export function encodeSvcKey(k: SvcKey): Buffer {
+  const b = Buffer.alloc(SVC_KEY_SIZE);
+  putAddr(b, k.addr);
+  b.writeUInt16BE(k.port, 16);
+  b[18] = k.proto;
+  b[19] = famOf(k.addr);
+  b.writeUInt16LE(k.slot, 20);
+  return b;
+}
+
+export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
+  const fam = b[o + 19];
+  return { addr: addrText(b, o, fam === 6 ? 10 : 2), port: b.readUInt16BE(o + 16), proto: b[o + 18], slot: b.readUInt16LE(o + 20) };
+}
+
+/** The slot of an encoded key (hex text, as the dataplane keys its maps). */
+export const slotOfHex = (hex: string): number => parseInt(hex.slice(42, 44) + hex.slice(40, 42), 16);
+
+export function encodeSvcValue(v: SvcValue): Buffer {
+  const b = Buffer.alloc(SVC_VALUE_SIZE);
+  b.writeUInt32LE(v.backendId, 0);
+  b.writeUInt32LE(v.count, 4);
+  b.writeUInt32LE(v.affinitySeconds, 8);
+  b.writeUInt32LE(v.svcId, 12);
+  b.writeUInt32LE(v.flags, 16);
+  return b;
+}
+
+export function decodeSvcValue(b: Buffer, o = 0): SvcValue {
+  return { backendId: b.readUInt32LE(o), count: b.readUInt32LE(o + 4), affinitySeconds: b.readUInt32LE(o + 8), svcId: b.readUInt32LE(o + 12), flags: b.readUInt32LE(o + 16) };
+}
+
+export function encodeBackend(v: BackendValue): Buffer {
+  const b = Buffer.alloc(BACKEND_VALUE_SIZE);
+  putAddr(b, v.addr);
+  b.writeUInt16BE(v.port, 16);
+  b[18] = famOf(v.addr);
+  return b;
+}
+
+export function decodeBackend(b: Buffer, o = 0): BackendValue {
+  return { addr: addrText(b, o, b[o + 18] === 6 ? 10 : 2), port: b.readUInt16BE(o + 16) };
+}
+
+export function encodeId(id: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(id, 0);
+  return b;
+}

@@ -1,0 +1,76 @@
+// What one ENLS service asks of the socket load balancer: service-map entries (slot 0 plus one slot per
+// backend) and backends, for every cluster IP, external IP and load-balancer IP of every service port.
+// The socket LB acts at connect() of a process of this node, so it reads the "pod" client class route
+// (what a pod of this node gets; for ClusterIPs the node class says the same). Node ports and traffic
+// from other hosts are not socket operations: the nft part of `--to ebpf` serves them.
+//   CLUSTER -> the port's cluster endpoints, LOCAL -> its local endpoints (none: refused);
+//   REJECT -> refused (ECONNREFUSED at once);
+//   DROP -> refused too: a socket-level program cannot make a connect() hang the way a dropped SYN
+//   does, and failing at once is kinder than a timeout.
+import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type Route, type Routes, type Service } from '../../model/enls';
+import { encodeBackend, encodeSvcKey, encodeSvcValue, FLAG_REFUSE } from './maps';
+
+export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
+
+export interface Ids {
+  /** A backend id for an endpoint of one service port (stable while it stays; never reused). */
+  backend(key: string): number;
+  /** A service id (affinity key) for one service address. */
+  service(key: string): number;
+}
+
+export interface EbpfPlan {
+  /** Encoded service-map key (hex) -> encoded value. */
+  svc: Map<string, Buffer>;
+  /** Backend id -> encoded backend. */
+  backends: Map<number, Buffer>;
+}
+
+/** The endpoints a route sends to, or null when the route refuses. */
+export function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): Endpoint[] | null | undefined {
+  switch (route.target) {
+    case Target.CLUSTER: return cluster;
+    case Target.LOCAL: return local;
+    case Target.REJECT:
+    case Target.DROP: return null;
+    default: return undefined;   // unspecified: not a socket-LB destination
+  }
+}
+
+export function planService(svc: Service, ids: Ids): EbpfPlan {
+  const plan: EbpfPlan = { svc: new Map(), backends: new Map() };
+  const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
+  const owner = `${svc.namespace}/${svc.name}`;
+  for (const sp of svc.ports) {
+    const proto = IPPROTO[sp.port.protocol];
+    if (!proto || sp.port.port <= 0) continue;
+    const fam = sp.family === IPFamily.IPV6 ? 6 : 4;
+    const ofFam = (eps: Endpoint[]) => eps.filter((e) => e.ip.includes(':') === (fam === 6));
+    const cluster = ofFam(sp.clusterEndpoints), local = ofFam(sp.localEndpoints);
+    const dests: Array<[string[], Routes | null]> = [
+      [ofFamily(svc.clusterIps, sp.family), sp.clusterIp],
+      [ofFamily(svc.externalIps, sp.family), sp.externalIp],
+      [ofFamily(svc.loadBalancerIps, sp.family), sp.loadBalancerIp],
+    ];
+    for (const [addrs, routes] of dests) {
+      if (!routes) continue;
+      const eps = routeEndpoints(routes.pod, cluster, local);
+      if (eps === undefined) continue;
+      const list = eps ?? [];
+      for (const addr of addrs) {
+        const head = { addr, port: sp.port.port, proto };
+        const hex0 = encodeSvcKey({ ...head, slot: 0 }).toString('hex');
+        list.forEach((e, i) => {
+          const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
+          plan.backends.set(id, encodeBackend({ addr: e.ip, port: e.port }));
+          plan.svc.set(encodeSvcKey({ ...head, slot: i + 1 }).toString('hex'), encodeSvcValue({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
+        });
+        plan.svc.set(hex0, encodeSvcValue({
+          backendId: 0, count: list.length, affinitySeconds: affinity, svcId: ids.service(hex0),
+          flags: eps === null || list.length === 0 ? FLAG_REFUSE : 0,
+        }));
+      }
+    }
+  }
+  return plan;
+}

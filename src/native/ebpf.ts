@@ -1,0 +1,66 @@
+// Typed API of the addon's eBPF part (native/ebpf.cc): load the socket load-balancing object, attach it
+// to a cgroup v2 directory with maps and links pinned under bpffs (reused on the next start), batched map
+// updates and deletes, map dumps, and clean-up. Keys and values are raw bytes in the layouts of
+// native/bpf/sock_lb.bpf.c (encoded by src/backend/ebpf/maps.ts).
+import { loadNative } from './index';
+
+export interface EbpfOpenOptions {
+  /** cgroup v2 directory the programs attach to (absolute). */
+  cgroup: string;
+  /** bpffs directory for the pins (absolute; bpffs is mounted at /sys/fs/bpf when it is below and absent). */
+  pinDir: string;
+  /** The BPF object; default: sock_lb.bpf.o beside the addon. */
+  object?: string;
+}
+export interface EbpfOpenResult { handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[] }
+export interface EbpfMapGroup { map: string; op: 'update' | 'delete'; count: number; keys: Buffer; values?: Buffer }
+export interface EbpfApplyResult { syscalls: number; ms: number }
+export interface EbpfDump { count: number; keySize: number; valueSize: number; keys: Buffer; values: Buffer; syscalls: number }
+/** A rejected ebpfMapApply: which group and element failed, and how many syscalls were made before. */
+export interface EbpfApplyError extends Error { errno: number; code: string; group: number; element: number; syscalls: number }
+
+interface EbpfNative {
+  ebpfOpen(o: EbpfOpenOptions): Promise<EbpfOpenResult>;
+  ebpfMapApply(handle: number, groups: EbpfMapGroup[]): Promise<EbpfApplyResult>;
+  ebpfMapDump(handle: number, map: string): Promise<EbpfDump>;
+  ebpfClose(handle: number): Promise<void>;
+  ebpfCleanup(o: { pinDir: string }): Promise<string[]>;
+}
+const addon = () => loadNative() as unknown as EbpfNative;
+
+function absolute(name: string, p: unknown): string {
+  if (typeof p !== 'string' || !p.startsWith('/') || p.includes('\0')) throw new TypeError(`${name}: an absolute path, got ${JSON.stringify(p)}`);
+  return p;
+}
+
+/** A loaded, attached socket load balancer. Calls on one instance are serialized by the caller. */
+export class EbpfLoader {
+  private constructor(readonly info: EbpfOpenResult) {}
+
+  static async open(o: EbpfOpenOptions): Promise<EbpfLoader> {
+    const opts: EbpfOpenOptions = { cgroup: absolute('cgroup', o.cgroup), pinDir: absolute('pinDir', o.pinDir) };
+    if (o.object !== undefined) opts.object = absolute('object', o.object);
+    return new EbpfLoader(await addon().ebpfOpen(opts));
+  }
+
+  apply(groups: EbpfMapGroup[]): Promise<EbpfApplyResult> {
+    for (const g of groups) {
+      if (!Number.isInteger(g.count) || g.count < 0) throw new TypeError(`ebpf map group ${g.map}: bad count ${g.count}`);
+    }
+    return addon().ebpfMapApply(this.info.handle, groups.filter((g) => g.count > 0));
+  }
+
+  dump(map: string): Promise<EbpfDump> {
+    return addon().ebpfMapDump(this.info.handle, map);
+  }
+
+  /** Closes kpng's descriptors; the pinned links keep the programs attached. */
+  close(): Promise<void> {
+    return addon().ebpfClose(this.info.handle);
+  }
+}
+
+/** Detaches everything pinned under pinDir and removes the pins and the directory. Returns the pins removed. */
+export function ebpfCleanup(pinDir: string): Promise<string[]> {
+  return addon().ebpfCleanup({ pinDir: absolute('pinDir', pinDir) });
+}
