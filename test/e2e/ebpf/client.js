@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+// eBPF e2e client, run inside the test cgroup and a client network namespace with no route to service
+// addresses. One JSON line per attempt:
+//   {"ok":true,"name":<server>,"from":"<addr>:<port>"}   from: the reply's source as the application sees it
+//   {"ok":false,"err":"ECONNREFUSED"|"ENETUNREACH"|"timeout"|...}
+// Usage: node client.js tcp|udp|udpc HOST PORT [COUNT=1]
+//   tcp: connect, read the line, from = getpeername(); udp: unconnected sendto, from = recvfrom's
+//   source; udpc: connected UDP socket, from = getpeername().
+'use strict';
+const net = require('node:net');
+const dgram = require('node:dgram');
+
+const [mode, host, portS, countS] = process.argv.slice(2);
+const port = Number(portS);
+const count = Number(countS || 1);
+const TIMEOUT = 2000;
+
+function tcp() {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    let buf = '', done = false;
+    const finish = (r) => { if (!done) { done = true; clearTimeout(t); s.destroy(); resolve(r); } };
+    const t = setTimeout(() => finish({ ok: false, err: 'timeout' }), TIMEOUT);
+    let from = '';
+    s.on('connect', () => { from = `${s.remoteAddress}:${s.remotePort}`; });
+    s.on('data', (d) => {
+      buf += d;
+      const i = buf.indexOf('\n');
+      if (i >= 0) finish({ ok: true, name: JSON.parse(buf.slice(0, i)).name, from });
+    });
+    s.on('error', (e) => finish({ ok: false, err: e.code || String(e) }));
+    s.on('end', () => finish({ ok: false, err: 'closed' }));
+  });
+}
+
+function udp(connected) {
+  return new Promise((resolve) => {
+    const s = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
+    let done = false;
+    const finish = (r) => { if (!done) { done = true; clearTimeout(t); try { s.close(); } catch { /* closed */ } resolve(r); } };
+    const t = setTimeout(() => finish({ ok: false, err: 'timeout' }), TIMEOUT);
+    s.on('error', (e) => finish({ ok: false, err: e.code || String(e) }));
+    s.on('message', (m, rinfo) => {
+      let from = `${rinfo.address}:${rinfo.port}`;
+      if (connected) { const r = s.remoteAddress(); from = `${r.address}:${r.port}`; }
+      finish({ ok: true, name: JSON.parse(String(m)).name, from });
+    });
+    const cb = (e) => { if (e) finish({ ok: false, err: e.code || String(e) }); };
+    if (connected) {
+      s.connect(port, host, (e) => { if (e) return cb(e); s.send('ping', cb); });
+    } else {
+      s.send('ping', port, host, cb);
+    }
+  });
+}
+
+(async () => {
+  for (let i = 0; i < count; i++) {
+    const r = mode === 'tcp' ? await tcp() : await udp(mode === 'udpc');
+    process.stdout.write(JSON.stringify(r) + '\n');
+  }
+})();
