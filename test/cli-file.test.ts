@@ -53,7 +53,7 @@ test('--to dump prints the ENLS as JSON and YAML', () => {
 test('usage errors exit 2 with a clear message; --help explains', () => {
   const bad = runKpng(['file', '--input', example, '--to', 'nowhere']);
   expect(bad.code).toBe(2);
-  expect(bad.stderr).toMatch(/--to "nowhere": expected one of routes, dump, trace, nft, ipvs, api/);
+  expect(bad.stderr).toMatch(/--to "nowhere": expected one of routes, dump, trace, nft, ipvs, ebpf, api/);
   expect(runKpng(['file']).stderr).toMatch(/kpng file needs --input FILE/);
   expect(runKpng(['file', '--input', example, '--format', 'yaml']).stderr).toMatch(/--format "yaml" does not apply to --to routes \(use table or jsonl\)/);
   const help = runKpng(['--help']);
@@ -120,7 +120,7 @@ test('--stats prints a header and one line a second on stderr', async () => {
 
 test('--help lists the registered backends with their flags; model flags are validated', () => {
   const help = runKpng(['--help']);
-  expect(help.stdout).toMatch(/registered: routes, dump, trace, nft, ipvs\b/);
+  expect(help.stdout).toMatch(/registered: routes, dump, trace, nft, ipvs, ebpf\b/);
   expect(help.stdout).toMatch(/--nft-table NAME\s+name of kpng's table/);
   const cidr = runKpng(['file', '--input', example, '--cluster-cidr', '10.244.0.0/33', '--once']);
   expect(cidr.code).toBe(2);

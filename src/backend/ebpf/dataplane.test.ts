@@ -1,0 +1,124 @@
+// The socket-LB dataplane without a kernel: what it asks of the maps, in which order, and how it
+// recovers from a failed batch (the e2e test in test/e2e/ebpf.test.ts makes real connections).
+import { IPFamily, Protocol, Target, normalizeItem, type Endpoint, type Route, type Service } from '../../model/enls';
+import type { EbpfDump, EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
+import { EbpfDataplane } from './dataplane';
+import { BACKEND_MAP, decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE, SVC_KEY_SIZE, SVC_MAP } from './maps';
+
+const r = (target: Target): Route => ({ target, masquerade: false });
+const ep = (ip: string, local = true): Endpoint => ({ ip, port: 8080, local, terminating: false });
+
+function svc(name: string, eps: Endpoint[], over: { target?: Target; affinity?: number; ip?: string } = {}): Service {
+  const route = r(over.target ?? Target.CLUSTER);
+  return normalizeItem({
+    key: `svc/ns/${name}`,
+    service: {
+      namespace: 'ns', name, type: 'ClusterIP', clusterIps: { v4: [over.ip ?? '10.96.0.1'], v6: [] },
+      sessionAffinity: over.affinity ? { timeoutSeconds: over.affinity } : null,
+      ports: [{ port: { name: 'p', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: eps, localEndpoints: eps.filter((e) => e.local), clusterIp: { pod: route, node: route, other: route } }],
+    },
+  }).service!;
+}
+
+/** A loader over two in-memory maps that records every group; `failAt` makes the n-th apply fail. */
+class FakeLoader {
+  svc = new Map<string, Buffer>();
+  be = new Map<number, Buffer>();
+  groups: EbpfMapGroup[][] = [];
+  failAt = -1;
+  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, programs: [] };
+  async apply(groups: EbpfMapGroup[]) {
+    this.groups.push(groups);
+    if (this.groups.length === this.failAt) throw Object.assign(new Error('update kpng_svc: No space left on device'), { errno: 28, code: 'ENOSPC', group: 0, element: 0, syscalls: 1 });
+    for (const g of groups) {
+      const ks = g.map === SVC_MAP ? SVC_KEY_SIZE : 4, vs = 20;
+      for (let i = 0; i < g.count; i++) {
+        const k = g.keys.subarray(i * ks, (i + 1) * ks);
+        if (g.map === SVC_MAP) { if (g.op === 'update') this.svc.set(k.toString('hex'), Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs))); else this.svc.delete(k.toString('hex')); }
+        else if (g.op === 'update') this.be.set(k.readUInt32LE(0), Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs))); else this.be.delete(k.readUInt32LE(0));
+      }
+    }
+    return { syscalls: groups.length, ms: 0 };
+  }
+  async dump(map: string): Promise<EbpfDump> {
+    const svc = map === SVC_MAP;
+    const entries = svc ? [...this.svc].map(([k, v]) => [Buffer.from(k, 'hex'), v]) : [...this.be].map(([k, v]) => { const b = Buffer.alloc(4); b.writeUInt32LE(k); return [b, v]; });
+    return { count: entries.length, keySize: svc ? SVC_KEY_SIZE : 4, valueSize: 20, keys: Buffer.concat(entries.map((e) => e[0])), values: Buffer.concat(entries.map((e) => e[1])), syscalls: entries.length * 2 + 1 };
+  }
+  async close() {}
+  /** "addr:port -> backend, backend" per service, as a connect() would resolve it. */
+  resolve(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [k, v] of this.svc) {
+      const key = decodeSvcKey(Buffer.from(k, 'hex'));
+      if (key.slot !== 0) continue;
+      const head = decodeSvcValue(v);
+      if (head.flags & FLAG_REFUSE) { out[`${key.addr}:${key.port}`] = 'refuse'; continue; }
+      const list: string[] = [];
+      for (let s = 1; s <= head.count; s++) {
+        const slot = this.svc.get(Buffer.from(k, 'hex').fill(0, 20, 22).toString('hex').slice(0, 40) + Buffer.from([s & 0xff, s >> 8, 0, 0]).toString('hex'))!;
+        const b = this.be.get(decodeSvcValue(slot).backendId)!;
+        list.push(`${decodeBackend(b).addr}:${decodeBackend(b).port}`);
+      }
+      out[`${key.addr}:${key.port}`] = list.sort().join(',');
+    }
+    return out;
+  }
+}
+
+const mk = () => {
+  const fake = new FakeLoader();
+  return { fake, dp: new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}) };
+};
+const order = (gs: EbpfMapGroup[]) => gs.map((g) => `${g.op} ${g.map === BACKEND_MAP ? 'be' : 'svc'}:${g.count}`);
+
+test('full sync writes backends, then slots, then slot 0; no endpoints and REJECT/DROP refuse', async () => {
+  const { fake, dp } = mk();
+  await dp.fullSync([svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]), svc('b', [], { ip: '10.96.0.2' }), svc('c', [ep('10.244.1.10')], { ip: '10.96.0.3', target: Target.DROP })], undefined, 1);
+  expect(order(fake.groups[0])).toEqual(['update be:2', 'update svc:2', 'update svc:3']);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.1.11:8080', '10.96.0.2:80': 'refuse', '10.96.0.3:80': 'refuse' });
+});
+
+test('an endpoint change touches only its service; removals go count first, then slots, then backends', async () => {
+  const { fake, dp } = mk();
+  const a = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]);
+  await dp.fullSync([a, svc('b', [ep('10.244.1.12')], { ip: '10.96.0.2' })], undefined, 1);
+  const a2 = svc('a', [ep('10.244.1.11')]);
+  await dp.update([{ key: 'svc/ns/a', old: a, new: a2 }], undefined, 2);
+  // slot 1 now names the remaining backend, then slot 0's count shrinks, then slot 2 and the old backend go.
+  expect(order(fake.groups[1])).toEqual(['update svc:1', 'update svc:1', 'delete svc:1', 'delete be:1']);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.11:8080', '10.96.0.2:80': '10.244.1.12:8080' });
+  await dp.update([{ key: 'svc/ns/a', old: a2, new: null }], undefined, 3);
+  expect(order(fake.groups[2])).toEqual(['delete svc:1', 'delete svc:1', 'delete be:1']);
+  expect(fake.resolve()).toEqual({ '10.96.0.2:80': '10.244.1.12:8080' });
+  // Nothing changed: nothing written.
+  const b = svc('b', [ep('10.244.1.12')], { ip: '10.96.0.2' });
+  expect(await dp.update([{ key: 'svc/ns/b', old: b, new: b }], undefined, 4)).toEqual({ messages: 0, bytes: 0, ms: 0 });
+});
+
+test('a restarted dataplane takes over the pinned maps: new ids above the old ones, stale entries removed, the rest untouched', async () => {
+  const { fake, dp } = mk();
+  await dp.fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 })], undefined, 1);
+  const before = fake.resolve();
+  const dp2 = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {});
+  await dp2.fullSync([svc('a', [ep('10.244.1.10'), ep('10.244.1.11')], { affinity: 60 })], undefined, 1);
+  expect(before).toEqual({ '10.96.0.1:80': '10.244.1.10:8080' });
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.1.11:8080' });
+  expect([...fake.be.keys()].every((id) => id > 1)).toBe(true);   // id 1 (old process) is gone, never reused
+  const head = [...fake.svc].map(([k, v]) => [decodeSvcKey(Buffer.from(k, 'hex')), decodeSvcValue(v)] as const).find(([k]) => k.slot === 0)![1];
+  expect(head.affinitySeconds).toBe(60);
+  expect(head.svcId).toBeGreaterThan(1);
+});
+
+test('a failed batch rejects; the next full sync converges from what the kernel holds', async () => {
+  const { fake, dp } = mk();
+  const a = svc('a', [ep('10.244.1.10')]);
+  await dp.fullSync([a], undefined, 1);
+  fake.failAt = 2;
+  const a2 = svc('a', [ep('10.244.1.11')]);
+  await expect(dp.update([{ key: 'svc/ns/a', old: a, new: a2 }], undefined, 2)).rejects.toThrow(/No space left/);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080' });   // the previous state still serves
+  await dp.fullSync([a2], undefined, 3);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.11:8080' });
+  expect(fake.be.size).toBe(1);
+});
