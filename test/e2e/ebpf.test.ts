@@ -27,7 +27,12 @@ const d = ready ? describe : describe.skip;
 const POD = { pa: { v4: '10.244.1.10', v6: 'fd00:244:1::10' }, pb: { v4: '10.244.1.11', v6: 'fd00:244:1::11' }, cl: { v4: '10.244.1.20', v6: 'fd00:244:1::20' } };
 type PodName = 'pa' | 'pb';
 
-interface Svc { name: string; ips: string[]; ports: Array<{ name: string; protocol: 'TCP' | 'UDP'; port: number }>; pods: PodName[]; externalIPs?: string[]; affinity?: number }
+interface Svc {
+  name: string; ips: string[]; ports: Array<{ name: string; protocol: 'TCP' | 'UDP'; port: number }>; pods: PodName[];
+  externalIPs?: string[]; affinity?: number; itp?: 'Local';
+  /** Pods listed as running on another node (n2): not local endpoints of n1. */
+  remote?: PodName[];
+}
 
 function stateObjects(svcs: Svc[]): unknown {
   const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '10.244.1.1' }] } }];
@@ -38,6 +43,7 @@ function stateObjects(svcs: Svc[]): unknown {
       ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: 8080 })),
     };
     if (s.externalIPs) spec.externalIPs = s.externalIPs;
+    if (s.itp) spec.internalTrafficPolicy = s.itp;
     if (s.affinity) { spec.sessionAffinity = 'ClientIP'; spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: s.affinity } }; }
     items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: s.name }, spec });
     for (const fam of fams) {
@@ -46,7 +52,7 @@ function stateObjects(svcs: Svc[]): unknown {
         apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: fam,
         metadata: { namespace: 'default', name: `${s.name}-${v6 ? 'v6' : 'v4'}`, labels: { 'kubernetes.io/service-name': s.name } },
         ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: 8080 })),
-        endpoints: s.pods.map((p) => ({ addresses: [v6 ? POD[p].v6 : POD[p].v4], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })),
+        endpoints: s.pods.map((p) => ({ addresses: [v6 ? POD[p].v6 : POD[p].v4], conditions: { ready: true, serving: true, terminating: false }, nodeName: s.remote?.includes(p) ? 'n2' : 'n1' })),
       });
     }
   }
@@ -59,6 +65,10 @@ const WEB: Svc = {
 };
 const EMPTY: Svc = { name: 'empty', ips: ['10.96.0.40'], ports: [{ name: 'http', protocol: 'TCP', port: 80 }, { name: 'dns', protocol: 'UDP', port: 53 }], pods: [] };
 const AFF: Svc = { name: 'aff', ips: ['10.96.0.30'], affinity: 60, ports: [{ name: 'http', protocol: 'TCP', port: 80 }], pods: ['pa', 'pb'] };
+const HTTP = [{ name: 'http', protocol: 'TCP' as const, port: 80 }];
+const ITP: Svc = { name: 'itp', ips: ['10.96.0.50'], itp: 'Local', ports: HTTP, pods: ['pa', 'pb'], remote: ['pb'] };
+const ITP_NONE: Svc = { name: 'itp-none', ips: ['10.96.0.51'], itp: 'Local', ports: HTTP, pods: ['pb'], remote: ['pb'] };
+const ALL = [WEB, EMPTY, AFF, ITP, ITP_NONE];
 
 interface Reply { ok: boolean; name?: string; from?: string; err?: string }
 
@@ -178,7 +188,7 @@ d('eBPF backend: socket load balancing with real connections', () => {
     try {
       lab.setup();
       await lab.startServers();
-      lab.writeState([WEB, EMPTY, AFF]);
+      lab.writeState(ALL);
       kpng = new KpngProcess(lab);
       await kpng.waitSyncs(1);
     } catch (e) {
@@ -237,6 +247,12 @@ d('eBPF backend: socket load balancing with real connections', () => {
     expect(await lab.client('tcp', '10.96.0.40', 81, 1)).toEqual([{ ok: false, err: 'ENETUNREACH' }]);
   });
 
+  test('internalTrafficPolicy Local: only this node\'s endpoints; none here: refused', async () => {
+    // pb is listed on node n2: a Cluster policy would use it (web does), Local must not.
+    expect(names(await lab.client('tcp', '10.96.0.50', 80, 20))).toEqual(new Set(['pa']));
+    expect(await lab.client('tcp', '10.96.0.51', 80, 1)).toEqual([{ ok: false, err: 'ECONNREFUSED' }]);
+  }, 30000);
+
   test('ClientIP affinity: one client (network namespace) keeps its endpoint', async () => {
     const rs = await lab.client('tcp', '10.96.0.30', 80, 20);
     expect(rs.every((r) => r.ok)).toBe(true);
@@ -246,13 +262,13 @@ d('eBPF backend: socket load balancing with real connections', () => {
   }, 30000);
 
   test('endpoint churn: removed endpoints stop receiving connections, added ones start', async () => {
-    await setState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF]);
+    await setState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE]);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pb']));
     expect(names(await lab.client('udp', '10.96.0.10', 53, 10))).toEqual(new Set(['pb']));
-    await setState([{ ...WEB, pods: ['pa'] }, { ...EMPTY, pods: ['pb'] }, AFF]);
+    await setState([{ ...WEB, pods: ['pa'] }, { ...EMPTY, pods: ['pb'] }, AFF, ITP, ITP_NONE]);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pa']));
     expect(names(await lab.client('tcp', '10.96.0.40', 80, 5))).toEqual(new Set(['pb']));
-    await setState([WEB, EMPTY, AFF]);
+    await setState(ALL);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 30))).toEqual(new Set(['pa', 'pb']));
     expect(await lab.client('tcp', '10.96.0.40', 80, 1)).toEqual([{ ok: false, err: 'ECONNREFUSED' }]);
   }, 60000);
@@ -261,12 +277,12 @@ d('eBPF backend: socket load balancing with real connections', () => {
     await kpng!.stop();
     // kpng is gone: the pinned programs and maps still balance.
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pa', 'pb']));
-    lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF]);
+    lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE]);
     kpng = new KpngProcess(lab);
     await kpng.waitSyncs(1);
     expect(kpng.log).toMatch(/reused 4 pinned maps and 8 pinned links/);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pb']));
-    await setState([WEB, EMPTY, AFF]);
+    await setState(ALL);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 30))).toEqual(new Set(['pa', 'pb']));
   }, 60000);
 

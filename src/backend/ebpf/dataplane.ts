@@ -69,7 +69,7 @@ export class EbpfDataplane implements Dataplane {
     for (const [id, v] of p.backends) { this.desiredBe.set(id, v); touchedBe.add(id); }
   }
 
-  async fullSync(services: Service[], _node: NodeInfo | undefined): Promise<SyncReport> {
+  async fullSync(services: Service[], _node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
     const lb = await this.loader();
     const t0 = performance.now();
     let syscalls = 0;
@@ -111,7 +111,7 @@ export class EbpfDataplane implements Dataplane {
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
-  async update(changes: ServiceChange[], _node: NodeInfo | undefined): Promise<SyncReport> {
+  async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
     const lb = await this.loader();
     const touchedSvc = new Set<string>(), touchedBe = new Set<number>();
     for (const ch of changes) {
