@@ -26,21 +26,23 @@ const d = ready ? describe : describe.skip;
 
 const POD = { pa: { v4: '10.244.1.10', v6: 'fd00:244:1::10' }, pb: { v4: '10.244.1.11', v6: 'fd00:244:1::11' }, cl: { v4: '10.244.1.20', v6: 'fd00:244:1::20' } };
 type PodName = 'pa' | 'pb';
+/** The node's address on the link to the outside host (namespace ext, 192.168.50.2). */
+const NODE_IP = '192.168.50.1';
 
 interface Svc {
-  name: string; ips: string[]; ports: Array<{ name: string; protocol: 'TCP' | 'UDP'; port: number }>; pods: PodName[];
+  name: string; ips: string[]; ports: Array<{ name: string; protocol: 'TCP' | 'UDP'; port: number; nodePort?: number }>; pods: PodName[];
   externalIPs?: string[]; affinity?: number; itp?: 'Local';
   /** Pods listed as running on another node (n2): not local endpoints of n1. */
   remote?: PodName[];
 }
 
 function stateObjects(svcs: Svc[]): unknown {
-  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '10.244.1.1' }] } }];
+  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } }];
   for (const s of svcs) {
     const fams = [...new Set(s.ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')))];
     const spec: Record<string, unknown> = {
-      type: 'ClusterIP', clusterIP: s.ips[0], clusterIPs: s.ips, ipFamilies: fams, ipFamilyPolicy: fams.length > 1 ? 'RequireDualStack' : 'SingleStack',
-      ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: 8080 })),
+      type: s.ports.some((p) => p.nodePort) ? 'NodePort' : 'ClusterIP', clusterIP: s.ips[0], clusterIPs: s.ips, ipFamilies: fams, ipFamilyPolicy: fams.length > 1 ? 'RequireDualStack' : 'SingleStack',
+      ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: 8080, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
     };
     if (s.externalIPs) spec.externalIPs = s.externalIPs;
     if (s.itp) spec.internalTrafficPolicy = s.itp;
@@ -61,7 +63,7 @@ function stateObjects(svcs: Svc[]): unknown {
 
 const WEB: Svc = {
   name: 'web', ips: ['10.96.0.10', 'fd00:96::10'], externalIPs: ['192.168.60.20'],
-  ports: [{ name: 'http', protocol: 'TCP', port: 80 }, { name: 'dns', protocol: 'UDP', port: 53 }], pods: ['pa', 'pb'],
+  ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }, { name: 'dns', protocol: 'UDP', port: 53 }], pods: ['pa', 'pb'],
 };
 const EMPTY: Svc = { name: 'empty', ips: ['10.96.0.40'], ports: [{ name: 'http', protocol: 'TCP', port: 80 }, { name: 'dns', protocol: 'UDP', port: 53 }], pods: [] };
 const AFF: Svc = { name: 'aff', ips: ['10.96.0.30'], affinity: 60, ports: [{ name: 'http', protocol: 'TCP', port: 80 }], pods: ['pa', 'pb'] };
@@ -74,7 +76,7 @@ interface Reply { ok: boolean; name?: string; from?: string; err?: string }
 
 class EbpfLab {
   readonly id = crypto.randomBytes(3).toString('hex');
-  readonly ns = { node: `kbf-${this.id}-node`, pa: `kbf-${this.id}-pa`, pb: `kbf-${this.id}-pb`, cl: `kbf-${this.id}-cl` };
+  readonly ns = { node: `kbf-${this.id}-node`, pa: `kbf-${this.id}-pa`, pb: `kbf-${this.id}-pb`, cl: `kbf-${this.id}-cl`, ext: `kbf-${this.id}-ext` };
   readonly cgroup = path.join(CG_ROOT!, `kpng-test-kbf-${this.id}`);
   readonly pinDir = `/sys/fs/bpf/kpng-test-kbf-${this.id}`;
   readonly dir = fs.mkdtempSync('/tmp/kpng-test-kbf-');
@@ -95,6 +97,13 @@ class EbpfLab {
       sh('ip', ['-n', this.ns[p], 'addr', 'add', `${POD[p].v6}/64`, 'dev', 'eth0', 'nodad']);
       sh('ip', ['-n', this.ns[p], 'link', 'set', 'eth0', 'up']);
     }
+    // An outside host on its own link: its traffic is no socket operation of this node (nft serves it).
+    sh('ip', ['-n', this.ns.node, 'link', 'add', 'vext', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns.ext]);
+    sh('ip', ['-n', this.ns.node, 'addr', 'add', `${NODE_IP}/24`, 'dev', 'vext']);
+    sh('ip', ['-n', this.ns.node, 'link', 'set', 'vext', 'up']);
+    sh('ip', ['-n', this.ns.ext, 'addr', 'add', '192.168.50.2/24', 'dev', 'eth0']);
+    sh('ip', ['-n', this.ns.ext, 'link', 'set', 'eth0', 'up']);
+    sh('ip', ['netns', 'exec', this.ns.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
     fs.mkdirSync(this.cgroup);
   }
 
@@ -116,8 +125,8 @@ class EbpfLab {
   }
 
   /** Runs the client COUNT times in the client namespace; inCgroup false: outside the attach cgroup. */
-  client(mode: 'tcp' | 'udp' | 'udpc', host: string, port: number, count = 1, inCgroup = true): Promise<Reply[]> {
-    const run = `exec nsenter --net=/var/run/netns/${this.ns.cl} ${NODE} ${CLIENT} ${mode} ${host} ${port} ${count}`;
+  client(mode: 'tcp' | 'udp' | 'udpc', host: string, port: number, count = 1, inCgroup = true, ns: string = this.ns.cl): Promise<Reply[]> {
+    const run = `exec nsenter --net=/var/run/netns/${ns} ${NODE} ${CLIENT} ${mode} ${host} ${port} ${count}`;
     const script = inCgroup ? `echo $$ > ${this.cgroup}/cgroup.procs && ${run}` : run;
     return new Promise((resolve, reject) => {
       execFile('sh', ['-c', script], { timeout: 60000 }, (err, stdout, stderr) => {
@@ -251,6 +260,12 @@ d('eBPF backend: socket load balancing with real connections', () => {
     // pb is listed on node n2: a Cluster policy would use it (web does), Local must not.
     expect(names(await lab.client('tcp', '10.96.0.50', 80, 20))).toEqual(new Set(['pa']));
     expect(await lab.client('tcp', '10.96.0.51', 80, 1)).toEqual([{ ok: false, err: 'ECONNREFUSED' }]);
+  }, 30000);
+
+  test('traffic from another host (a node port) is served by the nft part of --to ebpf', async () => {
+    const rs = await lab.client('tcp', NODE_IP, 30080, 20, false, lab.ns.ext);
+    expect(rs.filter((r) => !(r.ok && r.from === `${NODE_IP}:30080`))).toEqual([]);
+    expect(names(rs)).toEqual(new Set(['pa', 'pb']));
   }, 30000);
 
   test('ClientIP affinity: one client (network namespace) keeps its endpoint', async () => {
