@@ -108,6 +108,7 @@ Napi::Value Sysctl(const Napi::CallbackInfo& info);
 Napi::Value EbpfOpen(const Napi::CallbackInfo& info);
 Napi::Value EbpfMapApply(const Napi::CallbackInfo& info);
 Napi::Value EbpfMapDump(const Napi::CallbackInfo& info);
+Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info);
 Napi::Value EbpfClose(const Napi::CallbackInfo& info);
 Napi::Value EbpfCleanup(const Napi::CallbackInfo& info);
 

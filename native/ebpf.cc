@@ -6,6 +6,8 @@
 //   ebpfMapApply(handle, [{map, op: 'update'|'delete', count, keys: Buffer, values?: Buffer}])
 //       -> {syscalls, ms}; on failure rejects with {group, element, errno, code, syscalls}
 //   ebpfMapDump(handle, map) -> {count, keys: Buffer, values: Buffer, syscalls}
+//   ebpfDestroyUdp(handle, gone: Buffer, count) -> {destroyed, syscalls}: destroys the UDP sockets the
+//       programs connected to these removed backends (kpng_gone keys), through the iter/udp program
 //   ebpfClose(handle)                 closes descriptors; pinned links keep the programs attached
 //   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory
 #include "common.h"
@@ -30,6 +32,7 @@ namespace {
 
 struct Loaded {
   bpf_object* obj = nullptr;
+  std::string cgroup;
   std::vector<bpf_link*> links;
   ~Loaded() {
     for (bpf_link* l : links) bpf_link__destroy(l);  // pinned links stay attached
@@ -51,9 +54,9 @@ std::shared_ptr<Loaded> Find(int h) {
 thread_local std::string t_log;
 int LibbpfPrint(enum libbpf_print_level level, const char* fmt, va_list ap) {
   if (level == LIBBPF_DEBUG) return 0;
-  char buf[512];
+  char buf[8192];
   int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-  if (t_log.size() < 4096) t_log += buf;
+  if (t_log.size() < 16384) t_log += buf;
   return n;
 }
 
@@ -99,6 +102,11 @@ class OpenWorker : public Napi::AsyncWorker {
 
   void Execute() override {
     t_log.clear();
+    Run();
+    log_ = t_log;   // libbpf wrote to this worker thread's buffer
+  }
+
+  void Run() {
     if (object_.empty()) object_ = AddonDir() + "/sock_lb.bpf.o";
     if ((err_ = EnsurePinDir(pinDir_, &what_))) return;
     auto st = std::make_shared<Loaded>();
@@ -116,6 +124,8 @@ class OpenWorker : public Napi::AsyncWorker {
     if (cg < 0) { err_ = errno; what_ = "open cgroup " + cgroup_; return; }
     bpf_program* p;
     bpf_object__for_each_program(p, st->obj) {
+      // Only the cgroup programs are attached here; the socket iterator runs on demand (DestroyWorker).
+      if (std::string(bpf_program__section_name(p)).rfind("cgroup/", 0) != 0) continue;
       std::string name = bpf_program__name(p);
       std::string pin = pinDir_ + "/link_" + name;
       programs_.push_back(name);
@@ -135,6 +145,7 @@ class OpenWorker : public Napi::AsyncWorker {
       }
       st->links.push_back(l);
     }
+    st->cgroup = cgroup_;
     std::lock_guard<std::mutex> lk(g_mu);
     handle_ = g_next++;
     g_handles[handle_] = st;
@@ -144,7 +155,7 @@ class OpenWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     if (err_) {
       Napi::Error e = MakeErrnoError(env, err_, what_);
-      if (!t_log.empty()) e.Value().Set("libbpf", t_log);
+      if (!log_.empty()) e.Value().Set("libbpf", log_);
       deferred_.Reject(e.Value());
       return;
     }
@@ -161,7 +172,7 @@ class OpenWorker : public Napi::AsyncWorker {
 
  private:
   Napi::Promise::Deferred deferred_;
-  std::string cgroup_, pinDir_, object_, what_;
+  std::string cgroup_, pinDir_, object_, what_, log_;
   std::vector<std::string> programs_;
   int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0;
 };
@@ -306,6 +317,101 @@ class DumpWorker : public Napi::AsyncWorker {
   size_t ks_ = 0, vs_ = 0;
   uint64_t count_ = 0, syscalls_ = 0;
   int err_ = 0;
+};
+
+// One /proc/PID/ns/net path per network namespace of the processes under a cgroup (recursively): a
+// socket iterator sees the sockets of the namespace it was created in, and pods have their own.
+void CgroupNetns(const std::string& dir, std::map<ino_t, std::string>* out, int depth = 0) {
+  if (depth > 32) return;
+  std::string procs = dir + "/cgroup.procs";
+  if (FILE* f = fopen(procs.c_str(), "re")) {
+    long pid;
+    while (fscanf(f, "%ld", &pid) == 1) {
+      std::string ns = "/proc/" + std::to_string(pid) + "/ns/net";
+      struct stat st;
+      if (stat(ns.c_str(), &st) == 0 && !out->count(st.st_ino)) (*out)[st.st_ino] = ns;
+    }
+    fclose(f);
+  }
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_type == DT_DIR && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) CgroupNetns(dir + "/" + e->d_name, out, depth + 1);
+  }
+  closedir(d);
+}
+
+class DestroyWorker : public Napi::AsyncWorker {
+ public:
+  DestroyWorker(Napi::Env env, std::shared_ptr<Loaded> st, std::vector<uint8_t> keys, uint32_t count)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), st_(std::move(st)), keys_(std::move(keys)), count_(count) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    int fd = MapFd(st_.get(), "kpng_gone", &what_);
+    if (fd < 0) { err_ = -fd; return; }
+    bpf_map* m = bpf_object__find_map_by_name(st_->obj, "kpng_gone");
+    size_t ks = bpf_map__key_size(m);
+    if (keys_.size() != ks * count_) { err_ = EINVAL; what_ = "kpng_gone: keys do not match the key size " + std::to_string(ks); return; }
+    bpf_program* prog = bpf_object__find_program_by_name(st_->obj, "kpng_destroy_udp");
+    if (!prog) { err_ = ENOENT; what_ = "no program kpng_destroy_udp"; return; }
+    uint8_t one = 1;
+    for (uint32_t i = 0; i < count_; i++) {
+      syscalls_++;
+      if (bpf_map_update_elem(fd, &keys_[i * ks], &one, BPF_ANY) != 0) { err_ = errno; what_ = "update kpng_gone"; break; }
+    }
+    if (!err_) {
+      bpf_link* link = bpf_program__attach_iter(prog, nullptr);
+      syscalls_++;
+      if (!link) { err_ = errno; what_ = "attach the udp socket iterator"; }
+      else {
+        std::map<ino_t, std::string> spaces;
+        struct stat self;
+        if (stat("/proc/thread-self/ns/net", &self) == 0) spaces[self.st_ino] = "";
+        CgroupNetns(st_->cgroup, &spaces);
+        for (const auto& sp : spaces) {
+          NetnsGuard g(sp.second);
+          if (g.error()) continue;   // the process is gone
+          UniqueFd it(bpf_iter_create(bpf_link__fd(link)));
+          syscalls_++;
+          if (it < 0) { err_ = errno; what_ = "create the udp socket iterator"; break; }
+          namespaces_++;
+          char buf[4096];
+          for (;;) {
+            ssize_t n = read(it, buf, sizeof(buf));
+            syscalls_++;
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) { err_ = errno; what_ = "run the udp socket iterator"; break; }
+            if (n == 0) break;
+            destroyed_ += n;
+          }
+          if (err_) break;
+        }
+        bpf_link__destroy(link);
+      }
+    }
+    // Always empty kpng_gone again (a later run must not destroy sockets to a backend that came back).
+    for (uint32_t i = 0; i < count_; i++) { syscalls_++; bpf_map_delete_elem(fd, &keys_[i * ks]); }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("destroyed", (double)destroyed_);
+    o.Set("namespaces", (double)namespaces_);
+    o.Set("syscalls", (double)syscalls_);
+    deferred_.Resolve(o);
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<Loaded> st_;
+  std::vector<uint8_t> keys_;
+  uint32_t count_;
+  std::string what_;
+  int err_ = 0;
+  uint64_t destroyed_ = 0, syscalls_ = 0, namespaces_ = 0;
 };
 
 class CloseWorker : public Napi::AsyncWorker {
@@ -461,6 +567,21 @@ Napi::Value EbpfMapDump(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   auto* w = new DumpWorker(env, st, info[1].As<Napi::String>().Utf8Value());
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<Loaded> st;
+  if (HandleArg(info, &st) < 0) return env.Undefined();
+  if (info.Length() < 3 || !info[1].IsBuffer() || !info[2].IsNumber()) {
+    Napi::TypeError::New(env, "ebpfDestroyUdp(handle, keys: Buffer, count: number)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto kb = info[1].As<Napi::Buffer<uint8_t>>();
+  auto* w = new DestroyWorker(env, st, std::vector<uint8_t>(kb.Data(), kb.Data() + kb.Length()), info[2].As<Napi::Number>().Uint32Value());
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

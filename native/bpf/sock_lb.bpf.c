@@ -16,8 +16,12 @@
 //              backend never answer for each other.
 //   kpng_aff   (netns cookie, service id) -> backend id + last use, for ClientIP affinity: the client
 //              of a socket-level decision is its network namespace (a pod, or the node).
+//   kpng_gone  (backend, service address) pairs just removed from UDP services, filled by userspace
+//              before it runs the iter/udp program below, which destroys the UDP sockets this program
+//              connected to such a backend for such a service.
 #include <linux/bpf.h>
 #include <linux/in.h>
+#include <linux/in6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -87,6 +91,19 @@ struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 262144);
          __type(key, struct rev_key); __type(value, struct rev_value); } kpng_rev SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 262144);
          __type(key, struct aff_key); __type(value, struct aff_value); } kpng_aff SEC(".maps");
+
+struct gone_key {
+    __u8 addr[16];      // the backend, laid out like struct backend
+    __be16 port;
+    __u8 family;
+    __u8 pad;
+    __u8 vip[16];       // the service address the socket asked for
+    __be16 vport;
+    __u16 pad2;
+};
+
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
+         __type(key, struct gone_key); __type(value, __u8); } kpng_gone SEC(".maps");
 
 enum verdict { PASS, REWRITTEN, REFUSE };
 
@@ -225,5 +242,61 @@ SEC("cgroup/connect6")     int kpng_connect6(struct bpf_sock_addr *ctx)     { re
 SEC("cgroup/sendmsg6")     int kpng_sendmsg6(struct bpf_sock_addr *ctx)     { return fwd6(ctx); }
 SEC("cgroup/recvmsg6")     int kpng_recvmsg6(struct bpf_sock_addr *ctx)     { return rev6(ctx); }
 SEC("cgroup/getpeername6") int kpng_getpeername6(struct bpf_sock_addr *ctx) { return rev6(ctx); }
+
+// Destroying UDP sockets connected to removed backends (kernel >= 6.5), so that a client (a DNS
+// resolver above all) sees an error and reconnects through connect4/6 to a live backend. Only sockets
+// this program balanced (their cookie and peer are in kpng_rev) for a (backend, service) pair in
+// kpng_gone: a backend that still serves another service keeps that service's sockets. The kernel
+// types are declared with the fields used only; CO-RE relocates them against the running kernel's BTF.
+struct sock_common {
+    __be32 skc_daddr;
+    __be16 skc_dport;
+    unsigned short skc_family;
+    struct in6_addr skc_v6_daddr;
+} __attribute__((preserve_access_index));
+struct sock { struct sock_common __sk_common; } __attribute__((preserve_access_index));
+struct udp_sock;
+struct bpf_iter_meta { void *seq; } __attribute__((preserve_access_index));
+struct bpf_iter__udp { struct bpf_iter_meta *meta; struct udp_sock *udp_sk; } __attribute__((preserve_access_index));
+
+extern int bpf_sock_destroy(struct sock_common *sk) __ksym;
+
+SEC("iter/udp")
+int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
+    struct sock *sk = (struct sock *)ctx->udp_sk;
+    if (!sk) return 0;
+    struct rev_key rk = {};
+    struct gone_key gk = {};
+    unsigned short fam = sk->__sk_common.skc_family;
+    if (fam == 2) {            // AF_INET
+        __u32 ip = sk->__sk_common.skc_daddr;
+        __builtin_memcpy(gk.addr, &ip, 4);
+        gk.family = AF_V4;
+    } else if (fam == 10) {    // AF_INET6
+        __u32 w[4];
+        w[0] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0]; w[1] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
+        w[2] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[2]; w[3] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[3];
+        __builtin_memcpy(gk.addr, w, 16);
+        gk.family = AF_V6;
+    } else {
+        return 0;
+    }
+    gk.port = sk->__sk_common.skc_dport;
+    if (!gk.port) return 0;
+    rk.cookie = bpf_get_socket_cookie(sk);
+    __builtin_memcpy(rk.addr, gk.addr, 16);
+    rk.port = gk.port;
+    rk.family = gk.family;
+    struct rev_value *rv = bpf_map_lookup_elem(&kpng_rev, &rk);
+    if (!rv) return 0;          // not a socket this program balanced
+    __builtin_memcpy(gk.vip, rv->addr, 16);
+    gk.vport = rv->port;
+    if (!bpf_map_lookup_elem(&kpng_gone, &gk)) return 0;
+    if (bpf_sock_destroy((struct sock_common *)sk) == 0) {
+        char one = 1;
+        bpf_seq_write(ctx->meta->seq, &one, 1);   // userspace counts the bytes: sockets destroyed
+    }
+    return 0;
+}
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

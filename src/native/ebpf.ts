@@ -23,6 +23,7 @@ interface EbpfNative {
   ebpfOpen(o: EbpfOpenOptions): Promise<EbpfOpenResult>;
   ebpfMapApply(handle: number, groups: EbpfMapGroup[]): Promise<EbpfApplyResult>;
   ebpfMapDump(handle: number, map: string): Promise<EbpfDump>;
+  ebpfDestroyUdp(handle: number, keys: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }>;
   ebpfClose(handle: number): Promise<void>;
   ebpfCleanup(o: { pinDir: string }): Promise<string[]>;
 }
@@ -52,6 +53,17 @@ export class EbpfLoader {
 
   dump(map: string): Promise<EbpfDump> {
     return addon().ebpfMapDump(this.info.handle, map);
+  }
+
+  /**
+   * Destroys the UDP sockets the programs connected to these removed (backend, service address) pairs
+   * (kpng_gone keys, 40 bytes: a kpng_be value, then the service's addr[16], port, pad), so their
+   * applications see an error and reconnect. Runs the
+   * socket iterator in kpng's network namespace and in each one of the processes under the cgroup.
+   */
+  destroyUdp(pairs: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }> {
+    if (!Number.isInteger(count) || count < 0 || pairs.length !== count * 40) throw new TypeError(`destroyUdp: ${count} pairs in ${pairs.length} bytes`);
+    return addon().ebpfDestroyUdp(this.info.handle, pairs, count);
   }
 
   /** Closes kpng's descriptors; the pinned links keep the programs attached. */

@@ -124,6 +124,18 @@ class EbpfLab {
     fs.renameSync(tmp, this.stateFile);
   }
 
+  /** A connected UDP client that keeps pinging (client.js udphold); its replies and errors as they come. */
+  holdUdp(host: string, port: number): { replies: Reply[]; done: Promise<void>; kill: () => void } {
+    const replies: Reply[] = [];
+    const c = spawn('sh', ['-c', `echo $$ > ${this.cgroup}/cgroup.procs && exec nsenter --net=/var/run/netns/${this.ns.cl} ${NODE} ${CLIENT} udphold ${host} ${port}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let buf = '';
+    c.stdout!.on('data', (b) => {
+      buf += String(b);
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) { replies.push(JSON.parse(buf.slice(0, i)) as Reply); buf = buf.slice(i + 1); }
+    });
+    return { replies, done: new Promise((r) => c.on('exit', () => r())), kill: () => { c.kill('SIGKILL'); } };
+  }
+
   /** Runs the client COUNT times in the client namespace; inCgroup false: outside the attach cgroup. */
   client(mode: 'tcp' | 'udp' | 'udpc', host: string, port: number, count = 1, inCgroup = true, ns: string = this.ns.cl): Promise<Reply[]> {
     const run = `exec nsenter --net=/var/run/netns/${ns} ${NODE} ${CLIENT} ${mode} ${host} ${port} ${count}`;
@@ -139,7 +151,17 @@ class EbpfLab {
   async destroy(): Promise<void> {
     for (const s of this.servers) s.kill('SIGTERM');
     try { await ebpfCleanup(this.pinDir); } catch { /* nothing pinned */ }
-    try { fs.rmdirSync(this.cgroup); } catch { /* absent */ }
+    // Clients still running (a failed test) keep the cgroup busy: they are ours, end them.
+    for (let i = 0; i < 50 && fs.existsSync(this.cgroup); i++) {
+      try {
+        for (const pid of fs.readFileSync(path.join(this.cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+          try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+        }
+        fs.rmdirSync(this.cgroup);
+      } catch {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
     for (const n of Object.values(this.ns)) { try { sh('ip', ['netns', 'del', n]); } catch { /* absent */ } }
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
@@ -288,6 +310,32 @@ d('eBPF backend: socket load balancing with real connections', () => {
     expect(await lab.client('tcp', '10.96.0.40', 80, 1)).toEqual([{ ok: false, err: 'ECONNREFUSED' }]);
   }, 60000);
 
+  test('a removed endpoint\'s connected UDP sockets are destroyed (the client sees an error and reconnects)', async () => {
+    const hold = lab.holdUdp('10.96.0.10', 53);
+    const until = async (f: () => boolean, what: string) => {
+      const t0 = Date.now();
+      while (!f()) {
+        if (Date.now() - t0 > 10000) {
+          hold.kill();
+          throw new Error(`timed out waiting for ${what}; ${hold.replies.length} replies, last ${JSON.stringify(hold.replies.slice(-1))}; kpng log:\n${kpng!.log}`);
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    };
+    await until(() => hold.replies.length >= 3, 'replies');
+    const first = hold.replies[0].name as PodName;
+    expect(hold.replies.every((r) => r.ok && r.name === first)).toBe(true);   // connected: one endpoint
+    const other: PodName = first === 'pa' ? 'pb' : 'pa';
+    // The pod keeps running: without the destroy its socket would go on getting replies.
+    await setState([{ ...WEB, pods: [other] }, EMPTY, AFF, ITP, ITP_NONE]);
+    await until(() => hold.replies.some((r) => !r.ok), 'an error on the held socket');
+    await hold.done;
+    expect(hold.replies.filter((r) => !r.ok)).toEqual([{ ok: false, err: 'ECONNABORTED' }]);
+    expect(kpng!.log).toMatch(/ebpf: destroyed 1 UDP sockets of \d+ removed \(backend, service\) pairs \(\d+ network namespaces searched\)/);
+    expect(names(await lab.client('udpc', '10.96.0.10', 53, 5))).toEqual(new Set([other]));
+    await setState(ALL);
+  }, 30000);
+
   test('kpng restart: balancing continues while it is down (pinned links and maps), then it takes over the pins', async () => {
     await kpng!.stop();
     // kpng is gone: the pinned programs and maps still balance.
@@ -295,7 +343,7 @@ d('eBPF backend: socket load balancing with real connections', () => {
     lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE]);
     kpng = new KpngProcess(lab);
     await kpng.waitSyncs(1);
-    expect(kpng.log).toMatch(/reused 4 pinned maps and 8 pinned links/);
+    expect(kpng.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pb']));
     await setState(ALL);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 30))).toEqual(new Set(['pa', 'pb']));

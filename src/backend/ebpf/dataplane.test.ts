@@ -8,14 +8,14 @@ import { BACKEND_MAP, decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE, 
 const r = (target: Target): Route => ({ target, masquerade: false });
 const ep = (ip: string, local = true): Endpoint => ({ ip, port: 8080, local, terminating: false });
 
-function svc(name: string, eps: Endpoint[], over: { target?: Target; affinity?: number; ip?: string } = {}): Service {
+function svc(name: string, eps: Endpoint[], over: { target?: Target; affinity?: number; ip?: string; udp?: boolean } = {}): Service {
   const route = r(over.target ?? Target.CLUSTER);
   return normalizeItem({
     key: `svc/ns/${name}`,
     service: {
       namespace: 'ns', name, type: 'ClusterIP', clusterIps: { v4: [over.ip ?? '10.96.0.1'], v6: [] },
       sessionAffinity: over.affinity ? { timeoutSeconds: over.affinity } : null,
-      ports: [{ port: { name: 'p', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: eps, localEndpoints: eps.filter((e) => e.local), clusterIp: { pod: route, node: route, other: route } }],
+      ports: [{ port: { name: 'p', protocol: over.udp ? Protocol.UDP : Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: eps, localEndpoints: eps.filter((e) => e.local), clusterIp: { pod: route, node: route, other: route } }],
     },
   }).service!;
 }
@@ -44,6 +44,14 @@ class FakeLoader {
     const svc = map === SVC_MAP;
     const entries = svc ? [...this.svc].map(([k, v]) => [Buffer.from(k, 'hex'), v]) : [...this.be].map(([k, v]) => { const b = Buffer.alloc(4); b.writeUInt32LE(k); return [b, v]; });
     return { count: entries.length, keySize: svc ? SVC_KEY_SIZE : 4, valueSize: 20, keys: Buffer.concat(entries.map((e) => e[0])), values: Buffer.concat(entries.map((e) => e[1])), syscalls: entries.length * 2 + 1 };
+  }
+  destroyCalls: string[][] = [];
+  async destroyUdp(b: Buffer, n: number) {
+    this.destroyCalls.push(Array.from({ length: n }, (_, i) => {
+      const v = decodeBackend(b, i * 40), vip = decodeBackend(Buffer.concat([b.subarray(i * 40 + 20, i * 40 + 38), Buffer.from([b[i * 40 + 18], 0])]));
+      return `${vip.addr}:${vip.port} ${v.addr}:${v.port}`;
+    }));
+    return { destroyed: 0, namespaces: 1, syscalls: 1 };
   }
   async close() {}
   /** "addr:port -> backend, backend" per service, as a connect() would resolve it. */
@@ -81,16 +89,17 @@ test('full sync writes backends, then slots, then slot 0; no endpoints and REJEC
 
 test('an endpoint change touches only its service; removals go count first, then slots, then backends', async () => {
   const { fake, dp } = mk();
-  const a = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]);
+  const a = svc('a', [ep('10.244.1.10'), ep('10.244.1.11'), ep('10.244.1.12')]);
   await dp.fullSync([a, svc('b', [ep('10.244.1.12')], { ip: '10.96.0.2' })], undefined, 1);
   const a2 = svc('a', [ep('10.244.1.11')]);
   await dp.update([{ key: 'svc/ns/a', old: a, new: a2 }], undefined, 2);
-  // slot 1 now names the remaining backend, then slot 0's count shrinks, then slot 2 and the old backend go.
-  expect(order(fake.groups[1])).toEqual(['update svc:1', 'update svc:1', 'delete svc:1', 'delete be:1']);
+  // slot 1 now names the remaining backend, then slot 0's count shrinks, then slots 2-3 and the old backends go.
+  expect(order(fake.groups[1])).toEqual(['update svc:1', 'update svc:1', 'delete svc:2', 'delete be:2']);
   expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.11:8080', '10.96.0.2:80': '10.244.1.12:8080' });
   await dp.update([{ key: 'svc/ns/a', old: a2, new: null }], undefined, 3);
   expect(order(fake.groups[2])).toEqual(['delete svc:1', 'delete svc:1', 'delete be:1']);
   expect(fake.resolve()).toEqual({ '10.96.0.2:80': '10.244.1.12:8080' });
+  expect(fake.destroyCalls).toEqual([]);   // TCP: established connections are left alone
   // Nothing changed: nothing written.
   const b = svc('b', [ep('10.244.1.12')], { ip: '10.96.0.2' });
   expect(await dp.update([{ key: 'svc/ns/b', old: b, new: b }], undefined, 4)).toEqual({ messages: 0, bytes: 0, ms: 0 });
@@ -121,4 +130,17 @@ test('a failed batch rejects; the next full sync converges from what the kernel 
   await dp.fullSync([a2], undefined, 3);
   expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.11:8080' });
   expect(fake.be.size).toBe(1);
+});
+
+test('UDP sockets are destroyed per (service, backend) pair that went away, not for a backend another service keeps', async () => {
+  const { fake, dp } = mk();
+  const a = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')], { udp: true });
+  const b = svc('b', [ep('10.244.1.10')], { udp: true, ip: '10.96.0.2' });
+  await dp.fullSync([a, b], undefined, 1);
+  expect(fake.destroyCalls).toEqual([]);
+  const a2 = svc('a', [ep('10.244.1.11')], { udp: true });
+  await dp.update([{ key: 'svc/ns/a', old: a, new: a2 }], undefined, 2);
+  expect(fake.destroyCalls).toEqual([['10.96.0.1:80 10.244.1.10:8080']]);
+  await dp.update([{ key: 'svc/ns/b', old: b, new: null }], undefined, 3);
+  expect(fake.destroyCalls[1]).toEqual(['10.96.0.2:80 10.244.1.10:8080']);
 });

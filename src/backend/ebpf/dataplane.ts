@@ -3,7 +3,8 @@
 //   1. new or changed backends   2. slots >= 1   3. slot 0 (the count, affinity, flags)
 //   4. removed slot 0s           5. removed slots   6. removed backends
 // so a connect() never follows a slot to a missing backend or a count past the last slot. Each group
-// goes to the kernel as one batched map update / delete.
+// goes to the kernel as one batched map update / delete. Then the UDP sockets the programs connected to
+// a backend that left a UDP service are destroyed (for that service only), so their clients reconnect.
 // A full sync reads the maps back from the kernel (they are pinned: after a restart they still hold
 // the previous process's state and keep balancing) and converges them to the ENLS the same way, so a
 // restart never interrupts the service. A failed batch throws: the KernelSink's next sync is a full one.
@@ -161,12 +162,60 @@ export class EbpfDataplane implements Dataplane {
       svcGroup('delete', headDel), svcGroup('delete', slotDel), beGroup('delete', beDel)].filter((g) => g.count > 0);
     const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
     if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
+    const gone = this.goneUdpPairs(touchedSvc);
     const r = await lb.apply(groups);
     for (const id of beUp) this.appliedBe.set(id, this.desiredBe.get(id)!);
     for (const id of beDel) this.appliedBe.delete(id);
     for (const k of [...slotUp, ...headUp]) this.appliedSvc.set(k, this.desiredSvc.get(k)!);
     for (const k of [...headDel, ...slotDel]) this.appliedSvc.delete(k);
-    return { messages: r.syscalls, bytes, ms: r.ms };
+    const report = { messages: r.syscalls, bytes, ms: r.ms };
+    if (gone.length) {
+      try {
+        const d = await lb.destroyUdp(Buffer.concat(gone), gone.length);
+        report.messages += d.syscalls;
+        this.destroyed += d.destroyed;
+        this.log(`ebpf: destroyed ${d.destroyed} UDP sockets of ${gone.length} removed (backend, service) pairs (${d.namespaces} network namespaces searched)`);
+      } catch (e) {
+        // The maps are right; only already-connected UDP clients keep talking to a gone endpoint.
+        this.log(`ebpf: destroying UDP sockets of removed backends failed: ${(e as Error).message}`);
+      }
+    }
+    return report;
+  }
+
+  /** Sockets destroyed because their backend was removed, in total. */
+  destroyed = 0;
+
+  /**
+   * kpng_gone keys (backend value + service addr[16], port, pad) for every backend that the touched UDP
+   * service addresses had in the kernel and no longer have in the desired state.
+   */
+  private goneUdpPairs(touched: Set<string>): Buffer[] {
+    const backendsOf = (svc: Map<string, Buffer>, be: Map<number, Buffer>) => {
+      const out = new Map<string, Set<string>>();
+      for (const k of touched) {
+        if (k.slice(36, 38) !== '11' || slotOfHex(k) === 0) continue;   // proto byte 17: UDP; slots only
+        const v = svc.get(k);
+        const b = v && be.get(decodeSvcValue(v).backendId);
+        if (!b) continue;
+        const vip = k.slice(0, 36);   // addr[16] + port
+        if (!out.has(vip)) out.set(vip, new Set());
+        out.get(vip)!.add(b.toString('hex'));
+      }
+      return out;
+    };
+    const before = backendsOf(this.appliedSvc, this.appliedBe);
+    if (before.size === 0) return [];
+    const after = backendsOf(this.desiredSvc, this.desiredBe);
+    const out = new Map<string, Buffer>();
+    for (const [vip, bs] of before) {
+      for (const b of bs) {
+        if (after.get(vip)?.has(b)) continue;
+        const key = b + vip + '0000';
+        out.set(key, Buffer.from(key, 'hex'));
+      }
+    }
+    return [...out.values()];
   }
 
   /** What the maps hold, as this dataplane believes (tests, debugging). */

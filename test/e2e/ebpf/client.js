@@ -3,9 +3,10 @@
 // addresses. One JSON line per attempt:
 //   {"ok":true,"name":<server>,"from":"<addr>:<port>"}   from: the reply's source as the application sees it
 //   {"ok":false,"err":"ECONNREFUSED"|"ENETUNREACH"|"timeout"|...}
-// Usage: node client.js tcp|udp|udpc HOST PORT [COUNT=1]
+// Usage: node client.js tcp|udp|udpc|udphold HOST PORT [COUNT=1]
 //   tcp: connect, read the line, from = getpeername(); udp: unconnected sendto, from = recvfrom's
-//   source; udpc: connected UDP socket, from = getpeername().
+//   source; udpc: connected UDP socket, from = getpeername(); udphold: one connected UDP socket that
+//   pings every 100 ms and prints every reply, until an error (printed) or 20 s.
 'use strict';
 const net = require('node:net');
 const dgram = require('node:dgram');
@@ -54,7 +55,19 @@ function udp(connected) {
   });
 }
 
-(async () => {
+function hold() {
+  const s = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
+  const out = (r) => process.stdout.write(JSON.stringify(r) + '\n');
+  const stop = () => { clearInterval(t); clearTimeout(limit); try { s.close(); } catch { /* closed */ } };
+  const t = setInterval(() => s.send('ping', (e) => { if (e) { out({ ok: false, err: e.code || String(e) }); stop(); } }), 100);
+  const limit = setTimeout(stop, 20000);
+  s.on('error', (e) => { out({ ok: false, err: e.code || String(e) }); stop(); });
+  s.on('message', (m) => out({ ok: true, name: JSON.parse(String(m)).name }));
+  s.connect(port, host);
+}
+
+if (mode === 'udphold') hold();
+else (async () => {
   for (let i = 0; i < count; i++) {
     const r = mode === 'tcp' ? await tcp() : await udp(mode === 'udpc');
     process.stdout.write(JSON.stringify(r) + '\n');
