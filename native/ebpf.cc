@@ -2,7 +2,8 @@
 // programs, pin maps and links under a bpffs directory (reused on the next start, so a restart keeps
 // connections balanced), batched map updates / deletes, map dumps, and clean-up. Every kernel call runs
 // in an AsyncWorker; a loaded object lives in a handle owned by this file.
-//   ebpfOpen({cgroup, pinDir, object?}) -> {handle, object, reusedMaps, reusedLinks, programs}
+//   ebpfOpen({cgroup, pinDir, object?, mapEntries?}) -> {handle, object, reusedMaps, reusedLinks, programs}
+//       mapEntries: max entries of kpng_svc and kpng_be (0: the object's own)
 //   ebpfMapApply(handle, [{map, op: 'update'|'delete', count, keys: Buffer, values?: Buffer}])
 //       -> {syscalls, ms}; on failure rejects with {group, element, errno, code, syscalls}
 //   ebpfMapDump(handle, map) -> {count, keys: Buffer, values: Buffer, syscalls}
@@ -95,9 +96,9 @@ bool Exists(const std::string& p) {
 
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string cgroup, std::string pinDir, std::string object)
+  OpenWorker(Napi::Env env, std::string cgroup, std::string pinDir, std::string object, uint32_t mapEntries)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), cgroup_(std::move(cgroup)),
-        pinDir_(std::move(pinDir)), object_(std::move(object)) {}
+        pinDir_(std::move(pinDir)), object_(std::move(object)), mapEntries_(mapEntries) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
@@ -117,9 +118,11 @@ class OpenWorker : public Napi::AsyncWorker {
       std::string pin = pinDir_ + "/" + bpf_map__name(m);
       if (Exists(pin)) reusedMaps_++;
       bpf_map__set_pin_path(m, pin.c_str());
+      std::string name = bpf_map__name(m);
+      if (mapEntries_ && (name == "kpng_svc" || name == "kpng_be")) bpf_map__set_max_entries(m, mapEntries_);
     }
     // Reuses compatible pinned maps, pins the new ones.
-    if (bpf_object__load(st->obj) != 0) { err_ = errno ? errno : EINVAL; what_ = "load " + object_ + " (pinned maps of another layout? run the clean-up)"; return; }
+    if (bpf_object__load(st->obj) != 0) { err_ = errno ? errno : EINVAL; what_ = "load " + object_ + " (pinned maps of another layout or size? run the clean-up)"; return; }
     UniqueFd cg(open(cgroup_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (cg < 0) { err_ = errno; what_ = "open cgroup " + cgroup_; return; }
     bpf_program* p;
@@ -175,6 +178,7 @@ class OpenWorker : public Napi::AsyncWorker {
   std::string cgroup_, pinDir_, object_, what_, log_;
   std::vector<std::string> programs_;
   int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0;
+  uint32_t mapEntries_;
 };
 
 struct Group {
@@ -277,6 +281,29 @@ class DumpWorker : public Napi::AsyncWorker {
     bpf_map* m = bpf_object__find_map_by_name(st_->obj, map_.c_str());
     ks_ = bpf_map__key_size(m);
     vs_ = bpf_map__value_size(m);
+    // Batched lookups (one syscall per chunk), then the key-by-key walk where the map type has none.
+    const uint32_t chunk = 8192;
+    std::vector<uint8_t> kb(ks_ * chunk), vb(vs_ * chunk);
+    uint64_t token = 0;
+    bool first = true, batched = true;
+    for (;;) {
+      uint32_t n = chunk;
+      bpf_map_batch_opts o{};
+      o.sz = sizeof(o);
+      syscalls_++;
+      int r = bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, kb.data(), vb.data(), &n, &o);
+      int e = r ? errno : 0;
+      if (r != 0 && e != ENOENT) {
+        if (first && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP)) { batched = false; break; }
+        err_ = e; what_ = "lookup batch " + map_; return;
+      }
+      keys_.insert(keys_.end(), kb.begin(), kb.begin() + n * ks_);
+      values_.insert(values_.end(), vb.begin(), vb.begin() + n * vs_);
+      count_ += n;
+      first = false;
+      if (e == ENOENT) break;   // the last chunk
+    }
+    if (batched) return;
     std::vector<uint8_t> key(ks_), next(ks_), val(vs_);
     const void* prev = nullptr;
     for (;;) {
@@ -512,7 +539,16 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
   if (!StringProp(env, o, "cgroup", true, &cgroup) || !StringProp(env, o, "pinDir", true, &pinDir) ||
       !StringProp(env, o, "object", false, &object)) return env.Undefined();
   while (pinDir.size() > 1 && pinDir.back() == '/') pinDir.pop_back();
-  auto* w = new OpenWorker(env, cgroup, pinDir, object);
+  uint32_t entries = 0;
+  Napi::Value me = o.Get("mapEntries");
+  if (!me.IsUndefined() && !me.IsNull()) {
+    if (!me.IsNumber() || me.As<Napi::Number>().DoubleValue() < 1 || me.As<Napi::Number>().DoubleValue() > (1 << 26)) {
+      Napi::TypeError::New(env, "mapEntries: a number of entries, 1 .. 67108864").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    entries = me.As<Napi::Number>().Uint32Value();
+  }
+  auto* w = new OpenWorker(env, cgroup, pinDir, object, entries);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -29,8 +29,11 @@
 #define AF_V4 4
 #define AF_V6 6
 #define SVC_FLAG_REFUSE 1
-#define MAX_SERVICES 262144
-#define MAX_BACKENDS 1048576
+// Service-map entries (slot 0 + one per backend, per service address) and backends. Not preallocated,
+// but the kernel allocates the hash buckets (16 bytes per entry, rounded to a power of two) up front:
+// the loader sets both from --ebpf-map-entries before loading (default 262144 = 4 MiB of buckets each).
+#define MAX_SVC_ENTRIES 262144
+#define MAX_BACKENDS 262144
 
 struct svc_key {
     __u8 addr[16];   // IPv4: first 4 bytes, rest zero
@@ -83,13 +86,13 @@ struct aff_value {
     __u32 pad;
 };
 
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, MAX_SERVICES);
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, MAX_SVC_ENTRIES); __uint(map_flags, BPF_F_NO_PREALLOC);
          __type(key, struct svc_key); __type(value, struct svc_value); } kpng_svc SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, MAX_BACKENDS);
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, MAX_BACKENDS); __uint(map_flags, BPF_F_NO_PREALLOC);
          __type(key, __u32); __type(value, struct backend); } kpng_be SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 262144);
+struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 65536);
          __type(key, struct rev_key); __type(value, struct rev_value); } kpng_rev SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 262144);
+struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, 65536);
          __type(key, struct aff_key); __type(value, struct aff_value); } kpng_aff SEC(".maps");
 
 struct gone_key {
@@ -102,7 +105,7 @@ struct gone_key {
     __u16 pad2;
 };
 
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536); __uint(map_flags, BPF_F_NO_PREALLOC);
          __type(key, struct gone_key); __type(value, __u8); } kpng_gone SEC(".maps");
 
 enum verdict { PASS, REWRITTEN, REFUSE };

@@ -11,6 +11,8 @@ export interface EbpfOpenOptions {
   pinDir: string;
   /** The BPF object; default: sock_lb.bpf.o beside the addon. */
   object?: string;
+  /** Max entries of the service and backend maps (default: the object's, 262144). Pinned maps of another size are not reused. */
+  mapEntries?: number;
 }
 export interface EbpfOpenResult { handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[] }
 export interface EbpfMapGroup { map: string; op: 'update' | 'delete'; count: number; keys: Buffer; values?: Buffer }
@@ -41,6 +43,10 @@ export class EbpfLoader {
   static async open(o: EbpfOpenOptions): Promise<EbpfLoader> {
     const opts: EbpfOpenOptions = { cgroup: absolute('cgroup', o.cgroup), pinDir: absolute('pinDir', o.pinDir) };
     if (o.object !== undefined) opts.object = absolute('object', o.object);
+    if (o.mapEntries !== undefined) {
+      if (!Number.isInteger(o.mapEntries) || o.mapEntries < 1 || o.mapEntries > 1 << 26) throw new TypeError(`mapEntries: 1 .. ${1 << 26}, got ${o.mapEntries}`);
+      opts.mapEntries = o.mapEntries;
+    }
     return new EbpfLoader(await addon().ebpfOpen(opts));
   }
 

@@ -10,6 +10,7 @@ export const ebpfBackend: BackendDefinition = {
     { name: 'cgroup', type: 'string', placeholder: 'PATH', help: 'cgroup v2 directory the programs attach to (default: the cgroup v2 mount, from /proc/self/mountinfo)' },
     { name: 'bpffs', type: 'string', placeholder: 'DIR', default: '/sys/fs/bpf/kpng', help: 'bpffs directory for pinned maps and links (reused by the next start)' },
     { name: 'ebpf-nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'nftables table (ip and ip6) for node ports and traffic from other hosts' },
+    { name: 'ebpf-map-entries', type: 'string', placeholder: 'N', default: '262144', help: 'entries of the service map (one per service address and port, plus one per endpoint) and of the backend map' },
     { name: 'ebpf-cleanup', type: 'boolean', help: 'detach the programs pinned under --bpffs, remove the pins, and program nothing (use with --once)' },
   ],
   create: (ctx) => {
@@ -19,6 +20,8 @@ export const ebpfBackend: BackendDefinition = {
     const pinDir = String(ctx.flags.bpffs ?? '/sys/fs/bpf/kpng');
     if (ctx.flags['ebpf-cleanup']) return ebpf.createCleanupSink(pinDir, log);
     const cgroup = typeof ctx.flags.cgroup === 'string' && ctx.flags.cgroup ? ctx.flags.cgroup : ebpf.defaultCgroup();
-    return ebpf.createEbpfSink({ cgroup, pinDir, nftTable: String(ctx.flags['ebpf-nft-table'] ?? 'kpng'), netns: ctx.netns, log });
+    const entries = String(ctx.flags['ebpf-map-entries'] ?? '262144');
+    if (!/^\d+$/.test(entries) || Number(entries) < 1 || Number(entries) > 1 << 26) throw new Error(`--ebpf-map-entries: ${JSON.stringify(entries)} is not a number of entries (1 .. ${1 << 26})`);
+    return ebpf.createEbpfSink({ cgroup, pinDir, nftTable: String(ctx.flags['ebpf-nft-table'] ?? 'kpng'), mapEntries: Number(entries), netns: ctx.netns, log });
   },
 };

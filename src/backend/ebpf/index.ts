@@ -19,6 +19,8 @@ export interface EbpfSinkOptions {
   pinDir: string;
   /** nft table (ip and ip6) for traffic that is not a socket operation of this node. */
   nftTable: string;
+  /** Max entries of the service and backend maps. */
+  mapEntries?: number;
   netns?: string;
   log: (msg: string) => void;
 }
@@ -41,7 +43,7 @@ export function defaultCgroup(): string {
 
 export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
   const kernel = nativeKernel(opts.netns ? { netns: opts.netns } : {});
-  const ebpf = new EbpfDataplane(() => EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir }), opts.log);
+  const ebpf = new EbpfDataplane(() => EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries }), opts.log);
   const nft = new NftDataplane(opts.nftTable, kernel);
   return new KernelSink(new CombinedDataplane('ebpf', [ebpf, nft]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }

@@ -1,0 +1,107 @@
+// eBPF socket-LB benchmark (root; prints tables, never asserts on time).
+//   1. Full sync of N services x 10 endpoints into empty, pinned maps: time, syscalls, bytes, and the
+//      kernel's memory for the maps (memlock in /proc/self/fdinfo); the nft dataplane's full sync of
+//      the same services into a fresh network namespace as the reference, in the same run.
+//   2. One endpoint change in that state: update() -> maps written, p50/p99 and syscalls per change.
+// Programs attach to a throwaway cgroup (kpng-test-kbf-bench-*) that no process joins; pins go to
+// /sys/fs/bpf/kpng-test-kbf-bench-*; everything is removed at the end.
+// Run: npm run build && node dist/bench/ebpf-sync.bench.js [--sizes 10,1000,10000,50000] [--changes 200]
+import { execFileSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { IPFamily, normalizeItem, Protocol, Target, type NodeInfo, type Service } from '../src/model/enls';
+import { EbpfDataplane, cgroup2Mount } from '../src/backend/ebpf';
+import { NftDataplane } from '../src/backend/nft/sink';
+import { nativeKernel } from '../src/backend/nft';
+import { EbpfLoader, ebpfCleanup } from '../src/native/ebpf';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+const SIZES = arg('--sizes', '10,1000,10000,50000').split(',').map(Number);
+const CHANGES = Number(arg('--changes', '200'));
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
+const id = crypto.randomBytes(3).toString('hex');
+const CG = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) ?? '/sys/fs/cgroup', `kpng-test-kbf-bench-${id}`);
+const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+const cluster = { target: Target.CLUSTER, masquerade: false };
+
+function service(i: number, shift = 0): Service {
+  const endpoints = Array.from({ length: 10 }, (_, k) => ({ ip: ip4((10 << 24) | (200 << 16) + ((i * 10 + k + shift) % 65000) + 1), port: 8080, local: false, terminating: false }));
+  return normalizeItem({
+    key: `svc/bench/s${i}`,
+    service: {
+      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
+      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
+      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: endpoints, clusterIp: { pod: cluster, node: cluster, other: cluster } }],
+    },
+  }).service!;
+}
+
+/** memlock of this process's BPF maps by name, from /proc/self/fdinfo (kernel >= 6.4: actual usage). */
+function mapMemory(): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const fd of fs.readdirSync('/proc/self/fdinfo')) {
+    let text = '';
+    try { text = fs.readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'); } catch { continue; }
+    const mem = /^memlock:\s+(\d+)/m.exec(text), mapId = /^map_id:\s+(\d+)/m.exec(text);
+    if (mem && mapId) out[mapId[1]] = Number(mem[1]);
+  }
+  return out;
+}
+
+const pct = (xs: number[], p: number) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+const mib = (n: number) => (n / 1048576).toFixed(1);
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) { console.log('ebpf-sync bench: needs root'); return; }
+  fs.mkdirSync(CG);
+  console.log(`eBPF socket-LB maps vs nft, ${new Date().toISOString().slice(0, 10)}, ${process.platform} ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
+  console.log('| services x 10 eps | ebpf full sync | syscalls | bytes | nft full sync (ref) | ratio | map memory | 1 change p50 / p99 | syscalls/change |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  try {
+    for (const n of SIZES) {
+      const pin = `/sys/fs/bpf/kpng-test-kbf-bench-${id}-${n}`;
+      const svcs = Array.from({ length: n }, (_, i) => service(i));
+      const before = mapMemory();
+      const dp = new EbpfDataplane(() => EbpfLoader.open({ cgroup: CG, pinDir: pin, mapEntries: Math.max(262144, n * 12) }), () => {});
+      let full;
+      try {
+        full = await dp.fullSync(svcs, NODE);
+        const mem = Object.entries(mapMemory()).filter(([k]) => !(k in before)).reduce((a, [, v]) => a + v, 0);
+        const times: number[] = [];
+        let syscalls = 0;
+        for (let c = 0; c < CHANGES; c++) {
+          const i = (c * 7919) % n;
+          const old = svcs[i];
+          svcs[i] = service(i, c + 1);
+          const t0 = performance.now();
+          const r = await dp.update([{ key: `svc/bench/s${i}`, old, new: svcs[i] }], NODE);
+          times.push(performance.now() - t0);
+          syscalls += r.messages;
+        }
+        // The reference: the nft dataplane, same services, fresh namespace.
+        const ns = `kbf-bench-${id}`;
+        execFileSync('ip', ['netns', 'add', ns]);
+        let nftMs = 0;
+        try {
+          const nft = new NftDataplane('kpng-kbf-bench', nativeKernel({ netns: `/var/run/netns/${ns}` }));
+          const t0 = performance.now();
+          await nft.fullSync(svcs, NODE);
+          nftMs = performance.now() - t0;
+        } finally {
+          execFileSync('ip', ['netns', 'del', ns]);
+        }
+        console.log(`| ${n} | ${full.ms.toFixed(1)} ms | ${full.messages} | ${full.bytes} | ${nftMs.toFixed(1)} ms | ${(full.ms / nftMs).toFixed(2)} | ${mib(mem)} MiB | ${pct(times, 0.5).toFixed(2)} / ${pct(times, 0.99).toFixed(2)} ms | ${(syscalls / CHANGES).toFixed(1)} |`);
+      } finally {
+        await dp.close();
+        await ebpfCleanup(pin);
+      }
+    }
+  } finally {
+    fs.rmdirSync(CG);
+  }
+  console.log('map memory: memlock of the five maps as the kernel reports it (service and backend maps sized max(262144, 12 x services); LRU maps preallocated: reverse NAT and affinity 65536 entries each).');
+}
+
+main().catch((e) => { console.error(e); process.exitCode = 1; });
