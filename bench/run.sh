@@ -10,4 +10,6 @@ run node --expose-gc dist/bench/model.bench.js
 run node dist/bench/native-nft.bench.js
 run node dist/bench/nft-sync.bench.js
 run node dist/bench/api.bench.js
+run node dist/bench/ebpf-sync.bench.js
+run node dist/bench/ebpf-connect.bench.js
 run node dist/bench/events/run.js --services 1000 --pods 1500 --duration "${KPNG_BENCH_EVENTS_SECONDS:-120}"

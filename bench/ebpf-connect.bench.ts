@@ -1,0 +1,109 @@
+// TCP connect latency to a cluster IP: socket-level LB (the client in the attach cgroup: connect() goes
+// straight to the endpoint) vs nft DNAT (the same client outside the cgroup: the node namespace DNATs
+// the SYN), with 10 and with 50k services programmed in both. Root; figures only.
+// Topology: client namespace --veth-- node namespace --bridge-- pod namespace (TCP server on 8080);
+// the node forwards. Both dataplanes are programmed in-process (the maps and the nft table).
+// Run: npm run build && node dist/bench/ebpf-connect.bench.js [--sizes 10,50000] [--connects 2000]
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { IPFamily, normalizeItem, Protocol, Target, type NodeInfo, type Service } from '../src/model/enls';
+import { EbpfDataplane, cgroup2Mount } from '../src/backend/ebpf';
+import { NftDataplane } from '../src/backend/nft/sink';
+import { nativeKernel } from '../src/backend/nft';
+import { EbpfLoader, ebpfCleanup } from '../src/native/ebpf';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+const SIZES = arg('--sizes', '10,50000').split(',').map(Number);
+const CONNECTS = Number(arg('--connects', '2000'));
+const ROOT = path.resolve(__dirname.includes(`${path.sep}dist${path.sep}`) ? path.join(__dirname, '../..') : path.join(__dirname, '..'));
+const NODE_BIN = path.join(ROOT, 'node_modules/.bin/node');
+const CLIENT = path.join(ROOT, 'bench/ebpf-connect-client.js');
+const id = crypto.randomBytes(3).toString('hex');
+const NS = { node: `kbf-cb-${id}-n`, pod: `kbf-cb-${id}-p`, cl: `kbf-cb-${id}-c` };
+const CG = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) ?? '/sys/fs/cgroup', `kpng-test-kbf-cb-${id}`);
+const PIN = `/sys/fs/bpf/kpng-test-kbf-cb-${id}`;
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
+const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+const cluster = { target: Target.CLUSTER, masquerade: false };
+const ip = (ns: string, ...a: string[]) => execFileSync('ip', ['-n', ns, ...a]);
+
+/** Service i: 10.96.x.y:80 -> the one pod (the measured one is service 0; the others are ballast). */
+function service(i: number): Service {
+  return normalizeItem({
+    key: `svc/bench/s${i}`,
+    service: {
+      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
+      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: [{ ip: '10.244.1.10', port: 8080, local: true, terminating: false }], clusterIp: { pod: cluster, node: cluster, other: cluster } }],
+    },
+  }).service!;
+}
+
+function setup(): void {
+  for (const n of Object.values(NS)) { execFileSync('ip', ['netns', 'add', n]); ip(n, 'link', 'set', 'lo', 'up'); }
+  ip(NS.node, 'link', 'add', 'br0', 'type', 'bridge');
+  ip(NS.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0');
+  ip(NS.node, 'link', 'set', 'br0', 'up');
+  ip(NS.node, 'link', 'add', 'vp', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS.pod);
+  ip(NS.node, 'link', 'set', 'vp', 'master', 'br0', 'up');
+  ip(NS.pod, 'addr', 'add', '10.244.1.10/24', 'dev', 'eth0');
+  ip(NS.pod, 'link', 'set', 'eth0', 'up');
+  ip(NS.pod, 'route', 'add', 'default', 'via', '10.244.1.1');
+  ip(NS.node, 'link', 'add', 'vc', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS.cl);
+  ip(NS.node, 'addr', 'add', '10.245.0.1/24', 'dev', 'vc');
+  ip(NS.node, 'link', 'set', 'vc', 'up');
+  ip(NS.cl, 'addr', 'add', '10.245.0.2/24', 'dev', 'eth0');
+  ip(NS.cl, 'link', 'set', 'eth0', 'up');
+  ip(NS.cl, 'route', 'add', 'default', 'via', '10.245.0.1');
+  execFileSync('ip', ['netns', 'exec', NS.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+  fs.mkdirSync(CG);
+}
+
+async function teardown(): Promise<void> {
+  try { await ebpfCleanup(PIN); } catch { /* nothing pinned */ }
+  try { fs.rmdirSync(CG); } catch { /* absent or busy */ }
+  for (const n of Object.values(NS)) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } }
+}
+
+function client(inCgroup: boolean): Promise<{ p50: number; p99: number; ok: number; failed: number }> {
+  const run = `exec nsenter --net=/var/run/netns/${NS.cl} ${NODE_BIN} ${CLIENT} 10.96.0.1 80 ${CONNECTS}`;
+  return new Promise((resolve, reject) => execFile('sh', ['-c', inCgroup ? `echo $$ > ${CG}/cgroup.procs && ${run}` : run], { timeout: 300000 }, (e, out) => (e ? reject(e) : resolve(JSON.parse(out)))));
+}
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) { console.log('ebpf-connect bench: needs root'); return; }
+  setup();
+  const server = spawn('nsenter', [`--net=/var/run/netns/${NS.pod}`, NODE_BIN, '-e', "require('net').createServer((s) => s.on('error', () => {}).end()).listen(8080, '0.0.0.0', () => console.log('ready'))"], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((r) => server.stdout!.once('data', () => r()));
+    let loader: EbpfLoader | undefined;
+    const ebpf = new EbpfDataplane(async () => (loader = await EbpfLoader.open({ cgroup: CG, pinDir: PIN, mapEntries: Math.max(262144, Math.max(...SIZES) * 3) })), () => {});
+    // Sanity: reverse-NAT entries are written only by sockets the programs balanced.
+    const balanced = async () => (await loader!.dump('kpng_rev')).count;
+    const nft = new NftDataplane('kpng-kbf-cb', nativeKernel({ netns: `/var/run/netns/${NS.node}` }));
+    console.log(`TCP connect latency to a cluster IP, ${CONNECTS} sequential connects per cell, ${new Date().toISOString().slice(0, 10)}, kernel ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
+    console.log('| services programmed | socket LB p50 / p99 | nft DNAT p50 / p99 | p50 ratio (LB / DNAT) | sockets balanced by BPF (LB run / DNAT run) |');
+    console.log('|---|---|---|---|---|');
+    for (const n of SIZES) {
+      const svcs = Array.from({ length: n }, (_, i) => service(i));
+      await ebpf.fullSync(svcs, NODE);
+      await nft.fullSync(svcs, NODE);
+      const r0 = await balanced();
+      const lb = await client(true);
+      const r1 = await balanced();
+      const dnat = await client(false);
+      const r2 = await balanced();
+      if (lb.failed || dnat.failed) console.log(`(failed connects: socket LB ${lb.failed}, DNAT ${dnat.failed})`);
+      console.log(`| ${n} | ${lb.p50.toFixed(3)} / ${lb.p99.toFixed(3)} ms | ${dnat.p50.toFixed(3)} / ${dnat.p99.toFixed(3)} ms | ${(lb.p50 / dnat.p50).toFixed(2)} | ${r1 - r0} / ${r2 - r1} |`);
+    }
+    await ebpf.close();
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 100));
+    await teardown();
+  }
+}
+
+main().catch(async (e) => { console.error(e); await teardown(); process.exitCode = 1; });
