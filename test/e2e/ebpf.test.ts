@@ -337,9 +337,17 @@ d('eBPF backend: socket load balancing with real connections', () => {
   }, 30000);
 
   test('kpng restart: balancing continues while it is down (pinned links and maps), then it takes over the pins', async () => {
+    const hold = lab.holdUdp('10.96.0.10', 53);
+    while (hold.replies.length < 2) await new Promise((r) => setTimeout(r, 25));
     await kpng!.stop();
-    // kpng is gone: the pinned programs and maps still balance.
+    // kpng is gone: the pinned programs and maps still balance, and a UDP socket balanced before still
+    // gets its replies translated back (the pinned reverse-NAT map).
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pa', 'pb']));
+    const seen = hold.replies.length;
+    while (hold.replies.length < seen + 3) await new Promise((r) => setTimeout(r, 25));
+    hold.kill();
+    await hold.done;
+    expect(hold.replies.filter((r) => !(r.ok && r.name === hold.replies[0].name && r.from === '10.96.0.10:53'))).toEqual([]);
     lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE]);
     kpng = new KpngProcess(lab);
     await kpng.waitSyncs(1);

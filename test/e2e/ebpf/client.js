@@ -62,7 +62,7 @@ function hold() {
   const t = setInterval(() => s.send('ping', (e) => { if (e) { out({ ok: false, err: e.code || String(e) }); stop(); } }), 100);
   const limit = setTimeout(stop, 20000);
   s.on('error', (e) => { out({ ok: false, err: e.code || String(e) }); stop(); });
-  s.on('message', (m) => out({ ok: true, name: JSON.parse(String(m)).name }));
+  s.on('message', (m, rinfo) => out({ ok: true, name: JSON.parse(String(m)).name, from: `${rinfo.address}:${rinfo.port}` }));
   s.connect(port, host);
 }
 
