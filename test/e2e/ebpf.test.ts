@@ -31,7 +31,7 @@ const NODE_IP = '192.168.50.1';
 
 interface Svc {
   name: string; ips: string[]; ports: Array<{ name: string; protocol: 'TCP' | 'UDP'; port: number; nodePort?: number }>; pods: PodName[];
-  externalIPs?: string[]; affinity?: number; itp?: 'Local';
+  externalIPs?: string[]; affinity?: number; itp?: 'Local'; etp?: 'Local'; lbIPs?: string[];
   /** Pods listed as running on another node (n2): not local endpoints of n1. */
   remote?: PodName[];
 }
@@ -41,13 +41,14 @@ function stateObjects(svcs: Svc[]): unknown {
   for (const s of svcs) {
     const fams = [...new Set(s.ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')))];
     const spec: Record<string, unknown> = {
-      type: s.ports.some((p) => p.nodePort) ? 'NodePort' : 'ClusterIP', clusterIP: s.ips[0], clusterIPs: s.ips, ipFamilies: fams, ipFamilyPolicy: fams.length > 1 ? 'RequireDualStack' : 'SingleStack',
+      type: s.lbIPs ? 'LoadBalancer' : s.ports.some((p) => p.nodePort) ? 'NodePort' : 'ClusterIP', clusterIP: s.ips[0], clusterIPs: s.ips, ipFamilies: fams, ipFamilyPolicy: fams.length > 1 ? 'RequireDualStack' : 'SingleStack',
       ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: 8080, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
     };
     if (s.externalIPs) spec.externalIPs = s.externalIPs;
     if (s.itp) spec.internalTrafficPolicy = s.itp;
+    if (s.etp) spec.externalTrafficPolicy = s.etp;
     if (s.affinity) { spec.sessionAffinity = 'ClientIP'; spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: s.affinity } }; }
-    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: s.name }, spec });
+    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: s.name }, spec, ...(s.lbIPs ? { status: { loadBalancer: { ingress: s.lbIPs.map((ip) => ({ ip })) } } } : {}) });
     for (const fam of fams) {
       const v6 = fam === 'IPv6';
       items.push({
@@ -70,7 +71,10 @@ const AFF: Svc = { name: 'aff', ips: ['10.96.0.30'], affinity: 60, ports: [{ nam
 const HTTP = [{ name: 'http', protocol: 'TCP' as const, port: 80 }];
 const ITP: Svc = { name: 'itp', ips: ['10.96.0.50'], itp: 'Local', ports: HTTP, pods: ['pa', 'pb'], remote: ['pb'] };
 const ITP_NONE: Svc = { name: 'itp-none', ips: ['10.96.0.51'], itp: 'Local', ports: HTTP, pods: ['pb'], remote: ['pb'] };
-const ALL = [WEB, EMPTY, AFF, ITP, ITP_NONE];
+// ETP Local with no endpoint on this node: outside clients are dropped, but pods and the node reach the
+// LB IP through every endpoint (upstream's short-circuit; the model's pod route says CLUSTER).
+const ETP: Svc = { name: 'etp', ips: ['10.96.0.60'], lbIPs: ['192.168.60.30'], etp: 'Local', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30060 }], pods: ['pa', 'pb'], remote: ['pa', 'pb'] };
+const ALL = [WEB, EMPTY, AFF, ITP, ITP_NONE, ETP];
 
 interface Reply { ok: boolean; name?: string; from?: string; err?: string }
 
@@ -284,10 +288,18 @@ d('eBPF backend: socket load balancing with real connections', () => {
     expect(await lab.client('tcp', '10.96.0.51', 80, 1)).toEqual([{ ok: false, err: 'ECONNREFUSED' }]);
   }, 30000);
 
+  test('externalTrafficPolicy Local, no local endpoint: a pod still reaches the LB IP through every endpoint', async () => {
+    const rs = await lab.client('tcp', '192.168.60.30', 80, 20);
+    expect(rs.filter((r) => !(r.ok && r.from === '192.168.60.30:80'))).toEqual([]);
+    expect(names(rs)).toEqual(new Set(['pa', 'pb']));
+  }, 30000);
+
   test('traffic from another host (a node port) is served by the nft part of --to ebpf', async () => {
     const rs = await lab.client('tcp', NODE_IP, 30080, 20, false, lab.ns.ext);
     expect(rs.filter((r) => !(r.ok && r.from === `${NODE_IP}:30080`))).toEqual([]);
     expect(names(rs)).toEqual(new Set(['pa', 'pb']));
+    // ETP Local without a local endpoint: outside clients are dropped (a timeout, not a refusal).
+    expect(await lab.client('tcp', NODE_IP, 30060, 1, false, lab.ns.ext)).toEqual([{ ok: false, err: 'timeout' }]);
   }, 30000);
 
   test('ClientIP affinity: one client (network namespace) keeps its endpoint', async () => {
@@ -299,10 +311,10 @@ d('eBPF backend: socket load balancing with real connections', () => {
   }, 30000);
 
   test('endpoint churn: removed endpoints stop receiving connections, added ones start', async () => {
-    await setState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE]);
+    await setState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE, ETP]);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pb']));
     expect(names(await lab.client('udp', '10.96.0.10', 53, 10))).toEqual(new Set(['pb']));
-    await setState([{ ...WEB, pods: ['pa'] }, { ...EMPTY, pods: ['pb'] }, AFF, ITP, ITP_NONE]);
+    await setState([{ ...WEB, pods: ['pa'] }, { ...EMPTY, pods: ['pb'] }, AFF, ITP, ITP_NONE, ETP]);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pa']));
     expect(names(await lab.client('tcp', '10.96.0.40', 80, 5))).toEqual(new Set(['pb']));
     await setState(ALL);
@@ -327,7 +339,7 @@ d('eBPF backend: socket load balancing with real connections', () => {
     expect(hold.replies.every((r) => r.ok && r.name === first)).toBe(true);   // connected: one endpoint
     const other: PodName = first === 'pa' ? 'pb' : 'pa';
     // The pod keeps running: without the destroy its socket would go on getting replies.
-    await setState([{ ...WEB, pods: [other] }, EMPTY, AFF, ITP, ITP_NONE]);
+    await setState([{ ...WEB, pods: [other] }, EMPTY, AFF, ITP, ITP_NONE, ETP]);
     await until(() => hold.replies.some((r) => !r.ok), 'an error on the held socket');
     await hold.done;
     expect(hold.replies.filter((r) => !r.ok)).toEqual([{ ok: false, err: 'ECONNABORTED' }]);
@@ -348,7 +360,7 @@ d('eBPF backend: socket load balancing with real connections', () => {
     hold.kill();
     await hold.done;
     expect(hold.replies.filter((r) => !(r.ok && r.name === hold.replies[0].name && r.from === '10.96.0.10:53'))).toEqual([]);
-    lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE]);
+    lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE, ETP]);
     kpng = new KpngProcess(lab);
     await kpng.waitSyncs(1);
     expect(kpng.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
