@@ -30,6 +30,12 @@ build_bpf() {
   mkdir -p "$(dirname "$bpf_out")"
   echo "build-native: compiling $bpf_src"
   clang -O2 -g -Wall -target bpf -I"/usr/include/$(gcc -print-multiarch)" -c "$bpf_src" -o "$bpf_out"
+  # The bpf target has no C library: a memcmp/memcpy clang could not inline fails only at load time.
+  if command -v llvm-nm >/dev/null && llvm-nm -u "$bpf_out" | grep -qE ' (memcmp|memcpy|memset|memmove)$'; then
+    echo "build-native: $bpf_out calls a C library function (not available to BPF programs)" >&2
+    rm -f "$bpf_out"
+    return 1
+  fi
 }
 
 out=build/Release/kpng_native.node

@@ -115,7 +115,8 @@ static __always_inline enum verdict pick(struct bpf_sock_addr *ctx, struct svc_k
     key->slot = 0;
     struct svc_value *head = bpf_map_lookup_elem(&kpng_svc, key);
     if (!head) return PASS;
-    if ((head->flags & SVC_FLAG_REFUSE) || head->count == 0) return REFUSE;
+    __u32 count = head->count;   // read once: userspace may rewrite slot 0 meanwhile
+    if ((head->flags & SVC_FLAG_REFUSE) || count == 0) return REFUSE;
 
     struct aff_key ak = {};
     __u64 now = 0;
@@ -135,7 +136,7 @@ static __always_inline enum verdict pick(struct bpf_sock_addr *ctx, struct svc_k
         }
     }
 
-    key->slot = (bpf_get_prandom_u32() % head->count) + 1;
+    key->slot = (bpf_get_prandom_u32() % count) + 1;
     __u32 affinity_s = head->affinity_s;
     struct svc_value *slot = bpf_map_lookup_elem(&kpng_svc, key);
     if (!slot) return REFUSE;   // the count shrank under us: refuse once rather than leak to the VIP
@@ -159,6 +160,14 @@ static __always_inline void remember(struct bpf_sock_addr *ctx, const struct bac
     struct rev_value rv = {};
     __builtin_memcpy(rv.addr, vip, 16);
     rv.port = vport;
+    // Unconnected UDP passes here on every datagram: write only what changed.
+    struct rev_value *cur = bpf_map_lookup_elem(&kpng_rev, &rk);
+    if (cur && cur->port == rv.port) {
+        __u32 a[4], b[4];   // compared as words: the bpf target has no memcmp
+        __builtin_memcpy(a, cur->addr, 16);
+        __builtin_memcpy(b, rv.addr, 16);
+        if (a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3]) return;
+    }
     bpf_map_update_elem(&kpng_rev, &rk, &rv, BPF_ANY);
 }
 
