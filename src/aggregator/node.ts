@@ -5,6 +5,8 @@ import type { NftKernel } from '../backend/nft/sink';
 import { Aggregator } from './aggregator';
 import { aggregatorKernel } from './nft-kernel';
 import { nativeTransport } from './transport';
+import { serveAggregator, type AggregatorServer } from './server';
+import type { Logger } from '../util/log';
 
 let nodeAggregator: Aggregator | undefined;
 
@@ -19,4 +21,9 @@ export function nodeAggregatorKernel(opts: { netns?: string; log?: (m: string) =
   const producer = getNodeAggregator(opts).connect('kpng', { peer: `pid ${process.pid} (in process)` });
   const callOpts = opts.netns ? { netns: opts.netns } : {};
   return aggregatorKernel(producer, (filters) => native.conntrackDelete(filters, callOpts));
+}
+
+/** Serves the node's aggregator to outside producers (`--aggregator-listen`). */
+export function serveNodeAggregator(listen: string, log: Logger): Promise<AggregatorServer> {
+  return serveAggregator(getNodeAggregator(), { listen, log });
 }

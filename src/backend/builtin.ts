@@ -34,6 +34,7 @@ export function registerBuiltinBackends(): void {
     flags: [
       { name: 'nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'name of kpng\'s table in the ip and ip6 families' },
       { name: 'aggregator', type: 'boolean', default: false, help: 'send the tables through the aggregator (producer "kpng"): one transaction with other producers\' changes' },
+      { name: 'aggregator-listen', type: 'string', placeholder: 'unix:///PATH', help: 'with --aggregator: serve outside producers (kpng publish) on this unix socket (mode 0600)' },
     ],
     create: (ctx) => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -42,7 +43,14 @@ export function registerBuiltinBackends(): void {
       if (!ctx.flags.aggregator) return nft.createNftSink(opts);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const agg = require('../aggregator/node') as typeof import('../aggregator/node');
-      return nft.createNftSink({ ...opts, kernel: agg.nodeAggregatorKernel({ netns: ctx.netns, log: (m) => ctx.log.info(m) }) });
+      const sink = nft.createNftSink({ ...opts, kernel: agg.nodeAggregatorKernel({ netns: ctx.netns, log: (m) => ctx.log.info(m) }) });
+      const listen = ctx.flags['aggregator-listen'] as string | undefined;
+      if (!listen) return sink;
+      return agg.serveNodeAggregator(listen, ctx.log).then((server) => {
+        const close = sink.close?.bind(sink);
+        sink.close = async () => { await server.close(); await close?.(); };
+        return sink;
+      });
     },
   });
   registerBackend(ipvsBackend);
