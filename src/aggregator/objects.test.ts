@@ -64,3 +64,11 @@ describe('objects document', () => {
     expect(() => parseObjects(parse(doc))).toThrow(re);
   });
 });
+
+test('the README example examples/aggregator/denylist.yaml is a valid declaration', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const text = require('node:fs').readFileSync(require('node:path').join(__dirname, '../../examples/aggregator/denylist.yaml'), 'utf8') as string;
+  const ops = parseObjects(parse(text));
+  expect(checkOps(new Map(), ops)).toBeUndefined();
+  expect(ops.filter((o) => 'rule' in o)).toHaveLength(1);
+});
