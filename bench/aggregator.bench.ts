@@ -5,15 +5,24 @@
 // the kernel's work on our syscalls included) and p50/p99 from a producer's change to the kernel's
 // ack, side by side with ratios. Runs in a private network namespace (root). Figures only.
 //
-//   npm run build && node dist/bench/aggregator.bench.js [durationMs=2000] [periodMs=20] [minIntervalMs=10]
+// Then the aggregator's own cost for kpng's nft backend at 10k services: full sync and one endpoint
+// change, direct to the addon vs through the aggregator (the diff pass over kpng's table).
+//
+//   npm run build && node dist/bench/aggregator.bench.js [durationMs=2000] [periodMs=20] [minIntervalMs=10] [services=10000]
 import { execFileSync } from 'node:child_process';
 import { Aggregator } from '../src/aggregator/aggregator';
 import { nativeTransport } from '../src/aggregator/transport';
 import { nftApply, ipv4, type NftOp } from '../src/native';
+import * as native from '../src/native';
+import { aggregatorKernel } from '../src/aggregator/nft-kernel';
+import { nftKernelSink, nativeKernel, type NftKernel } from '../src/backend/nft';
+import { IPFamily, normalizeItem, Protocol, Target, type Item, type NodeInfo } from '../src/model/enls';
+import type { Batch, StateView } from '../src/sink/sink';
 
 const DURATION = Number(process.argv[2] ?? 2000);
 const PERIOD = Number(process.argv[3] ?? 20);
 const MIN_INTERVAL = Number(process.argv[4] ?? 10);
+const SERVICES = Number(process.argv[5] ?? 10000);
 const KS = [1, 4, 16, 64];
 const NS = `kbg-bench-${process.pid}`;
 const opts = { netns: `/var/run/netns/${NS}` };
@@ -83,6 +92,47 @@ async function run(k: number, mode: 'separate' | 'aggregated'): Promise<Figures>
   return f;
 }
 
+// ---- kpng's backend through the aggregator: its own overhead ----
+
+const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
+const cl = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
+
+function service(i: number, epBase = 0): Item {
+  const clusterEndpoints = Array.from({ length: 10 }, (_, k) => ({ ip: ip4((10 << 24) | (200 << 16) + ((i * 10 + k + epBase) % 65000) + 1), port: 8080, local: false, terminating: false }));
+  return normalizeItem({
+    key: `svc/bench/s${i}`,
+    service: {
+      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
+      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
+      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints, clusterIp: { pod: cl(false), node: cl(true), other: cl(true) } }],
+    },
+  } as unknown as Item);
+}
+
+function view(items: Item[], revision: number): StateView {
+  const m = new Map<string, Item>([['node', { key: 'node', node: NODE } as Item], ...items.map((x): [string, Item] => [x.key, x])]);
+  return { node: 'n1', revision, get: (k) => m.get(k), items: () => m.values(), size: m.size };
+}
+
+async function kpngOverhead(kernel: NftKernel): Promise<{ fullMs: number; p50: number; p99: number }> {
+  execFileSync('ip', ['netns', 'exec', NS, 'nft', 'flush', 'ruleset']);
+  const sink = nftKernelSink({ log: () => undefined }, kernel);
+  const items = Array.from({ length: SERVICES }, (_, i) => service(i));
+  let t = performance.now();
+  await sink.apply({ revision: 1, reset: true, changes: items.map((item) => ({ op: 'set', key: item.key, item })) } as Batch, view(items, 1));
+  const fullMs = performance.now() - t;
+  const lat: number[] = [];
+  for (let c = 0; c < 100; c++) {
+    const i = (c * 97) % SERVICES;
+    items[i] = service(i, 1000 + c);
+    t = performance.now();
+    await sink.apply({ revision: c + 2, reset: false, changes: [{ op: 'set', key: items[i].key, item: items[i] }] } as Batch, view(items, c + 2));
+    lat.push(performance.now() - t);
+  }
+  return { fullMs, p50: pct(lat, 0.5), p99: pct(lat, 0.99) };
+}
+
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('run as root (a private network namespace)');
   execFileSync('ip', ['netns', 'add', NS]);
@@ -97,6 +147,14 @@ async function main(): Promise<void> {
       }
       console.log(`    ratio separate/aggregated: commits ${(a.commits / a.changes / (b.commits / b.changes)).toFixed(1)}x per change, messages ${(a.messages / a.changes / (b.messages / b.changes)).toFixed(1)}x per change, cpu ${(a.cpuMs / a.changes / (b.cpuMs / b.changes)).toFixed(1)}x per change`);
     }
+    const direct = await kpngOverhead(nativeKernel(opts));
+    const agg = new Aggregator({ minIntervalMs: 0, burst: 1, transport: nativeTransport(opts) });
+    const via = await kpngOverhead(aggregatorKernel(agg.connect('kpng'), (f) => native.conntrackDelete(f, opts)));
+    agg.close();
+    console.log(`\nkpng's nft backend, ${SERVICES} services x 10 endpoints: full sync / one service's endpoints changed (p50, p99 of 100)`);
+    console.log(`direct      ${direct.fullMs.toFixed(0).padStart(6)} ms  ${direct.p50.toFixed(2).padStart(6)} ms  ${direct.p99.toFixed(2).padStart(6)} ms`);
+    console.log(`aggregator  ${via.fullMs.toFixed(0).padStart(6)} ms  ${via.p50.toFixed(2).padStart(6)} ms  ${via.p99.toFixed(2).padStart(6)} ms`);
+    console.log(`ratio       ${(via.fullMs / direct.fullMs).toFixed(2).padStart(6)}x    ${(via.p50 / direct.p50).toFixed(2).padStart(6)}x`);
   } finally {
     execFileSync('ip', ['netns', 'del', NS]);
   }

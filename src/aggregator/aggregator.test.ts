@@ -213,6 +213,37 @@ describe('aggregator', () => {
     agg.close();
   });
 
+  test('scoped diffs (only the chains and sets an op touched) keep the kernel equal to the desired state', async () => {
+    const { kernel, agg } = setup();
+    const a = agg.connect('a');
+    const expected: ProducerState = new Map();
+    const base = [...fw('t', 'r0'), chain('t', 'x'), rule('t', 'x', 'x0'), set('t', 's2')];
+    applyOps(expected, base);
+    await a.declare(base);
+    let seed = 7;
+    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+    const el = (n: number) => ({ key: new Uint8Array([10, 0, 1, n]) });
+    for (let round = 0; round < 30; round++) {
+      const ops: NftOp[] = [];
+      for (let i = 0; i < 1 + rnd(4); i++) {
+        const s = rnd(2) ? 'deny' : 's2';
+        switch (rnd(5)) {
+          case 0: ops.push({ op: 'add', elements: { family: 'inet', table: 't', set: s, elements: [el(rnd(20))] } }); break;
+          case 1: ops.push({ op: 'delete', elements: { family: 'inet', table: 't', set: s, elements: [el(rnd(20))] } }); break;
+          case 2: ops.push(rule('t', rnd(2) ? 'in' : 'x', `r${round}-${i}`)); break;
+          case 3: ops.push({ op: 'flush', chain: { family: 'inet', table: 't', name: rnd(2) ? 'in' : 'x' } }); break;
+          case 4: ops.push({ op: 'flush', set: { family: 'inet', table: 't', name: s, keyType: 'ipv4_addr' } }); break;
+        }
+      }
+      applyOps(expected, ops);
+      const p = a.apply(ops);
+      if (rnd(3) === 0) await p; // sometimes several changes coalesce into one commit
+    }
+    await a.apply([]);
+    expect(diffStates(kernel.state, expected)).toEqual([]);
+    agg.close();
+  });
+
   test('the commit budget: a burst back to back, then one commit per interval, changes coalescing meanwhile', async () => {
     const { kernel, agg } = setup({ minIntervalMs: 150, burst: 1 });
     const a = agg.connect('a');

@@ -6,7 +6,7 @@
 // committed without them in the same tick, the culprit is told which object failed and why, and it
 // is retried later with a full resync of its own tables only.
 import type { NftApplyError, NftFailure, NftOp } from '../native/nft-types';
-import { diffStates } from './diff';
+import { diffStates, type Scope } from './diff';
 import { CommitBudget } from './rate';
 import { applyOps, checkOps, countObjects, DeclarationError, opTable, tableKey, type ProducerState } from './state';
 import type { NftTransport } from './transport';
@@ -73,8 +73,8 @@ interface Producer {
   connected: boolean;
   desired: ProducerState;
   applied: ProducerState;
-  /** Tables changed since the last commit; `replace`: of those, rebuild as a whole. */
-  dirty: Set<string>;
+  /** What changed since the last commit, per table; `replace`: tables to rebuild as a whole. */
+  dirty: Map<string, Scope>;
   replace: Set<string>;
   /** Rebuild every table of this producer at its next commit (after a refusal). */
   resync: boolean;
@@ -126,7 +126,7 @@ export class Aggregator {
     if (p?.removing) throw new Error(`producer ${name} is being removed`);
     if (!p) {
       p = {
-        name, connected: false, desired: new Map(), applied: new Map(), dirty: new Set(), replace: new Set(),
+        name, connected: false, desired: new Map(), applied: new Map(), dirty: new Map(), replace: new Set(),
         resync: false, retryAt: 0, refusals: 0, waiters: [], listeners: new Set(),
       };
       this.producers.set(name, p);
@@ -156,7 +156,7 @@ export class Aggregator {
     if (!p) return Promise.reject(new Error(`no producer ${name}`));
     p.connected = false;
     p.listeners.clear();
-    for (const k of p.desired.keys()) p.dirty.add(k);
+    for (const k of p.desired.keys()) p.dirty.set(k, 'all');
     p.desired = new Map();
     p.retryAt = 0;
     return new Promise<void>((resolve, reject) => {
@@ -199,7 +199,7 @@ export class Aggregator {
     const base: ProducerState = declare ? new Map() : p.desired;
     const bad = checkOps(base, ops);
     if (bad) return Promise.reject(new DeclarationError(p.name, bad.index, bad.reason));
-    const touched = new Set<string>();
+    const touched = new Map<string, Scope>();
     const reset = new Set<string>();
     for (let i = 0; i < ops.length; i++) {
       const o = ops[i];
@@ -209,17 +209,28 @@ export class Aggregator {
       if (owner !== undefined && owner !== p.name) {
         return Promise.reject(new DeclarationError(p.name, i, `table ${family} ${table} belongs to producer ${owner}`));
       }
-      touched.add(k);
       if ('table' in o && (o.op === 'delete' || o.op === 'destroy')) reset.add(k);
+      // Which chains (rules) and sets (definition, elements) the op touches: the diff looks only there.
+      let sc = touched.get(k);
+      if (sc === undefined) touched.set(k, (sc = { chains: new Set(), sets: new Set() }));
+      if (sc === 'all') continue;
+      if ('table' in o || declare) touched.set(k, 'all');
+      else if ('chain' in o) sc.chains.add(o.chain.name);
+      else if ('set' in o) sc.sets.add(o.set.name);
+      else if ('elements' in o) sc.sets.add(o.elements.set);
+      else sc.chains.add(o.rule.chain);
     }
     if (declare) {
-      for (const k of p.desired.keys()) p.dirty.add(k);
+      for (const k of p.desired.keys()) p.dirty.set(k, 'all');
       p.desired = new Map();
       if (resync) for (const k of p.applied.keys()) p.replace.add(k);
     }
     applyOps(p.desired, ops);
-    for (const k of touched) {
-      p.dirty.add(k);
+    for (const [k, sc] of touched) {
+      const cur = p.dirty.get(k);
+      if (sc === 'all' || cur === 'all') p.dirty.set(k, 'all');
+      else if (!cur) p.dirty.set(k, sc);
+      else { for (const c of sc.chains) cur.chains.add(c); for (const x of sc.sets) cur.sets.add(x); }
       if (p.desired.has(k)) this.owners.set(k, p.name);
     }
     for (const k of reset) p.replace.add(k);
@@ -269,7 +280,7 @@ export class Aggregator {
         ? diffStates(p.applied, p.desired, { replace: new Set([...p.applied.keys(), ...p.desired.keys()]) })
         : diffStates(p.applied, p.desired, { tables: p.dirty, replace: p.replace });
       parts.push({ p, ops, waiters: p.waiters.splice(0) });
-      p.dirty = new Set();
+      p.dirty = new Map();
       p.replace = new Set();
       p.resync = false;
     }

@@ -57,37 +57,46 @@ export function removeTableOps(family: TableState['table']['family'], name: stri
 }
 
 /** True when an in-place update cannot reach `want` from `have` (a definition changed). */
-function needsReplace(have: TableState, want: TableState): boolean {
-  if (!same(have.table, want.table)) return true;
-  for (const [n, c] of want.chains) {
+function needsReplace(have: TableState, want: TableState, scope: Scope): boolean {
+  if (scope === 'all' && !same(have.table, want.table)) return true;
+  const chains = scope === 'all' ? want.chains.keys() : scope.chains;
+  const sets = scope === 'all' ? want.sets.keys() : scope.sets;
+  for (const n of chains) {
     const h = have.chains.get(n);
-    if (h && !same(h.chain, c.chain)) return true;
+    const c = want.chains.get(n);
+    if (h && c && !same(h.chain, c.chain)) return true;
   }
-  for (const [n, s] of want.sets) {
+  for (const n of sets) {
     const h = have.sets.get(n);
-    if (h && !same(h.set, s.set)) return true;
+    const s = want.sets.get(n);
+    if (h && s && !same(h.set, s.set)) return true;
   }
   return false;
 }
 
-/** In-place ops for one table present in both states with the same definitions. */
-function updateTableOps(have: TableState, want: TableState): NftOp[] {
+/** In-place ops for one table present in both states with the same definitions, limited to `scope`. */
+function updateTableOps(have: TableState, want: TableState, scope: Scope): NftOp[] {
   const { family, name: table } = want.table;
+  const chainNames = scope === 'all' ? new Set([...have.chains.keys(), ...want.chains.keys()]) : scope.chains;
+  const setNames = scope === 'all' ? new Set([...have.sets.keys(), ...want.sets.keys()]) : scope.sets;
   const ops: NftOp[] = [];
   const refill: string[] = [];
-  for (const [n, c] of want.chains) if (!have.chains.has(n)) ops.push({ op: 'add', chain: c.chain });
-  for (const [n, s] of want.sets) if (!have.sets.has(n)) ops.push({ op: 'add', set: s.set });
+  for (const n of chainNames) { const c = want.chains.get(n); if (c && !have.chains.has(n)) ops.push({ op: 'add', chain: c.chain }); }
+  for (const n of setNames) { const s = want.sets.get(n); if (s && !have.sets.has(n)) ops.push({ op: 'add', set: s.set }); }
   // Flush first: a rule going away may be what references a chain or set deleted below.
-  for (const [n, h] of have.chains) {
+  for (const n of chainNames) {
+    const h = have.chains.get(n);
     const w = want.chains.get(n);
+    if (!h) { if (w?.rules.length) refill.push(n); continue; }
     if (!w) { if (h.rules.length) ops.push({ op: 'flush', chain: h.chain }); continue; }
     if (!rulesEqual(h.rules, w.rules)) {
       if (h.rules.length) ops.push({ op: 'flush', chain: h.chain });
       refill.push(n);
     }
   }
-  for (const [n, w] of want.chains) if (!have.chains.has(n) && w.rules.length) refill.push(n);
-  for (const [n, s] of want.sets) {
+  for (const n of setNames) {
+    const s = want.sets.get(n);
+    if (!s) continue;
     const h = have.sets.get(n);
     const del: NftElement[] = [];
     const add: NftElement[] = [];
@@ -105,24 +114,29 @@ function updateTableOps(have: TableState, want: TableState): NftOp[] {
     if (add.length) ops.push({ op: 'add', elements: { family, table, set: n, elements: add } });
   }
   for (const n of refill) for (const r of want.chains.get(n)!.rules) ops.push({ op: 'add', rule: r });
-  for (const [n, h] of have.chains) if (!want.chains.has(n)) ops.push({ op: 'delete', chain: h.chain });
-  for (const [n, h] of have.sets) if (!want.sets.has(n)) ops.push({ op: 'delete', set: h.set });
+  for (const n of chainNames) { const h = have.chains.get(n); if (h && !want.chains.has(n)) ops.push({ op: 'delete', chain: h.chain }); }
+  for (const n of setNames) { const h = have.sets.get(n); if (h && !want.sets.has(n)) ops.push({ op: 'delete', set: h.set }); }
   return ops;
 }
 
+/** What changed in a table: everything, or these chains (rules) and sets (definition, elements). */
+export type Scope = 'all' | { chains: Set<string>; sets: Set<string> };
+
 export interface DiffOptions {
-  /** Only these tables (keys); all tables of both states when absent. */
-  tables?: Iterable<string>;
+  /** Only these tables (keys), each limited to a scope; all tables of both states, whole, when absent. */
+  tables?: Map<string, Scope> | Iterable<string>;
   /** Replace these tables as a whole even if unchanged (a full resync of them). */
   replace?: Set<string>;
 }
 
 /** The ops that bring `applied` to `desired`. */
 export function diffStates(applied: ProducerState, desired: ProducerState, opts: DiffOptions = {}): NftOp[] {
-  const keys = opts.tables ? new Set(opts.tables) : new Set([...applied.keys(), ...desired.keys()]);
-  for (const k of opts.replace ?? []) keys.add(k);
+  const scopes = new Map<string, Scope>();
+  if (opts.tables instanceof Map) for (const [k, v] of opts.tables) scopes.set(k, v);
+  else for (const k of opts.tables ?? new Set([...applied.keys(), ...desired.keys()])) scopes.set(k, 'all');
+  for (const k of opts.replace ?? []) scopes.set(k, 'all');
   const ops: NftOp[] = [];
-  for (const k of keys) {
+  for (const [k, scope] of scopes) {
     const have = applied.get(k);
     const want = desired.get(k);
     if (!want) {
@@ -133,8 +147,8 @@ export function diffStates(applied: ProducerState, desired: ProducerState, opts:
       }
       continue;
     }
-    if (!have || opts.replace?.has(k) || needsReplace(have, want)) ops.push(...replaceTableOps(want));
-    else ops.push(...updateTableOps(have, want));
+    if (!have || opts.replace?.has(k) || needsReplace(have, want, scope)) ops.push(...replaceTableOps(want));
+    else ops.push(...updateTableOps(have, want, scope));
   }
   return ops;
 }
