@@ -32,11 +32,26 @@ export function registerBuiltinBackends(): void {
     name: 'nft',
     summary: 'program nftables (tables "kpng" in the ip and ip6 families) through netlink',
     kernel: true,
-    flags: [{ name: 'nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'name of kpng\'s table in the ip and ip6 families' }],
+    flags: [
+      { name: 'nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'name of kpng\'s table in the ip and ip6 families' },
+      { name: 'aggregator', type: 'boolean', default: false, help: 'send the tables through the aggregator (producer "kpng"): one transaction with other producers\' changes' },
+      { name: 'aggregator-listen', type: 'string', placeholder: 'unix:///PATH', help: 'with --aggregator: serve outside producers (kpng publish) on this unix socket (mode 0600)' },
+    ],
     create: (ctx) => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const nft = require('./nft') as typeof import('./nft');
-      return nft.createNftSink({ log: (m) => ctx.log.info(m), tablePrefix: ctx.flags['nft-table'] as string | undefined, netns: ctx.netns });
+      const opts = { log: (m: string) => ctx.log.info(m), tablePrefix: ctx.flags['nft-table'] as string | undefined, netns: ctx.netns };
+      if (!ctx.flags.aggregator) return nft.createNftSink(opts);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const agg = require('../aggregator/node') as typeof import('../aggregator/node');
+      const sink = nft.createNftSink({ ...opts, kernel: agg.nodeAggregatorKernel({ netns: ctx.netns, log: (m) => ctx.log.info(m) }) });
+      const listen = ctx.flags['aggregator-listen'] as string | undefined;
+      if (!listen) return sink;
+      return agg.serveNodeAggregator(listen, ctx.log).then((server) => {
+        const close = sink.close?.bind(sink);
+        sink.close = async () => { await server.close(); await close?.(); };
+        return sink;
+      });
     },
   });
   registerBackend(ipvsBackend);

@@ -47,6 +47,9 @@ Usage:
   kpng file  --input FILE [--node NAME] [--to SINK] [options]   read a kubectl dump, follow its changes
   kpng kube  [--kubeconfig PATH] [--node NAME] [--to SINK] [options]   watch an API server
   kpng local --api unix:///run/kpng/kpng.sock --node NAME [--to SINK]   consume another kpng's state
+  kpng publish --producer NAME --file OBJECTS.yaml [--aggregator unix:///PATH] [--once]
+                            hand nftables objects to a kpng running --to nft --aggregator --aggregator-listen
+  kpng aggregator remove PRODUCER | status [--aggregator unix:///PATH]
   kpng help | --help        this text
   kpng version | --version
 

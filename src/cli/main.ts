@@ -48,6 +48,12 @@ function stopSignal(): AbortController {
 const version = (): string => (require('../../../package.json') as { version: string }).version;
 
 export async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'publish' || argv[0] === 'aggregator') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const cmd = require('../aggregator/cli') as typeof import('../aggregator/cli');
+    const ac = stopSignal();
+    try { return await cmd.runAggregatorCommand(argv, out, ac.signal); } finally { ac.abort(); }
+  }
   let opts: CliOptions;
   let kp: KubeProxyArgs;
   try {

@@ -21,6 +21,10 @@ import { createLogger } from '../../../src/util/log';
 import { nativeKernel } from '../../../src/backend/nft';
 import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
+import { Aggregator } from '../../../src/aggregator/aggregator';
+import { aggregatorKernel } from '../../../src/aggregator/nft-kernel';
+import { nativeTransport } from '../../../src/aggregator/transport';
+import * as native from '../../../src/native';
 
 // The repository root, whether this runs from test/e2e/lab (jest) or dist/test/e2e/lab (the demo).
 const ROOT = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../../..');
@@ -72,6 +76,11 @@ export interface KpngOptions {
   nodePortAddresses?: string[];
   minSyncPeriod?: string;
   mode?: KpngMode;
+  /**
+   * Through the aggregator: an Aggregator of the test process (native mode: kpng connects to it as
+   * producer "kpng"), or true (cli mode: `--aggregator`). KPNG_E2E_AGGREGATOR=1 sets true by default.
+   */
+  aggregator?: Aggregator | boolean;
 }
 
 export class Kpng {
@@ -79,8 +88,9 @@ export class Kpng {
   private stopFn: () => Promise<void> = async () => {};
   readonly mode: KpngMode;
 
-  private constructor(readonly lab: Lab, readonly file: string, readonly opts: KpngOptions) {
+  private constructor(readonly lab: Lab, readonly file: string, private opts: KpngOptions) {
     this.mode = opts.mode ?? kpngMode();
+    if (opts.aggregator === undefined && process.env.KPNG_E2E_AGGREGATOR === '1') this.opts = { ...opts, aggregator: true };
   }
 
   static async start(lab: Lab, file: string, opts: KpngOptions = {}): Promise<Kpng> {
@@ -114,7 +124,8 @@ export class Kpng {
     if (this.mode === 'cli') {
       const args = [CLI, 'file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
         ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : []),
-        ...(this.opts.nodePortAddresses ?? []).flatMap((c) => ['--nodeport-addresses', c])];
+        ...(this.opts.nodePortAddresses ?? []).flatMap((c) => ['--nodeport-addresses', c]),
+        ...(this.opts.aggregator ? ['--aggregator'] : [])];
       const child = this.lab.spawnIn(this.lab.ns.n1, NODE_BIN, args);
       const onData = (d: Buffer) => { this.lines.push(...String(d).split('\n').filter(Boolean)); };
       child.stdout!.on('data', onData);
@@ -128,12 +139,19 @@ export class Kpng {
     const src = new FileSource({ file: this.file, store, log: logger });
     await src.start(true);
     const state = new NodeState(store, 'n1');
-    const kernel = this.mode === 'native' ? nativeKernel({ netns: `/var/run/netns/${this.lab.ns.n1}` }) : textKernel(this.lab.ns.n1);
+    const netns = `/var/run/netns/${this.lab.ns.n1}`;
+    let kernel = this.mode === 'native' ? nativeKernel({ netns }) : textKernel(this.lab.ns.n1);
+    let ownAggregator: Aggregator | undefined;
+    if (this.opts.aggregator && this.mode === 'native') {
+      const agg = this.opts.aggregator instanceof Aggregator ? this.opts.aggregator
+        : (ownAggregator = new Aggregator({ transport: nativeTransport({ netns }), log: (m) => this.lines.push(m) }));
+      kernel = aggregatorKernel(agg.connect('kpng'), (f) => native.conntrackDelete(f, { netns }));
+    }
     const sink = nftKernelSink({ log: (m: string) => this.lines.push(m) }, kernel);
     const ac = new AbortController();
     const ms = /ms$/.test(period) ? Number(period.slice(0, -2)) : Number(period.replace(/s$/, '')) * 1000;
     const done = runSink(state, sink, { log: logger, minSyncPeriodMs: ms, burst: 2 }, ac.signal);
-    this.stopFn = async () => { ac.abort(); src.stop(); await done; };
+    this.stopFn = async () => { ac.abort(); src.stop(); await done; ownAggregator?.close(); };
   }
 
   /** Stop kpng (rules stay in the kernel, as with kube-proxy). */

@@ -84,7 +84,8 @@ export class Lab {
   /** Build the whole lab; `servers: false` skips the echo servers (benchmarks that only need n1). */
   static async create(opts: { servers?: boolean; minimal?: boolean } = {}): Promise<Lab> {
     hookExit();
-    const lab = new Lab(`kl${process.pid.toString(36)}${crypto.randomBytes(3).toString('hex')}`);
+    // KPNG_LAB_PREFIX: the namespace prefix a lab run is allowed to use (default kl).
+    const lab = new Lab(`${process.env.KPNG_LAB_PREFIX ?? 'kl'}${process.pid.toString(36)}${crypto.randomBytes(3).toString('hex')}`);
     live.add(lab);
     try {
       lab.build(opts.minimal ?? false);

@@ -1,0 +1,183 @@
+// The objects document: a producer's nftables objects as YAML/JSON a person can write, turned into
+// the addon's NftOps (validated, with the path of the first problem in the error). Used by
+// `kpng publish` and carried as is by the aggregator's gRPC service.
+//
+//   tables:
+//     - family: ip                    # ip | ip6 | inet | arp | bridge | netdev
+//       name: denylist
+//       sets:
+//         - name: deny
+//           type: ipv4_addr           # or a concatenation: [ipv4_addr, inet_proto, inet_service]
+//           elements: [192.168.50.100]  # maps: `data: TYPE` (or `data: verdict`) and elements {key, data|verdict}
+//       chains:
+//         - name: pre
+//           hook: prerouting          # base chains: hook, type, priority, policy
+//           type: filter
+//           priority: -300
+//           rules:
+//             - comment: deny-list
+//               exprs:                # the kernel's expressions, as NftExpr (src/native/nft-types.ts)
+//                 - { type: payload, base: network, offset: 12, len: 4, dreg: 1 }
+//                 - { type: lookup, sreg: 1, set: deny }
+//                 - { type: counter }
+//                 - { type: verdict, verdict: drop }
+//
+// Byte fields of expressions (cmp data, immediate data, range from/to, bitwise mask/xor) take an
+// IPv4/IPv6 address or "0x" followed by hex digits. Element keys are typed by the set: addresses,
+// ports and protocols (numbers or tcp/udp/sctp/icmp), marks and integers (numbers, host order),
+// interface names; a concatenation's key is a list.
+import {
+  concat, ifname, ipAddr, ipv4, ipv6, NFT_DATATYPES, port, proto, u32host,
+  type NftChain, type NftDataType, type NftElement, type NftExpr, type NftFamily, type NftOp, type NftSet, type NftVerdict,
+} from '../native/nft-types';
+import { EXPR_ATTRS } from '../native/encode';
+
+export class ObjectsError extends Error {
+  constructor(readonly path: string, reason: string) {
+    super(`${path}: ${reason}`);
+    this.name = 'ObjectsError';
+  }
+}
+
+const FAMILIES = ['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev'];
+const HOOKS = ['prerouting', 'input', 'forward', 'output', 'postrouting', 'ingress'];
+const BYTE_FIELDS = ['data', 'from', 'to', 'mask', 'xor'];
+
+type Obj = Record<string, unknown>;
+
+function obj(v: unknown, at: string): Obj {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ObjectsError(at, 'expected a mapping');
+  return v as Obj;
+}
+function list(v: unknown, at: string): unknown[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw new ObjectsError(at, 'expected a list');
+  return v;
+}
+function str(v: unknown, at: string, allowed?: string[]): string {
+  if (typeof v !== 'string' || v === '') throw new ObjectsError(at, 'expected a non-empty string');
+  if (allowed && !allowed.includes(v)) throw new ObjectsError(at, `${JSON.stringify(v)} is not one of ${allowed.join(', ')}`);
+  return v;
+}
+function num(v: unknown, at: string): number {
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new ObjectsError(at, 'expected an integer');
+  return v;
+}
+function optStr(v: unknown, at: string): string | undefined { return v === undefined ? undefined : str(v, at); }
+
+/** "0x0a00" or an IP address, as bytes. */
+function bytes(v: unknown, at: string): Uint8Array {
+  if (typeof v === 'string') {
+    if (/^0x([0-9a-fA-F]{2})+$/.test(v)) return new Uint8Array(Buffer.from(v.slice(2), 'hex'));
+    try { return ipAddr(v); } catch { /* fall through */ }
+  }
+  throw new ObjectsError(at, 'expected an IP address or 0x followed by hex bytes');
+}
+
+function dataType(v: unknown, at: string): NftDataType | NftDataType[] {
+  const types = Object.keys(NFT_DATATYPES);
+  if (Array.isArray(v)) return v.map((x, i) => str(x, `${at}[${i}]`, types) as NftDataType);
+  return str(v, at, types) as NftDataType;
+}
+
+/** One field of a key / data value by its type. */
+function field(t: NftDataType, v: unknown, at: string): Uint8Array {
+  try {
+    switch (t) {
+      case 'ipv4_addr': return ipv4(str(v, at));
+      case 'ipv6_addr': return ipv6(str(v, at));
+      case 'inet_service': return port(num(v, at));
+      case 'inet_proto': return typeof v === 'string' ? proto(str(v, at, ['tcp', 'udp', 'sctp', 'icmp', 'icmpv6']) as 'tcp') : proto(num(v, at));
+      case 'mark': case 'integer': case 'ifindex': case 'ct_state': return typeof v === 'string' ? bytes(v, at) : u32host(num(v, at));
+      case 'ifname': return ifname(str(v, at));
+      default: return bytes(v, at);
+    }
+  } catch (e) {
+    if (e instanceof ObjectsError) throw e;
+    throw new ObjectsError(at, (e as Error).message);
+  }
+}
+
+function value(t: NftDataType | NftDataType[], v: unknown, at: string): Uint8Array {
+  if (!Array.isArray(t) || t.length === 1) return field(Array.isArray(t) ? t[0] : t, v, at);
+  const vs = list(v, at);
+  if (vs.length !== t.length) throw new ObjectsError(at, `expected ${t.length} values (${t.join(' . ')})`);
+  return concat(...t.map((ft, i) => field(ft, vs[i], `${at}[${i}]`)));
+}
+
+function verdict(v: unknown, at: string): NftVerdict {
+  if (typeof v === 'string') return str(v, at, ['accept', 'drop', 'continue', 'return']) as NftVerdict;
+  const o = obj(v, at);
+  if (o.jump !== undefined) return { jump: str(o.jump, `${at}.jump`) };
+  if (o.goto !== undefined) return { goto: str(o.goto, `${at}.goto`) };
+  throw new ObjectsError(at, 'expected accept, drop, continue, return, {jump: CHAIN} or {goto: CHAIN}');
+}
+
+function expr(v: unknown, at: string): NftExpr {
+  const o = { ...obj(v, at) };
+  const type = str(o.type, `${at}.type`);
+  const known = [...Object.keys(EXPR_ATTRS), 'verdict', 'metaSet', 'ctSet'];
+  if (!known.includes(type)) throw new ObjectsError(`${at}.type`, `unknown expression ${JSON.stringify(type)} (one of ${known.join(', ')})`);
+  for (const f of BYTE_FIELDS) if (o[f] !== undefined) o[f] = bytes(o[f], `${at}.${f}`);
+  if (type === 'verdict') o.verdict = verdict(o.verdict, `${at}.verdict`);
+  if ((type === 'lookup' || type === 'dynset') && o.setId !== undefined) throw new ObjectsError(`${at}.setId`, 'set ids are not supported: name the set');
+  return o as unknown as NftExpr;
+}
+
+/** The ops that build every object of the document from nothing. */
+export function parseObjects(doc: unknown): NftOp[] {
+  const root = obj(doc ?? {}, '(document)');
+  for (const k of Object.keys(root)) if (k !== 'tables') throw new ObjectsError(k, 'unknown field (the document has `tables`)');
+  const ops: NftOp[] = [];
+  const rules: NftOp[] = [];
+  list(root.tables, 'tables').forEach((tv, ti) => {
+    const at = `tables[${ti}]`;
+    const t = obj(tv, at);
+    const family = str(t.family, `${at}.family`, FAMILIES) as NftFamily;
+    const name = str(t.name, `${at}.name`);
+    ops.push({ op: 'add', table: { family, name, comment: optStr(t.comment, `${at}.comment`) } });
+    list(t.chains, `${at}.chains`).forEach((cv, ci) => {
+      const cat = `${at}.chains[${ci}]`;
+      const c = obj(cv, cat);
+      const chain: NftChain = { family, table: name, name: str(c.name, `${cat}.name`), comment: optStr(c.comment, `${cat}.comment`) };
+      if (c.hook !== undefined) {
+        chain.hook = str(c.hook, `${cat}.hook`, HOOKS) as NftChain['hook'];
+        chain.type = str(c.type ?? 'filter', `${cat}.type`, ['filter', 'nat', 'route']) as NftChain['type'];
+        chain.priority = c.priority === undefined ? 0 : num(c.priority, `${cat}.priority`);
+        chain.policy = str(c.policy ?? 'accept', `${cat}.policy`, ['accept', 'drop']) as NftChain['policy'];
+        if (c.device !== undefined) chain.device = str(c.device, `${cat}.device`);
+      }
+      ops.push({ op: 'add', chain });
+      list(c.rules, `${cat}.rules`).forEach((rv, ri) => {
+        const rat = `${cat}.rules[${ri}]`;
+        const r = obj(rv, rat);
+        const exprs = list(r.exprs, `${rat}.exprs`).map((x, xi) => expr(x, `${rat}.exprs[${xi}]`));
+        if (exprs.length === 0) throw new ObjectsError(`${rat}.exprs`, 'a rule needs at least one expression');
+        rules.push({ op: 'add', rule: { family, table: name, chain: chain.name, exprs, comment: optStr(r.comment, `${rat}.comment`) } });
+      });
+    });
+    list(t.sets, `${at}.sets`).forEach((sv, si) => {
+      const sat = `${at}.sets[${si}]`;
+      const s = obj(sv, sat);
+      const keyType = dataType(s.type, `${sat}.type`);
+      const set: NftSet = { family, table: name, name: str(s.name, `${sat}.name`), keyType, comment: optStr(s.comment, `${sat}.comment`) };
+      if ((keyType === 'integer' || keyType === 'string') && s.keyLen === undefined) throw new ObjectsError(`${sat}.keyLen`, `a ${keyType} key needs keyLen`);
+      if (s.keyLen !== undefined) set.keyLen = num(s.keyLen, `${sat}.keyLen`);
+      if (s.data !== undefined) set.dataType = dataType(s.data, `${sat}.data`);
+      if (s.timeout !== undefined) { set.timeout = num(s.timeout, `${sat}.timeout`); set.flags = { timeout: true }; }
+      if (s.flags !== undefined) throw new ObjectsError(`${sat}.flags`, 'set flags (interval, dynamic, ...) are not supported in objects files yet');
+      ops.push({ op: 'add', set });
+      const elements: NftElement[] = list(s.elements, `${sat}.elements`).map((ev, ei) => {
+        const eat = `${sat}.elements[${ei}]`;
+        if (set.dataType === undefined) return { key: value(keyType, ev, eat) };
+        const e = obj(ev, eat);
+        const el: NftElement = { key: value(keyType, e.key, `${eat}.key`) };
+        if (set.dataType === 'verdict') el.verdict = verdict(e.verdict, `${eat}.verdict`);
+        else el.data = value(set.dataType, e.data, `${eat}.data`);
+        return el;
+      });
+      if (elements.length) ops.push({ op: 'add', elements: { family, table: name, set: set.name, elements } });
+    });
+  });
+  return [...ops, ...rules]; // rules last: they may look up sets declared after their chain
+}

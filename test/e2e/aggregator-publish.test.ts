@@ -1,0 +1,130 @@
+// `kpng publish` against a real kpng: kpng (`--to nft --aggregator --aggregator-listen unix://...`)
+// runs in a network namespace; `kpng publish` follows an objects file over the aggregator's unix
+// socket; the tables land in the namespace's kernel next to kpng's; a bad version is refused with
+// the kernel's reason while the previous objects stay; `kpng aggregator status|remove` work.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { KpngProcess, KPNG, runKpng } from '../helpers/cli';
+import { Netns, canUseNetns } from '../helpers/netns';
+import { StateFile } from './lab/world';
+
+const d = canUseNetns() && fs.existsSync(KPNG) ? describe : describe.skip;
+
+const objects = (deny: string[], extraRule = '') => `
+tables:
+  - family: ip
+    name: denylist
+    sets:
+      - name: deny
+        type: ipv4_addr
+        elements: [${deny.join(', ')}]
+    chains:
+      - name: pre
+        hook: prerouting
+        type: filter
+        priority: -300
+        rules:
+          - comment: deny-list
+            exprs:
+              - { type: payload, base: network, offset: 12, len: 4, dreg: 1 }
+              - { type: lookup, sreg: 1, set: deny }
+              - { type: counter }
+              - { type: verdict, verdict: drop }
+${extraRule}`;
+
+const BAD_RULE = `          - comment: bad-rule
+            exprs:
+              - { type: payload, base: network, offset: 12, len: 4, dreg: 1 }
+              - { type: lookup, sreg: 1, set: no-such-set }
+              - { type: verdict, verdict: drop }
+`;
+
+class Lines {
+  readonly lines: string[] = [];
+  stderr = '';
+  constructor(readonly child: ChildProcessWithoutNullStreams) {
+    child.stdout.setEncoding('utf8').on('data', (x: string) => this.lines.push(...x.split('\n').filter(Boolean)));
+    child.stderr.setEncoding('utf8').on('data', (x: string) => { this.stderr += x; });
+  }
+  async waitFor(re: RegExp, from: number, timeoutMs = 10000): Promise<string> {
+    for (const t0 = Date.now(); Date.now() - t0 < timeoutMs; await new Promise((r) => setTimeout(r, 20))) {
+      const hit = this.lines.slice(from).find((l) => re.test(l));
+      if (hit) return hit;
+    }
+    throw new Error(`timed out waiting for ${re}; got:\n${this.lines.join('\n')}\nstderr:\n${this.stderr}`);
+  }
+}
+
+d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
+  let ns: Netns;
+  let dir: string;
+  let kpng: KpngProcess;
+  let sock: string;
+  let publish: Lines | undefined;
+  const file = () => path.join(dir, 'objects.yaml');
+  const write = (text: string) => { fs.writeFileSync(`${file()}.tmp`, text); fs.renameSync(`${file()}.tmp`, file()); };
+
+  beforeAll(async () => {
+    ns = new Netns('kbg-pub');
+    dir = fs.mkdtempSync('/tmp/kbg-agg-');
+    sock = `unix://${dir}/aggregator.sock`;
+    const state = new StateFile(dir);
+    state.write([{ name: 'web', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, targetPort: 8080 }], pods: ['p1a'] }]);
+    kpng = new KpngProcess(['file', '--input', state.file, '--node', 'n1', '--to', 'nft', '--aggregator', '--aggregator-listen', sock], { cmd: ['ip', 'netns', 'exec', ns.name] });
+    for (let i = 0; i < 500 && !(fs.existsSync(`${dir}/aggregator.sock`) && /sync, /.test(kpng.stderr)); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(kpng.stderr).toMatch(/serving producers on unix:/);
+    expect(fs.statSync(`${dir}/aggregator.sock`).mode & 0o777).toBe(0o600);
+  }, 30000);
+
+  afterAll(async () => {
+    if (publish && publish.child.exitCode === null) publish.child.kill('SIGTERM');
+    await kpng?.stop();
+    ns?.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('publishes, follows the file, reports a refused version and keeps the previous objects', async () => {
+    write(objects(['192.168.50.100']));
+    publish = new Lines(spawn(process.execPath, [KPNG, 'publish', '--producer', 'firewall', '--file', file(), '--aggregator', sock]));
+    await publish.waitFor(/^firewall: .* is in the kernel \(commit \d+, \d+ ops\)/, 0);
+    expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/elements = \{ 192\.168\.50\.100 \}/);
+    expect(ns.nft('list', 'tables')).toMatch(/table ip kpng/);
+
+    let n = publish.lines.length;
+    write(objects(['192.168.50.100', '192.168.50.101']));
+    await publish.waitFor(/is in the kernel/, n);
+    expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/192\.168\.50\.101/);
+
+    n = publish.lines.length;
+    write(objects(['192.168.50.102'], BAD_RULE));
+    const refused = await publish.waitFor(/refused/, n);
+    expect(refused).toMatch(/producer firewall: the kernel refused add rule ip denylist pre "bad-rule": ENOENT/);
+    expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/192\.168\.50\.101/); // previous version intact
+
+    n = publish.lines.length;
+    write('tables: [{ family: ip, name: denylist, chains: [{ name: pre, rules: [{ exprs: [{ type: bogus }] }] }] }]');
+    expect(await publish.waitFor(/previous objects stay/, n)).toMatch(/exprs\[0\]\.type: unknown expression "bogus"/);
+
+    n = publish.lines.length;
+    write(objects(['192.168.50.103']));
+    await publish.waitFor(/is in the kernel/, n);
+    expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/elements = \{ 192\.168\.50\.103 \}/);
+  });
+
+  test('status shows both producers; a stopped publisher keeps its table until removed', async () => {
+    const st = runKpng(['aggregator', 'status', '--aggregator', sock]);
+    expect(st.code).toBe(0);
+    const producers = JSON.parse(st.stdout) as { name: string; tables: string[]; connected: boolean }[];
+    expect(producers.map((p) => [p.name, p.tables, p.connected])).toEqual([['kpng', ['ip kpng', 'ip6 kpng'], true], ['firewall', ['ip denylist'], true]]);
+    publish!.child.kill('SIGTERM');
+    await new Promise((r) => publish!.child.once('exit', r));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(ns.nft('list', 'tables')).toMatch(/table ip denylist/);
+    const rm = runKpng(['aggregator', 'remove', 'firewall', '--aggregator', sock]);
+    expect(rm).toMatchObject({ code: 0 });
+    expect(ns.nft('list', 'tables')).not.toMatch(/denylist/);
+    expect(ns.nft('list', 'tables')).toMatch(/table ip kpng/);
+    expect(runKpng(['aggregator', 'remove', 'firewall', '--aggregator', sock]).stderr).toMatch(/no producer firewall/);
+  });
+});

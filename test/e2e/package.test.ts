@@ -1,0 +1,66 @@
+// `npm pack` ships the native addon prebuilt (prebuildify, N-API: one binary for every Node version,
+// linux x64 glibc): the tarball installs in a clean directory on a PATH with no compiler, make or
+// python, and the installed kpng runs and loads its addon. The runtime libraries (libnftnl, libmnl,
+// libnetfilter_conntrack) are the only system requirement left.
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT } from '../helpers/cli';
+
+/** The npm CLI this machine has (the pinned node runs it). */
+function npmCli(): string | undefined {
+  const r = spawnSync('sh', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' });
+  const bin = r.stdout.trim();
+  if (!bin) return undefined;
+  const cli = bin.endsWith('.js') ? bin : path.join(path.dirname(bin), '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js');
+  return fs.existsSync(cli) ? cli : undefined;
+}
+
+const cli = npmCli();
+const t = cli && process.platform === 'linux' && process.arch === 'x64' ? test : test.skip;
+
+t('npm pack ships a prebuilt addon: installed without a compiler, kpng runs and loads it', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-pack-'));
+  try {
+    // The release artifact: prebuilds/linux-x64/*.node, then the tarball.
+    execFileSync('bash', [path.join(ROOT, 'hack', 'build-native.sh'), '--prebuild'], { cwd: ROOT, stdio: 'pipe' });
+    const prebuilt = fs.readdirSync(path.join(ROOT, 'prebuilds', 'linux-x64'));
+    expect(prebuilt.some((f) => f.endsWith('.node'))).toBe(true);
+    const packed = JSON.parse(execFileSync(process.execPath, [cli!, 'pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })) as Array<{ filename: string; files: { path: string }[] }>;
+    const files = packed[0].files.map((f) => f.path);
+    expect(files).toContain('bin/kpng.js');
+    expect(files.some((f) => f.startsWith('prebuilds/linux-x64/') && f.endsWith('.node'))).toBe(true);
+    expect(files.some((f) => f.startsWith('dist/test/'))).toBe(false);
+
+    // A PATH with node and nothing else: no cc, g++, make or python to fall back on.
+    const bin = path.join(dir, 'bin');
+    fs.mkdirSync(bin);
+    fs.symlinkSync(process.execPath, path.join(bin, 'node'));
+    fs.symlinkSync('/bin/sh', path.join(bin, 'sh')); // npm runs install scripts with sh
+    // The environment as it is (registry CA, proxy settings), but a PATH with nothing besides node.
+    const env = { ...process.env, PATH: bin };
+    expect(spawnSync('/bin/sh', ['-c', 'command -v cc g++ gcc make python3 || true'], { env, encoding: 'utf8' }).stdout.trim()).toBe('');
+    const app = path.join(dir, 'app');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+    const install = spawnSync(process.execPath, [cli!, 'install', '--no-audit', '--no-fund', '--omit=dev', path.join(dir, packed[0].filename)], { cwd: app, env, encoding: 'utf8' });
+    expect(install.stderr).not.toMatch(/gyp ERR/);
+    expect(install.status).toBe(0);
+
+    const kpng = path.join(app, 'node_modules', 'kpng', 'bin', 'kpng.js');
+    const version = spawnSync(process.execPath, [kpng, '--version'], { env, encoding: 'utf8' });
+    expect(version.stdout).toMatch(/^kpng \d+\.\d+\.\d+/);
+    const loaded = spawnSync(process.execPath, ['-e', "const n = require('kpng/dist/src/native'); n.loadNative(); console.log(require.resolve('kpng/dist/src/native'), n.nativeAvailable())"], { cwd: app, env, encoding: 'utf8' });
+    expect(loaded.stdout.trim()).toMatch(/node_modules\/kpng\/dist\/src\/native\/index\.js true$/);
+    // Loaded from the prebuild: the package has no build/ directory at all.
+    expect(fs.existsSync(path.join(app, 'node_modules', 'kpng', 'build'))).toBe(false);
+    const state = path.join(dir, 'state.yaml');
+    fs.copyFileSync(path.join(ROOT, 'examples', 'cluster.yaml'), state);
+    const routes = spawnSync(process.execPath, [kpng, 'file', '--input', state, '--node', 'n1', '--once', '--to', 'routes', '--format', 'jsonl'], { env, encoding: 'utf8' });
+    expect(routes.status).toBe(0);
+    expect(routes.stdout).toContain('"service":"default/web"');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 180000);
