@@ -16,10 +16,6 @@ if [ ! -f node_modules/node-addon-api/package.json ]; then
   exit 1
 fi
 
-if [ "${1:-}" = "--prebuild" ]; then
-  exec npx --no-install prebuildify --napi --strip
-fi
-
 # The eBPF socket load balancer, compiled for the bpf target; it sits beside the addon, which loads it
 # from its own directory (native/ebpf.cc).
 bpf_src=native/bpf/sock_lb.bpf.c
@@ -37,6 +33,14 @@ build_bpf() {
     return 1
   fi
 }
+
+if [ "${1:-}" = "--prebuild" ]; then
+  npx --no-install prebuildify --napi --strip
+  # The addon loads the BPF object from its own directory: ship it beside the prebuilt binary.
+  build_bpf
+  for d in prebuilds/linux-*/; do cp "$bpf_out" "$d"; done
+  exit 0
+fi
 
 out=build/Release/kpng_native.node
 if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then build_bpf; exit 0; fi

@@ -31,6 +31,7 @@ t('npm pack ships a prebuilt addon: installed without a compiler, kpng runs and 
     const files = packed[0].files.map((f) => f.path);
     expect(files).toContain('bin/kpng.js');
     expect(files.some((f) => f.startsWith('prebuilds/linux-x64/') && f.endsWith('.node'))).toBe(true);
+    expect(files).toContain('prebuilds/linux-x64/sock_lb.bpf.o');   // the eBPF backend's program, beside the addon
     expect(files.some((f) => f.startsWith('dist/test/'))).toBe(false);
 
     // A PATH with node and nothing else: no cc, g++, make or python to fall back on.
