@@ -2,6 +2,7 @@
 // changed. Chains whose rule list changed are flushed and refilled (rules have no identity but their
 // position); elements are added/removed by key; a table whose own, a chain's or a set's definition
 // changed is replaced as a whole (add, delete, add: no window without rules, one transaction).
+import { pushAll } from '../util/push-all';
 import type { NftElement, NftOp } from '../native/nft-types';
 import { elementKey, type ProducerState, type TableState } from './state';
 
@@ -109,7 +110,7 @@ function updateTableOps(have: TableState, want: TableState, scope: Scope): NftOp
         const g = h.elements.get(k);
         if (!g || !same(g, e)) add.push(e);
       }
-    } else add.push(...s.elements.values());
+    } else pushAll(add, s.elements.values());
     if (del.length) ops.push({ op: 'delete', elements: { family, table, set: n, elements: del } });
     if (add.length) ops.push({ op: 'add', elements: { family, table, set: n, elements: add } });
   }
@@ -140,15 +141,15 @@ export function diffStates(applied: ProducerState, desired: ProducerState, opts:
     const have = applied.get(k);
     const want = desired.get(k);
     if (!want) {
-      if (have) ops.push(...removeTableOps(have.table.family, have.table.name));
+      if (have) pushAll(ops, removeTableOps(have.table.family, have.table.name));
       else if (opts.replace?.has(k)) {
         const [family, name] = k.split(' ') as [TableState['table']['family'], string];
-        ops.push(...removeTableOps(family, name));
+        pushAll(ops, removeTableOps(family, name));
       }
       continue;
     }
-    if (!have || opts.replace?.has(k) || needsReplace(have, want, scope)) ops.push(...replaceTableOps(want));
-    else ops.push(...updateTableOps(have, want, scope));
+    if (!have || opts.replace?.has(k) || needsReplace(have, want, scope)) pushAll(ops, replaceTableOps(want));
+    else pushAll(ops, updateTableOps(have, want, scope));
   }
   return ops;
 }

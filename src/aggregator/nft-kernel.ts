@@ -1,6 +1,7 @@
 // kpng's nft backend as a producer: an NftKernel that hands the backend's ops to the aggregator
 // instead of the addon. The backend's table resets (full syncs) become "replace this table" in the
 // aggregator, so a periodic full sync still repairs whatever drifted in the kernel.
+import { pushAll } from '../util/push-all';
 import { toNftOps } from '../backend/nft/netlink';
 import type { NftKernel } from '../backend/nft/sink';
 import type { ConntrackFilter, NftOp } from '../native/nft-types';
@@ -10,7 +11,7 @@ export function aggregatorKernel(producer: ProducerHandle, conntrackDelete: (fil
   return {
     async apply(table, famOps) {
       const ops: NftOp[] = [];
-      for (const f of famOps) ops.push(...toNftOps(f.fam, table, f.ops));
+      for (const f of famOps) pushAll(ops, toNftOps(f.fam, table, f.ops));
       const r = await producer.apply(ops);
       return { messages: r.messages, bytes: r.bytes, ms: r.ms };
     },

@@ -13,6 +13,7 @@
 // A full sync reconciles against dumps of the kernel's IPVS state and kube-ipvs0's addresses instead of
 // starting from nothing, so a restart keeps every established connection. A failed step makes the
 // KernelSink's next sync a full one, which repairs whatever the partial sync left.
+import { pushAll } from '../../util/push-all';
 import { cidrContains } from '../../model/ip';
 import type { NodeInfo, Service } from '../../model/enls';
 import { nftApply, type NftOp } from '../../native';
@@ -219,8 +220,8 @@ export class IpvsDataplane implements Dataplane {
     const nftOps: NftOp[] = [];
     for (const fam of FAMS) {
       const c = this.companion[fam];
-      if (full) nftOps.push(...c.fullOps(this.node ? (fam === 'ip' ? this.node.podCidrs.v4 : this.node.podCidrs.v6) : []));
-      else if (c.pending) nftOps.push(...c.diffOps());
+      if (full) pushAll(nftOps, c.fullOps(this.node ? (fam === 'ip' ? this.node.podCidrs.v4 : this.node.podCidrs.v6) : []));
+      else if (c.pending) pushAll(nftOps, c.diffOps());
     }
     if (nftOps.length) {
       const r = await nftApply(nftOps, this.call);

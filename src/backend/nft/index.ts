@@ -1,6 +1,7 @@
 // nftables backend: `kpng ... --to nft`. See README.md beside this file for the ruleset design.
 import type { NftOp, NativeCallOptions } from '../../native/nft-types';
 import * as native from '../../native';
+import { pushAll } from '../../util/push-all';
 import type { Sink } from '../../sink/sink';
 import { toNftOps } from './netlink';
 import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
@@ -14,7 +15,7 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
   return {
     async apply(table, famOps) {
       const ops: NftOp[] = [];
-      for (const f of famOps) ops.push(...toNftOps(f.fam, table, f.ops));
+      for (const f of famOps) pushAll(ops, toNftOps(f.fam, table, f.ops));
       const r = await native.nftApply(ops, callOpts);
       return { messages: r.messages, bytes: r.bytes, ms: r.ms + (r.encodeMs ?? 0) };
     },
