@@ -3,3 +3,5 @@ export { Aggregator, ProducerRefused, type AggregatorOptions, type CommitInfo, t
 export { DeclarationError, type ProducerState } from './state';
 export { diffStates } from './diff';
 export { nativeTransport, type NftTransport } from './transport';
+export { compileRule, RuleError, type RuleSpec, type RuleMatch, type RuleVerdict, type RuleContext, type MatchField } from './rules';
+export { parseObjects, ObjectsError } from './objects';

@@ -58,7 +58,10 @@ describe('objects document', () => {
     ['tables: [{ family: ip, name: t, sets: [{ name: s, type: ipv4_addr, elements: [300.1.1.1] }] }]', /tables\[0\].sets\[0\].elements\[0\]: bad IPv4 address/],
     ['tables: [{ family: ip, name: t, chains: [{ name: c, rules: [{ exprs: [{ type: bogus }] }] }] }]', /tables\[0\].chains\[0\].rules\[0\].exprs\[0\].type: unknown expression "bogus"/],
     ['tables: [{ family: ip, name: t, chains: [{ name: c, rules: [{ exprs: [{ type: cmp, sreg: 1, op: eq, data: zz }] }] }] }]', /exprs\[0\].data: expected an IP address or 0x/],
-    ['tables: [{ family: ip, name: t, sets: [{ name: s, type: ipv4_addr, flags: { interval: true } }] }]', /flags.*not supported/],
+    ['tables: [{ family: ip, name: t, sets: [{ name: s, type: [ipv4_addr, inet_service], flags: [interval] }] }]', /sets\[0\].type: interval sets take one of/],
+    ['tables: [{ family: ip, name: t, sets: [{ name: s, type: ipv4_addr, flags: [dynamic] }] }]', /flags\[0\]: "dynamic" is not one of interval/],
+    ['tables: [{ family: ip, name: t, chains: [{ name: c, rules: [{ match: { dport: 22 }, exprs: [{ type: counter }] }] }] }]', /rules\[0\].match: a rule has either exprs/],
+    ['tables: [{ family: ip, name: t, chains: [{ name: c, rules: [{ match: { saddr: "@nope" } }] }] }]', /chains\[0\].rules\[0\].match.saddr: no set "nope"/],
     ['rules: []', /rules: unknown field/],
   ])('refuses %s with the path of the problem', (doc, re) => {
     expect(() => parseObjects(parse(doc))).toThrow(re);
@@ -70,5 +73,5 @@ test('the README example examples/aggregator/denylist.yaml is a valid declaratio
   const text = require('node:fs').readFileSync(require('node:path').join(__dirname, '../../examples/aggregator/denylist.yaml'), 'utf8') as string;
   const ops = parseObjects(parse(text));
   expect(checkOps(new Map(), ops)).toBeUndefined();
-  expect(ops.filter((o) => 'rule' in o)).toHaveLength(1);
+  expect(ops.filter((o) => 'rule' in o)).toHaveLength(2);
 });

@@ -8,18 +8,18 @@
 //       sets:
 //         - name: deny
 //           type: ipv4_addr           # or a concatenation: [ipv4_addr, inet_proto, inet_service]
-//           elements: [192.168.50.100]  # maps: `data: TYPE` (or `data: verdict`) and elements {key, data|verdict}
+//           flags: [interval]         # CIDRs and FIRST-LAST ranges (addresses, ports)
+//           elements: [192.168.50.0/24]  # maps: `data: TYPE` (or `data: verdict`) and elements {key, data|verdict}
 //       chains:
 //         - name: pre
 //           hook: prerouting          # base chains: hook, type, priority, policy
 //           type: filter
 //           priority: -300
-//           rules:
-//             - comment: deny-list
-//               exprs:                # the kernel's expressions, as NftExpr (src/native/nft-types.ts)
+//           rules:                    # typed rules (src/aggregator/rules.ts) ...
+//             - { match: { saddr: "@deny", protocol: tcp }, counter: true, verdict: drop }
+//             - exprs:                # ... or the kernel's expressions, as NftExpr (src/native/nft-types.ts)
 //                 - { type: payload, base: network, offset: 12, len: 4, dreg: 1 }
 //                 - { type: lookup, sreg: 1, set: deny }
-//                 - { type: counter }
 //                 - { type: verdict, verdict: drop }
 //
 // Byte fields of expressions (cmp data, immediate data, range from/to, bitwise mask/xor) take an
@@ -31,6 +31,9 @@ import {
   type NftChain, type NftDataType, type NftElement, type NftExpr, type NftFamily, type NftOp, type NftSet, type NftVerdict,
 } from '../native/nft-types';
 import { EXPR_ATTRS } from '../native/encode';
+import { pushAll } from '../util/push-all';
+import { INTERVAL_TYPES, intervalElements, parseRange, type Range } from './intervals';
+import { compileRule, RuleError, type RuleSpec } from './rules';
 
 export class ObjectsError extends Error {
   constructor(readonly path: string, reason: string) {
@@ -124,6 +127,30 @@ function expr(v: unknown, at: string): NftExpr {
   return o as unknown as NftExpr;
 }
 
+/** Elements of an interval set or map: CIDRs, FIRST-LAST ranges, single values (a map's as `key`). */
+function intervalSetElements(set: NftSet, vs: unknown[], sat: string): NftElement[] {
+  const t = set.keyType as NftDataType;
+  const ranges: Range[] = [];
+  const data: ((e: NftElement) => void)[] = [];
+  vs.forEach((ev, ei) => {
+    const eat = `${sat}.elements[${ei}]`;
+    const keyAt = set.dataType === undefined ? eat : `${eat}.key`;
+    const e = set.dataType === undefined ? undefined : obj(ev, eat);
+    try {
+      ranges.push(parseRange(t, e ? e.key : ev));
+    } catch (err) {
+      throw new ObjectsError(keyAt, (err as Error).message);
+    }
+    if (e) {
+      const d = set.dataType === 'verdict' ? { verdict: verdict(e.verdict, `${eat}.verdict`) } : { data: value(set.dataType!, e.data, `${eat}.data`) };
+      data.push((el) => Object.assign(el, d));
+    }
+  });
+  const r = intervalElements(ranges, set.dataType === undefined ? undefined : data, (el, f) => f(el));
+  if ('overlap' in r) throw new ObjectsError(`${sat}.elements[${r.overlap}]`, 'overlaps another range of this map');
+  return r;
+}
+
 /** The ops that build every object of the document from nothing. */
 export function parseObjects(doc: unknown): NftOp[] {
   const root = obj(doc ?? {}, '(document)');
@@ -136,6 +163,35 @@ export function parseObjects(doc: unknown): NftOp[] {
     const family = str(t.family, `${at}.family`, FAMILIES) as NftFamily;
     const name = str(t.name, `${at}.name`);
     ops.push({ op: 'add', table: { family, name, comment: optStr(t.comment, `${at}.comment`) } });
+    const tableSets = new Map<string, NftSet>();
+    const setOps: NftOp[] = [];
+    list(t.sets, `${at}.sets`).forEach((sv, si) => {
+      const sat = `${at}.sets[${si}]`;
+      const s = obj(sv, sat);
+      const keyType = dataType(s.type, `${sat}.type`);
+      const set: NftSet = { family, table: name, name: str(s.name, `${sat}.name`), keyType, comment: optStr(s.comment, `${sat}.comment`) };
+      if ((keyType === 'integer' || keyType === 'string') && s.keyLen === undefined) throw new ObjectsError(`${sat}.keyLen`, `a ${keyType} key needs keyLen`);
+      if (s.keyLen !== undefined) set.keyLen = num(s.keyLen, `${sat}.keyLen`);
+      if (s.data !== undefined) set.dataType = dataType(s.data, `${sat}.data`);
+      if (s.timeout !== undefined) { set.timeout = num(s.timeout, `${sat}.timeout`); set.flags = { timeout: true }; }
+      const flags = list(s.flags, `${sat}.flags`).map((f, fi) => str(f, `${sat}.flags[${fi}]`, ['interval']));
+      if (flags.includes('interval')) {
+        if (Array.isArray(keyType) || !INTERVAL_TYPES.includes(keyType)) throw new ObjectsError(`${sat}.type`, `interval sets take one of ${INTERVAL_TYPES.join(', ')}`);
+        set.flags = { ...set.flags, interval: true };
+      }
+      tableSets.set(set.name, set);
+      setOps.push({ op: 'add', set });
+      const elements: NftElement[] = set.flags?.interval ? intervalSetElements(set, list(s.elements, `${sat}.elements`), sat) : list(s.elements, `${sat}.elements`).map((ev, ei) => {
+        const eat = `${sat}.elements[${ei}]`;
+        if (set.dataType === undefined) return { key: value(keyType, ev, eat) };
+        const e = obj(ev, eat);
+        const el: NftElement = { key: value(keyType, e.key, `${eat}.key`) };
+        if (set.dataType === 'verdict') el.verdict = verdict(e.verdict, `${eat}.verdict`);
+        else el.data = value(set.dataType, e.data, `${eat}.data`);
+        return el;
+      });
+      if (elements.length) setOps.push({ op: 'add', elements: { family, table: name, set: set.name, elements } });
+    });
     list(t.chains, `${at}.chains`).forEach((cv, ci) => {
       const cat = `${at}.chains[${ci}]`;
       const c = obj(cv, cat);
@@ -151,33 +207,24 @@ export function parseObjects(doc: unknown): NftOp[] {
       list(c.rules, `${cat}.rules`).forEach((rv, ri) => {
         const rat = `${cat}.rules[${ri}]`;
         const r = obj(rv, rat);
-        const exprs = list(r.exprs, `${rat}.exprs`).map((x, xi) => expr(x, `${rat}.exprs[${xi}]`));
-        if (exprs.length === 0) throw new ObjectsError(`${rat}.exprs`, 'a rule needs at least one expression');
+        let exprs: NftExpr[];
+        if (r.exprs !== undefined) {
+          const typed = Object.keys(r).filter((k) => k !== 'exprs' && k !== 'comment');
+          if (typed.length) throw new ObjectsError(`${rat}.${typed[0]}`, 'a rule has either exprs (kernel expressions) or match/counter/log/verdict, not both');
+          exprs = list(r.exprs, `${rat}.exprs`).map((x, xi) => expr(x, `${rat}.exprs[${xi}]`));
+          if (exprs.length === 0) throw new ObjectsError(`${rat}.exprs`, 'a rule needs at least one expression');
+        } else {
+          try {
+            exprs = compileRule(r as RuleSpec, { family, sets: tableSets }, rat);
+          } catch (e) {
+            if (e instanceof RuleError) throw new ObjectsError(e.path, e.message.slice(e.path.length + 2));
+            throw e;
+          }
+        }
         rules.push({ op: 'add', rule: { family, table: name, chain: chain.name, exprs, comment: optStr(r.comment, `${rat}.comment`) } });
       });
     });
-    list(t.sets, `${at}.sets`).forEach((sv, si) => {
-      const sat = `${at}.sets[${si}]`;
-      const s = obj(sv, sat);
-      const keyType = dataType(s.type, `${sat}.type`);
-      const set: NftSet = { family, table: name, name: str(s.name, `${sat}.name`), keyType, comment: optStr(s.comment, `${sat}.comment`) };
-      if ((keyType === 'integer' || keyType === 'string') && s.keyLen === undefined) throw new ObjectsError(`${sat}.keyLen`, `a ${keyType} key needs keyLen`);
-      if (s.keyLen !== undefined) set.keyLen = num(s.keyLen, `${sat}.keyLen`);
-      if (s.data !== undefined) set.dataType = dataType(s.data, `${sat}.data`);
-      if (s.timeout !== undefined) { set.timeout = num(s.timeout, `${sat}.timeout`); set.flags = { timeout: true }; }
-      if (s.flags !== undefined) throw new ObjectsError(`${sat}.flags`, 'set flags (interval, dynamic, ...) are not supported in objects files yet');
-      ops.push({ op: 'add', set });
-      const elements: NftElement[] = list(s.elements, `${sat}.elements`).map((ev, ei) => {
-        const eat = `${sat}.elements[${ei}]`;
-        if (set.dataType === undefined) return { key: value(keyType, ev, eat) };
-        const e = obj(ev, eat);
-        const el: NftElement = { key: value(keyType, e.key, `${eat}.key`) };
-        if (set.dataType === 'verdict') el.verdict = verdict(e.verdict, `${eat}.verdict`);
-        else el.data = value(set.dataType, e.data, `${eat}.data`);
-        return el;
-      });
-      if (elements.length) ops.push({ op: 'add', elements: { family, table: name, set: set.name, elements } });
-    });
+    pushAll(ops, setOps);
   });
   return [...ops, ...rules]; // rules last: they may look up sets declared after their chain
 }
