@@ -1,6 +1,6 @@
 // kpng native addon entry point: exports the nftables transport, listing and conntrack cleanup, IPVS
-// (generic netlink), rtnetlink links/addresses, sysctls and the eBPF socket load balancer (libbpf),
-// plus the libnftnl attribute ids the TypeScript encoder relies on (checked by a test).
+// (generic netlink), rtnetlink links/addresses, sysctls, the eBPF socket load balancer (libbpf), unix
+// socket peer credentials, plus the libnftnl attribute ids the TypeScript encoder relies on (checked by a test).
 #include "common.h"
 
 #include <libnftnl/chain.h>
@@ -52,6 +52,7 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("ebpfDestroyUdp", Napi::Function::New(env, EbpfDestroyUdp, "ebpfDestroyUdp"));
   exports.Set("ebpfClose", Napi::Function::New(env, EbpfClose, "ebpfClose"));
   exports.Set("ebpfCleanup", Napi::Function::New(env, EbpfCleanup, "ebpfCleanup"));
+  exports.Set("peerCredentials", Napi::Function::New(env, PeerCredentials, "peerCredentials"));
   exports.Set("constants", Constants(env));
   exports.Set("abi", Napi::Number::New(env, 1));
   return exports;

@@ -111,5 +111,6 @@ Napi::Value EbpfMapDump(const Napi::CallbackInfo& info);
 Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info);
 Napi::Value EbpfClose(const Napi::CallbackInfo& info);
 Napi::Value EbpfCleanup(const Napi::CallbackInfo& info);
+Napi::Value PeerCredentials(const Napi::CallbackInfo& info);
 
 }  // namespace kpng

@@ -21,7 +21,7 @@ describe('aggregator gRPC service', () => {
   const clients: ProducerClient[] = [];
 
   beforeEach(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kbg-aggsrv-'));
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kba-aggsrv-'));
     batches = [];
     agg = new Aggregator({ minIntervalMs: 0, transport: { apply: async (ops): Promise<ApplyResult> => { batches.push(ops); return { messages: ops.length + 2, bytes: 1, ms: 0, encodeMs: 0 }; } } });
     server = await serveAggregator(agg, { listen: `unix://${dir}/agg.sock`, log: silentLogger });
@@ -46,7 +46,8 @@ describe('aggregator gRPC service', () => {
     expect(last.map((o) => o.op)).toEqual(['delete', 'add']); // only the element changed
     const st = (await aggregatorStatus(server.address)) as { name: string; tables: string[]; peer: string }[];
     expect(st.map((p) => [p.name, p.tables])).toEqual([['fw', ['ip fw']]]);
-    expect(st[0].peer).toBeTruthy();
+    // The peer is this process, by its SO_PEERCRED credentials.
+    expect(st[0].peer).toBe(`pid ${process.pid} uid ${process.getuid!()} gid ${process.getgid!()} (${fs.readFileSync('/proc/self/comm', 'utf8').trim()})`);
   });
 
   test('a second stream with the same name, another producer\'s table and a bad document are refused', async () => {

@@ -1,9 +1,12 @@
 // The aggregator's gRPC service (proto/aggregator.proto) on a unix socket, mode 0600: outside
 // producers declare their objects documents; each Declare is answered when it is in the kernel or
-// refused. The socket is created the same safe way as the state API's (src/api/unix-socket.ts).
+// refused. The socket is created the same safe way as the state API's (src/api/unix-socket.ts);
+// every connection's peer credentials (pid, uid, gid, command) are logged with the producer's name.
+import * as net from 'node:net';
 import { Server, ServerCredentials, status, type ServerDuplexStream, type ServiceDefinition } from '@grpc/grpc-js';
 import { kpng } from '../gen/proto';
 import { parseApiAddress } from '../api/address';
+import { describePeer, unixPeerCredentials } from '../native/peer';
 import { prepareUnixSocket } from '../api/unix-socket';
 import type { Logger } from '../util/log';
 import { ProducerRefused, type Aggregator, type ProducerHandle } from './aggregator';
@@ -96,16 +99,29 @@ export async function serveAggregator(agg: Aggregator, opts: { listen: string; l
       call.on('error', () => { streams.delete(call); producer?.disconnect(); });
       call.on('cancelled', () => { streams.delete(call); producer?.disconnect(); });
     },
-    Remove: (call: { request: kpng.aggregatorv1.RemoveRequest }, cb: (e: { code: status; details: string } | null, r?: object) => void) => {
+    Remove: (call: { request: kpng.aggregatorv1.RemoveRequest; getPeer(): string }, cb: (e: { code: status; details: string } | null, r?: object) => void) => {
+      log.info(`aggregator: removal of producer ${call.request.producer} asked by ${call.getPeer()}`);
       agg.remove(call.request.producer).then(() => cb(null, {}), (e) => cb({ code: status.NOT_FOUND, details: (e as Error).message }));
     },
     Status: (_call: unknown, cb: (e: null, r: object) => void) => cb(null, { producersJson: JSON.stringify(agg.status()) }),
   });
 
+  // We accept the connections ourselves (grpc-js hides the socket): each one's peer credentials
+  // (SO_PEERCRED) become the peer name its calls report, so the log says which process a producer is.
+  const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+  const listener = net.createServer((socket) => {
+    const cred = unixPeerCredentials(socket);
+    if (cred) Object.defineProperty(socket, 'remoteAddress', { value: describePeer(cred), configurable: true });
+    injector.injectConnection(socket);
+  });
   const plan = await prepareUnixSocket(addr.path, { log });
   try {
-    await new Promise<number>((resolve, reject) => server.bindAsync(`unix://${plan.tmpPath}`, ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen(plan.tmpPath, () => { listener.off('error', reject); resolve(); });
+    });
   } catch (e) {
+    injector.destroy();
     server.forceShutdown();
     await plan.abandon();
     throw new Error(`cannot serve the aggregator on ${addr.text}: ${(e as Error).message}`);
@@ -116,10 +132,14 @@ export async function serveAggregator(agg: Aggregator, opts: { listen: string; l
     address: addr.text,
     async close() {
       for (const s of streams) s.end();
+      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+      injector.drain(1000);
       await new Promise<void>((resolve) => {
         const t = setTimeout(() => { server.forceShutdown(); resolve(); }, 1000);
         server.tryShutdown(() => { clearTimeout(t); resolve(); });
       });
+      injector.destroy();
+      await closed;
       await cleanup();
     },
   };

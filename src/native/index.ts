@@ -23,6 +23,7 @@ export interface NativeAddon {
   nftList(family: number, table: string, elements: boolean, netns?: string): Promise<RawListing>;
   nftListTables(netns?: string): Promise<RawTable[]>;
   conntrackDelete(f: RawCtFilter | RawCtFilter[], netns?: string): Promise<{ deleted: number; scanned: number }>;
+  peerCredentials(fd: number): { pid: number; uid: number; gid: number };
   constants: Record<string, number>;
   abi: number;
 }

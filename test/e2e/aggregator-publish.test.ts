@@ -66,8 +66,8 @@ d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
   const write = (text: string) => { fs.writeFileSync(`${file()}.tmp`, text); fs.renameSync(`${file()}.tmp`, file()); };
 
   beforeAll(async () => {
-    ns = new Netns('kbg-pub');
-    dir = fs.mkdtempSync('/tmp/kbg-agg-');
+    ns = new Netns('kba-pub');
+    dir = fs.mkdtempSync('/tmp/kba-agg-');
     sock = `unix://${dir}/aggregator.sock`;
     const state = new StateFile(dir);
     state.write([{ name: 'web', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, targetPort: 8080 }], pods: ['p1a'] }]);
@@ -90,6 +90,8 @@ d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
     await publish.waitFor(/^firewall: .* is in the kernel \(commit \d+, \d+ ops\)/, 0);
     expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/elements = \{ 192\.168\.50\.100 \}/);
     expect(ns.nft('list', 'tables')).toMatch(/table ip kpng/);
+    // kpng logs who the producer is, from the socket's peer credentials.
+    expect(kpng.stderr).toContain(`producer firewall connected (pid ${publish.child.pid} uid ${process.getuid!()} gid ${process.getgid!()}`);
 
     let n = publish.lines.length;
     write(objects(['192.168.50.100', '192.168.50.101']));
