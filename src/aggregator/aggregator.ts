@@ -95,6 +95,8 @@ export interface ProducerHandle {
   declare(ops: NftOp[], opts?: { resync?: boolean }): Promise<CommitInfo>;
   /** Changes the desired state incrementally (a `delete` of a table rebuilds that table as a whole). */
   apply(ops: NftOp[]): Promise<CommitInfo>;
+  /** What this producer declared so far (its desired state; read only). */
+  readonly desired: ProducerState;
   /** Commit results, including retries after a refusal. Returns an unsubscribe function. */
   on(listener: (e: ProducerEvent) => void): () => void;
   /** Leaves: the producer's objects stay in the kernel until it declares again or is removed. */
@@ -141,6 +143,7 @@ export class Aggregator {
       declare: (ops, o) => { try { live(); return this.change(prod, ops, true, !!o?.resync); } catch (e) { return Promise.reject(e); } },
       apply: (ops) => { try { live(); return this.change(prod, ops, false, false); } catch (e) { return Promise.reject(e); } },
       on: (l) => { prod.listeners.add(l); return () => prod.listeners.delete(l); },
+      get desired() { return prod.desired; },
       disconnect: () => {
         if (!prod.connected) return;
         prod.connected = false;

@@ -74,6 +74,11 @@ export class ProducerClient {
     return this.send({ declare: { objectsJson: JSON.stringify(doc), resync } });
   }
 
+  /** Changes this producer's objects incrementally (src/aggregator/patch.ts): deletes, then sets. */
+  patch(p: { set?: unknown; delete?: unknown }): Promise<Res> {
+    return this.send({ patch: { setJson: p.set === undefined ? '' : JSON.stringify(p.set), deleteJson: p.delete === undefined ? '' : JSON.stringify(p.delete) } });
+  }
+
   /** Later outcomes (retries of a refused change). */
   onResult(l: (r: Res) => void): void { this.listeners.add(l); }
 

@@ -5,3 +5,4 @@ export { diffStates } from './diff';
 export { nativeTransport, type NftTransport } from './transport';
 export { compileRule, RuleError, type RuleSpec, type RuleMatch, type RuleVerdict, type RuleContext, type MatchField } from './rules';
 export { parseObjects, ObjectsError } from './objects';
+export { parsePatch, type Patch } from './patch';

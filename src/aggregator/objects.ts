@@ -48,16 +48,16 @@ const BYTE_FIELDS = ['data', 'from', 'to', 'mask', 'xor'];
 
 type Obj = Record<string, unknown>;
 
-function obj(v: unknown, at: string): Obj {
+export function obj(v: unknown, at: string): Obj {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ObjectsError(at, 'expected a mapping');
   return v as Obj;
 }
-function list(v: unknown, at: string): unknown[] {
+export function list(v: unknown, at: string): unknown[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) throw new ObjectsError(at, 'expected a list');
   return v;
 }
-function str(v: unknown, at: string, allowed?: string[]): string {
+export function str(v: unknown, at: string, allowed?: string[]): string {
   if (typeof v !== 'string' || v === '') throw new ObjectsError(at, 'expected a non-empty string');
   if (allowed && !allowed.includes(v)) throw new ObjectsError(at, `${JSON.stringify(v)} is not one of ${allowed.join(', ')}`);
   return v;
@@ -151,8 +151,27 @@ function intervalSetElements(set: NftSet, vs: unknown[], sat: string): NftElemen
   return r;
 }
 
+/** Elements of `set` from a document's list (plain keys, map entries {key, data|verdict}, or ranges). */
+export function setElements(set: NftSet, vs: unknown[], sat: string): NftElement[] {
+  if (set.flags?.interval) return intervalSetElements(set, vs, sat);
+  return vs.map((ev, ei) => {
+    const eat = `${sat}.elements[${ei}]`;
+    if (set.dataType === undefined) return { key: value(set.keyType, ev, eat) };
+    const e = obj(ev, eat);
+    const el: NftElement = { key: value(set.keyType, e.key, `${eat}.key`) };
+    if (set.dataType === 'verdict') el.verdict = verdict(e.verdict, `${eat}.verdict`);
+    else el.data = value(set.dataType, e.data, `${eat}.data`);
+    return el;
+  });
+}
+
+export interface ParseOptions {
+  /** Sets a table already has (a patch's typed rules may look them up). */
+  existingSets?: (family: NftFamily, table: string) => Iterable<NftSet>;
+}
+
 /** The ops that build every object of the document from nothing. */
-export function parseObjects(doc: unknown): NftOp[] {
+export function parseObjects(doc: unknown, opts: ParseOptions = {}): NftOp[] {
   const root = obj(doc ?? {}, '(document)');
   for (const k of Object.keys(root)) if (k !== 'tables') throw new ObjectsError(k, 'unknown field (the document has `tables`)');
   const ops: NftOp[] = [];
@@ -163,7 +182,7 @@ export function parseObjects(doc: unknown): NftOp[] {
     const family = str(t.family, `${at}.family`, FAMILIES) as NftFamily;
     const name = str(t.name, `${at}.name`);
     ops.push({ op: 'add', table: { family, name, comment: optStr(t.comment, `${at}.comment`) } });
-    const tableSets = new Map<string, NftSet>();
+    const tableSets = new Map<string, NftSet>([...(opts.existingSets?.(family, name) ?? [])].map((x) => [x.name, x]));
     const setOps: NftOp[] = [];
     list(t.sets, `${at}.sets`).forEach((sv, si) => {
       const sat = `${at}.sets[${si}]`;
@@ -181,15 +200,7 @@ export function parseObjects(doc: unknown): NftOp[] {
       }
       tableSets.set(set.name, set);
       setOps.push({ op: 'add', set });
-      const elements: NftElement[] = set.flags?.interval ? intervalSetElements(set, list(s.elements, `${sat}.elements`), sat) : list(s.elements, `${sat}.elements`).map((ev, ei) => {
-        const eat = `${sat}.elements[${ei}]`;
-        if (set.dataType === undefined) return { key: value(keyType, ev, eat) };
-        const e = obj(ev, eat);
-        const el: NftElement = { key: value(keyType, e.key, `${eat}.key`) };
-        if (set.dataType === 'verdict') el.verdict = verdict(e.verdict, `${eat}.verdict`);
-        else el.data = value(set.dataType, e.data, `${eat}.data`);
-        return el;
-      });
+      const elements = setElements(set, list(s.elements, `${sat}.elements`), sat);
       if (elements.length) setOps.push({ op: 'add', elements: { family, table: name, set: set.name, elements } });
     });
     list(t.chains, `${at}.chains`).forEach((cv, ci) => {

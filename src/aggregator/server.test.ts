@@ -77,4 +77,38 @@ describe('aggregator gRPC service', () => {
     expect(agg.status()).toEqual([]);
     await expect(removeProducer(server.address, 'a')).rejects.toThrow(/no producer a/);
   });
+
+  test('a patch sends only its change: elements added and deleted, a chain\'s rules replaced; a bad patch is refused with its path', async () => {
+    const c = await ProducerClient.connect(server.address, 'fw');
+    clients.push(c);
+    const big = Array.from({ length: 1000 }, (_, i) => `10.1.${i >> 8}.${i & 255}`);
+    await c.declare({
+      tables: [{
+        family: 'ip', name: 'fw', sets: [{ name: 'deny', type: 'ipv4_addr', elements: big }],
+        chains: [{ name: 'in', hook: 'input', rules: [{ match: { saddr: '@deny' }, verdict: 'drop' }] }],
+      }],
+    });
+    let n = batches.length;
+    // One address in, one out: the set's type is known already.
+    await c.patch({ set: { tables: [{ family: 'ip', name: 'fw', sets: [{ name: 'deny', elements: ['192.0.2.1'] }] }] }, delete: { tables: [{ family: 'ip', name: 'fw', sets: [{ name: 'deny', elements: ['10.1.0.0'] }] }] } });
+    expect(batches.slice(n).flat().map((o) => `${o.op} ${Object.keys(o)[1]} ${'elements' in o ? o.elements.elements.length : ''}`)).toEqual(['delete elements 1', 'add elements 1']);
+    expect(agg.status()[0].desired).toMatchObject({ elements: 1000, rules: 1 });
+    // A chain given with rules gets exactly those rules (typed rules may use the declared sets).
+    n = batches.length;
+    await c.patch({ set: { tables: [{ family: 'ip', name: 'fw', chains: [{ name: 'in', rules: [{ match: { saddr: '@deny', protocol: 'tcp' }, verdict: { reject: 'tcp-reset' } }, { counter: true }] }] }] } });
+    expect(batches.slice(n).flat().map((o) => `${o.op} ${Object.keys(o)[1]}`)).toEqual(['flush chain', 'add rule', 'add rule']);
+    // Refusals name the problem; nothing changes.
+    n = batches.length;
+    await expect(c.patch({ delete: { tables: [{ family: 'ip', name: 'fw', sets: [{ name: 'nope' }] }] } })).rejects.toThrow(/bad patch: delete\.tables\[0\]\.sets\[0\]\.name: no set nope in table ip fw/);
+    await expect(c.patch({ set: { tables: [{ family: 'ip', name: 'fw', sets: [{ name: 'deny', type: 'ipv6_addr' }] }] } })).rejects.toThrow(/cannot change a set's definition/);
+    await expect(c.patch({ set: { tables: [{ family: 'ip', name: 'fw', chains: [{ name: 'in', rules: [{ match: { daddr: '@gone' } }] }] }] } })).rejects.toThrow(/set\.tables\[0\]\.chains\[0\]\.rules\[0\]\.match\.daddr: no set "gone"/);
+    await expect(c.patch({ delete: { tables: [{ family: 'ip', name: 'other' }] } })).rejects.toThrow(/table ip other is not declared by this producer/);
+    expect(batches.length).toBe(n);
+    // Delete the set and set it again with another type, in one patch: the table is rebuilt.
+    await c.patch({
+      delete: { tables: [{ family: 'ip', name: 'fw', chains: [{ name: 'in' }], sets: [{ name: 'deny' }] }] },
+      set: { tables: [{ family: 'ip', name: 'fw', sets: [{ name: 'deny', type: 'inet_service', elements: [23] }] }] },
+    });
+    expect(agg.status()[0].desired).toMatchObject({ chains: 0, sets: 1, elements: 1, rules: 0 });
+  });
 });

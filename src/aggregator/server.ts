@@ -11,6 +11,7 @@ import { prepareUnixSocket } from '../api/unix-socket';
 import type { Logger } from '../util/log';
 import { ProducerRefused, type Aggregator, type ProducerHandle } from './aggregator';
 import { parseObjects } from './objects';
+import { parsePatch } from './patch';
 
 const pb = kpng.aggregatorv1;
 
@@ -81,15 +82,17 @@ export async function serveAggregator(agg: Aggregator, opts: { listen: string; l
           call.write({ id, ok: true });
           return;
         }
-        if (!m.declare) return fail(status.INVALID_ARGUMENT, 'expected Declare');
+        if (!m.declare && !m.patch) return fail(status.INVALID_ARGUMENT, 'expected Declare or Patch');
         let ops;
         try {
-          ops = parseObjects(JSON.parse(m.declare.objectsJson ?? '{}'));
+          ops = m.declare
+            ? parseObjects(JSON.parse(m.declare.objectsJson || '{}'))
+            : parsePatch({ set: JSON.parse(m.patch!.setJson || 'null'), delete: JSON.parse(m.patch!.deleteJson || 'null') }, producer.desired);
         } catch (e) {
-          call.write({ id, ok: false, error: `producer ${producer.name}: bad objects document: ${(e as Error).message}` });
+          call.write({ id, ok: false, error: `producer ${producer.name}: bad ${m.declare ? 'objects document' : 'patch'}: ${(e as Error).message}` });
           return;
         }
-        producer.declare(ops, { resync: !!m.declare.resync }).then(
+        (m.declare ? producer.declare(ops, { resync: !!m.declare.resync }) : producer.apply(ops)).then(
           (i) => call.write({ id, ok: true, commit: i.commit, ops: i.ops }),
           (e) => call.write(refusal(id, e)),
         ).catch(() => { /* the stream is gone */ });

@@ -3,7 +3,8 @@
 //    person would have written (so the encoding is the one nft itself uses);
 // 2. real packets: a server namespace with two clients; a firewall producer's typed rules drop one
 //    client's network (an interval set), reset TCP to one port, and count; changing the interval
-//    set's ranges through the aggregator's diff moves the client in and out.
+//    set's ranges through the aggregator's diff moves the client in and out; patches (incremental
+//    changes) add a set, a rule and one address, then take the address out.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -11,6 +12,7 @@ import { parse } from 'yaml';
 import { Aggregator } from '../../src/aggregator';
 import { nativeTransport } from '../../src/aggregator/transport';
 import { parseObjects } from '../../src/aggregator/objects';
+import { parsePatch } from '../../src/aggregator/patch';
 import { nativeAvailable } from '../../src/native';
 import { Netns, canUseNetns, sh } from '../helpers/netns';
 
@@ -195,4 +197,19 @@ d('typed rules with real packets (a server and two clients)', () => {
     expect(await probe(c2, '10.2.0.1', 8080)).toMatchObject({ ok: false, err: 'timeout' });
     expect(lines(srv.nft('list', 'set', 'ip', 'fw', 'deny'))).toContain('elements = { 10.2.0.0/16, 192.0.2.1 }');
   }, 60000);
+
+  test('patches: a block set and its rule added, one address in, then out, each a small batch', async () => {
+    const fw = agg.connect('patcher');
+    await fw.declare(parseObjects(parse('tables: [{ family: ip, name: patched, chains: [{ name: in, hook: input, priority: -10 }] }]')));
+    expect((await probe(c1, '10.1.0.1', 8080)).ok).toBe(true);
+    const block = { tables: [{ family: 'ip', name: 'patched', sets: [{ name: 'block', type: 'ipv4_addr' }], chains: [{ name: 'in', rules: [{ match: { saddr: '@block' }, verdict: 'drop' }] }] }] };
+    await fw.apply(parsePatch({ set: block }, fw.desired));
+    expect((await probe(c1, '10.1.0.1', 8080)).ok).toBe(true); // empty set
+    const add = await fw.apply(parsePatch({ set: { tables: [{ family: 'ip', name: 'patched', sets: [{ name: 'block', elements: ['10.1.0.2'] }] }] } }, fw.desired));
+    expect(add.ops).toBe(1);
+    expect(await probe(c1, '10.1.0.1', 8080)).toMatchObject({ ok: false, err: 'timeout' });
+    const del = await fw.apply(parsePatch({ delete: { tables: [{ family: 'ip', name: 'patched', sets: [{ name: 'block', elements: ['10.1.0.2'] }] }] } }, fw.desired));
+    expect(del.ops).toBe(1);
+    expect((await probe(c1, '10.1.0.1', 8080)).ok).toBe(true);
+  }, 30000);
 });
