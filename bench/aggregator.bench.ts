@@ -1,15 +1,16 @@
 // What aggregation saves: K producers (1, 4, 16, 64), each with its own nftables table, each changing
 // a few set elements at a steady rate, applied (a) each by its own netlink transaction, as
 // independent agents do today, and (b) through the aggregator (one transaction per tick for all).
-// Prints commits per second, netlink messages, CPU of the process (the addon's worker threads and
-// the kernel's work on our syscalls included) and p50/p99 from a producer's change to the kernel's
-// ack, side by side with ratios. Runs in a private network namespace (root). Figures only.
+// Prints commits per second, netlink messages, syscalls of the process (counted by `perf stat -e
+// raw_syscalls:sys_enter` attached to it: every thread, the addon's workers included), CPU of the
+// process (the kernel's work on our syscalls included) and p50/p99 from a producer's change to the
+// kernel's ack, side by side with ratios. Runs in a private network namespace (root). Figures only.
 //
 // Then the aggregator's own cost for kpng's nft backend at 10k services: full sync and one endpoint
 // change, direct to the addon vs through the aggregator (the diff pass over kpng's table).
 //
 //   npm run build && node dist/bench/aggregator.bench.js [durationMs=2000] [periodMs=20] [minIntervalMs=10] [services=10000]
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { Aggregator } from '../src/aggregator/aggregator';
 import { nativeTransport } from '../src/aggregator/transport';
 import { nftApply, ipv4, type NftOp } from '../src/native';
@@ -24,7 +25,7 @@ const PERIOD = Number(process.argv[3] ?? 20);
 const MIN_INTERVAL = Number(process.argv[4] ?? 10);
 const SERVICES = Number(process.argv[5] ?? 10000);
 const KS = [1, 4, 16, 64];
-const NS = `kbg-bench-${process.pid}`;
+const NS = `kba-bench-${process.pid}`;
 const opts = { netns: `/var/run/netns/${NS}` };
 
 const addr = (p: number, n: number) => `10.${p}.${(n >> 8) & 255}.${n & 255}`;
@@ -51,14 +52,34 @@ function changeOps(p: number, n: number): NftOp[] {
   ];
 }
 
-interface Figures { changes: number; commits: number; messages: number; cpuMs: number; lat: number[]; wallMs: number }
+interface Figures { changes: number; commits: number; messages: number; syscalls: number; cpuMs: number; lat: number[]; wallMs: number }
+
+/**
+ * Counts this process's syscalls (all its threads at the time of the call) until stop(), with perf
+ * attached from outside (NaN when perf is missing or not allowed). Its start-up wait is idle time.
+ */
+async function countSyscalls(): Promise<{ stop(): Promise<number> }> {
+  let out = '';
+  const perf = spawn('perf', ['stat', '-e', 'raw_syscalls:sys_enter', '-x,', '-p', String(process.pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  perf.stderr.on('data', (b: Buffer) => { out += b.toString(); });
+  const exited = new Promise<void>((resolve) => { perf.on('exit', () => resolve()); perf.on('error', () => resolve()); });
+  await sleep(300); // let perf attach
+  return {
+    async stop() {
+      perf.kill('SIGINT');
+      await exited;
+      const m = /^(\d+),,raw_syscalls:sys_enter/m.exec(out);
+      return m ? Number(m[1]) : NaN;
+    },
+  };
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], q: number) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN; };
 
 async function run(k: number, mode: 'separate' | 'aggregated'): Promise<Figures> {
   execFileSync('ip', ['netns', 'exec', NS, 'nft', 'flush', 'ruleset']);
-  const f: Figures = { changes: 0, commits: 0, messages: 0, cpuMs: 0, lat: [], wallMs: 0 };
+  const f: Figures = { changes: 0, commits: 0, messages: 0, syscalls: 0, cpuMs: 0, lat: [], wallMs: 0 };
   let apply: (p: number, ops: NftOp[]) => Promise<void>;
   let agg: Aggregator | undefined;
   if (mode === 'separate') {
@@ -72,6 +93,7 @@ async function run(k: number, mode: 'separate' | 'aggregated'): Promise<Figures>
     apply = async (p, ops) => { await hs[p].apply(ops); };
   }
   Object.assign(f, { commits: 0, messages: 0 });
+  const syscalls = await countSyscalls();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const end = t0 + DURATION;
@@ -88,6 +110,7 @@ async function run(k: number, mode: 'separate' | 'aggregated'): Promise<Figures>
   f.wallMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
   f.cpuMs = (cpu.user + cpu.system) / 1000;
+  f.syscalls = await syscalls.stop();
   agg?.close();
   return f;
 }
@@ -138,14 +161,14 @@ async function main(): Promise<void> {
   execFileSync('ip', ['netns', 'add', NS]);
   try {
     console.log(`aggregator bench: ${DURATION} ms per run, each producer changes 4 elements every ${PERIOD} ms (after its previous change is acked); aggregator min interval ${MIN_INTERVAL} ms, burst 1`);
-    console.log('K   mode        changes  commits/s  msgs     msgs/change  cpu ms  cpu/change  p50 ms  p99 ms');
+    console.log('K   mode        changes  commits/s  msgs     msgs/change  syscalls  sys/change  cpu ms  cpu/change  p50 ms  p99 ms');
     for (const k of KS) {
       const a = await run(k, 'separate');
       const b = await run(k, 'aggregated');
       for (const [name, x] of [['separate', a], ['aggregated', b]] as const) {
-        console.log(`${String(k).padEnd(4)}${name.padEnd(12)}${String(x.changes).padStart(7)}  ${(x.commits / (x.wallMs / 1000)).toFixed(0).padStart(9)}  ${String(x.messages).padStart(7)}  ${(x.messages / x.changes).toFixed(2).padStart(11)}  ${x.cpuMs.toFixed(0).padStart(6)}  ${(x.cpuMs / x.changes).toFixed(3).padStart(10)}  ${pct(x.lat, 0.5).toFixed(2).padStart(6)}  ${pct(x.lat, 0.99).toFixed(2).padStart(6)}`);
+        console.log(`${String(k).padEnd(4)}${name.padEnd(12)}${String(x.changes).padStart(7)}  ${(x.commits / (x.wallMs / 1000)).toFixed(0).padStart(9)}  ${String(x.messages).padStart(7)}  ${(x.messages / x.changes).toFixed(2).padStart(11)}  ${String(x.syscalls).padStart(8)}  ${(x.syscalls / x.changes).toFixed(1).padStart(10)}  ${x.cpuMs.toFixed(0).padStart(6)}  ${(x.cpuMs / x.changes).toFixed(3).padStart(10)}  ${pct(x.lat, 0.5).toFixed(2).padStart(6)}  ${pct(x.lat, 0.99).toFixed(2).padStart(6)}`);
       }
-      console.log(`    ratio separate/aggregated: commits ${(a.commits / a.changes / (b.commits / b.changes)).toFixed(1)}x per change, messages ${(a.messages / a.changes / (b.messages / b.changes)).toFixed(1)}x per change, cpu ${(a.cpuMs / a.changes / (b.cpuMs / b.changes)).toFixed(1)}x per change`);
+      console.log(`    ratio separate/aggregated: commits ${(a.commits / a.changes / (b.commits / b.changes)).toFixed(1)}x per change, messages ${(a.messages / a.changes / (b.messages / b.changes)).toFixed(1)}x, syscalls ${(a.syscalls / a.changes / (b.syscalls / b.changes)).toFixed(1)}x, cpu ${(a.cpuMs / a.changes / (b.cpuMs / b.changes)).toFixed(1)}x per change`);
     }
     const direct = await kpngOverhead(nativeKernel(opts));
     const agg = new Aggregator({ minIntervalMs: 0, burst: 1, transport: nativeTransport(opts) });
