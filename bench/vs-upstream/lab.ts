@@ -1,0 +1,104 @@
+// One proxy's network namespace (kbv-<tag>): loopback up, a path to the API server (forwarder.ts),
+// the generation watcher, and the proxy process itself. stop() removes everything, namespace included
+// (which also removes every nftables table the proxy made).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { nodeBinary } from '../events/kpng-child';
+import { GenWatcher, onLines, stopChild } from './kernel';
+
+const live = new Set<Lab>();
+process.once('exit', () => { for (const l of live) l.stopSync(); });
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
+
+export class Lab {
+  readonly netns: string;
+  readonly gens: GenWatcher;
+  proxy?: ChildProcess;
+  /** performance.now() when the proxy process was spawned. */
+  startedAt = 0;
+  readonly stderrTail: string[] = [];
+  private forwarder?: ChildProcess;
+  private bridge?: net.Server;
+  private readonly socketPath: string;
+
+  private constructor(tag: string) {
+    this.netns = `kbv-${tag}`;
+    spawnSync('ip', ['netns', 'del', this.netns]); // a leftover of a killed run
+    run('ip', ['netns', 'add', this.netns]);
+    live.add(this);
+    run('ip', ['netns', 'exec', this.netns, 'ip', 'link', 'set', 'lo', 'up']);
+    this.socketPath = path.join(os.tmpdir(), `${this.netns}-${process.pid}.sock`);
+    this.gens = new GenWatcher(this.netns);
+  }
+
+  /** A namespace whose 127.0.0.1:<apiPort> leads to the API server at 127.0.0.1:<apiPort> of the host. */
+  static async create(tag: string, apiPort: number): Promise<Lab> {
+    const lab = new Lab(tag);
+    try {
+      fs.rmSync(lab.socketPath, { force: true });
+      lab.bridge = net.createServer((c) => {
+        const up = net.connect(apiPort, '127.0.0.1');
+        c.pipe(up).pipe(c);
+        const close = () => { c.destroy(); up.destroy(); };
+        c.on('error', close); up.on('error', close); c.on('close', close); up.on('close', close);
+      });
+      await new Promise<void>((resolve, reject) => { lab.bridge!.once('error', reject); lab.bridge!.listen(lab.socketPath, resolve); });
+      const fwd = spawn('ip', ['netns', 'exec', lab.netns, nodeBinary(), path.join(__dirname, 'forwarder.js'), String(apiPort), lab.socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+      lab.forwarder = fwd;
+      await new Promise<void>((resolve, reject) => {
+        onLines(fwd.stdout!, (l) => { if (l === 'ready') resolve(); });
+        fwd.once('exit', (code) => reject(new Error(`forwarder in ${lab.netns} exited (${code})`)));
+      });
+      return lab;
+    } catch (e) {
+      lab.stopSync();
+      throw e;
+    }
+  }
+
+  /** Starts the proxy inside the namespace; its stdout/stderr lines are kept (the last 50). */
+  startProxy(argv: string[]): ChildProcess {
+    this.startedAt = performance.now();
+    const p = spawn('ip', ['netns', 'exec', this.netns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proxy = p;
+    const keep = (l: string) => { this.stderrTail.push(l); if (this.stderrTail.length > 50) this.stderrTail.shift(); };
+    onLines(p.stdout!, keep);
+    onLines(p.stderr!, keep);
+    return p;
+  }
+
+  get proxyRunning(): boolean { return !!this.proxy && this.proxy.exitCode === null && this.proxy.signalCode === null; }
+
+  async stopProxy(): Promise<void> {
+    const p = this.proxy;
+    if (!p || !this.proxyRunning) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill('SIGTERM');
+    const t = setTimeout(() => stopChild(p), 5000);
+    await exited;
+    clearTimeout(t);
+  }
+
+  stopSync(): void {
+    stopChild(this.proxy);
+    stopChild(this.forwarder);
+    this.gens?.stop();
+    this.bridge?.close();
+    fs.rmSync(this.socketPath, { force: true });
+    spawnSync('ip', ['netns', 'del', this.netns]);
+    live.delete(this);
+  }
+
+  async stop(): Promise<void> {
+    await this.stopProxy();
+    this.stopSync();
+  }
+}
+
+function run(cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr || r.error?.message}`);
+}

@@ -1,0 +1,51 @@
+// The proxies compared: upstream kube-proxy (nftables mode) and kpng with each kernel backend that
+// runs here. Each is started inside its own network namespace with the same kubeconfig, node name
+// and pod CIDR; both use their default minimum sync period (1 s).
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { kpngMain, nodeBinary, repoRoot } from '../events/kpng-child';
+
+export interface ProxySpec {
+  /** Column name in the table. */
+  name: string;
+  /** Short tag for the namespace name (kbv-<tag>). */
+  tag: string;
+  /** The command run inside the namespace. */
+  argv(kubeconfig: string, node: string, podCidr: string): string[];
+}
+
+/** Builds (or finds cached) upstream kube-proxy at the control plane's version: hack/kube-proxy/build.sh. */
+export function buildKubeProxy(): string {
+  const script = path.join(repoRoot(), 'hack', 'kube-proxy', 'build.sh');
+  execFileSync(script, [], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const bin = execFileSync(script, ['--print-path'], { encoding: 'utf8' }).trim();
+  if (!fs.existsSync(bin)) throw new Error(`${bin} is missing after ${script}`);
+  return bin;
+}
+
+export function upstream(bin: string): ProxySpec {
+  return {
+    name: 'upstream nft',
+    tag: 'up',
+    argv: (kubeconfig, node, podCidr) => [
+      bin,
+      '--proxy-mode=nftables',
+      `--kubeconfig=${kubeconfig}`,
+      `--hostname-override=${node}`,
+      `--cluster-cidr=${podCidr}`,
+      // The conntrack table size and hash are global to the host: leave them alone.
+      '--conntrack-max-per-core=0',
+      '--oom-score-adj=0',
+      '--v=0',
+    ],
+  };
+}
+
+export function kpng(backend: string): ProxySpec {
+  return {
+    name: `kpng ${backend}`,
+    tag: `kpng-${backend}`,
+    argv: (kubeconfig, node, podCidr) => [nodeBinary(), kpngMain(), 'kube', '--kubeconfig', kubeconfig, '--node', node, '--to', backend, '--cluster-cidr', podCidr],
+  };
+}

@@ -1,0 +1,57 @@
+// The side-by-side table (with ratios against upstream) and an SVG chart of the same figures.
+import * as fs from 'node:fs';
+
+export interface Figure {
+  label: string;
+  unit: string;
+  /** One value per proxy, in column order (NaN: not measured). */
+  values: number[];
+  digits: number;
+}
+
+const fmt = (v: number, digits: number) => (Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
+
+/** Lower is better for every figure; the ratio is reference / other (> 1: the other is ahead). */
+export function table(names: string[], figures: Figure[]): string {
+  const header = ['', ...names.map((n) => n), ...names.slice(1).map((n) => `${names[0]} / ${n}`)];
+  const rows = figures.map((f) => [
+    `${f.label} (${f.unit})`,
+    ...f.values.map((v) => fmt(v, f.digits)),
+    ...f.values.slice(1).map((v) => (Number.isFinite(v) && Number.isFinite(f.values[0]) && v > 0 ? `${(f.values[0] / v).toFixed(2)}x` : 'n/a')),
+  ]);
+  const widths = header.map((_, i) => Math.max(header[i].length, ...rows.map((r) => r[i].length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+const COLORS = ['#8c8c8c', '#1f77b4', '#2ca02c', '#d62728'];
+
+/** One group of horizontal bars per figure, each scaled to the larger value of its group. */
+export function writeSvg(file: string, title: string, names: string[], figures: Figure[]): void {
+  const barH = 16, gap = 6, groupGap = 18, left = 330, width = 360, top = 50;
+  const groupH = names.length * (barH + gap) + groupGap;
+  const h = top + figures.length * groupH + 30;
+  const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${left + width + 160}" height="${h}" font-family="sans-serif" font-size="12">`);
+  out.push(`<rect width="100%" height="100%" fill="white"/>`);
+  out.push(`<text x="10" y="22" font-size="15" font-weight="bold">${esc(title)}</text>`);
+  names.forEach((n, i) => {
+    out.push(`<rect x="${10 + i * 170}" y="32" width="10" height="10" fill="${COLORS[i % COLORS.length]}"/><text x="${24 + i * 170}" y="41">${esc(n)}</text>`);
+  });
+  out.push(`<text x="${left + width + 150}" y="41" text-anchor="end" fill="#555">lower is better</text>`);
+  figures.forEach((f, g) => {
+    const y0 = top + g * groupH;
+    const max = Math.max(...f.values.filter(Number.isFinite), 1e-9);
+    out.push(`<text x="10" y="${y0 + barH}" >${esc(`${f.label} (${f.unit})`)}</text>`);
+    f.values.forEach((v, i) => {
+      const y = y0 + i * (barH + gap);
+      const w = Number.isFinite(v) ? Math.max(1, (v / max) * width) : 0;
+      out.push(`<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${COLORS[i % COLORS.length]}"/>`);
+      const ratio = i > 0 && Number.isFinite(v) && v > 0 && Number.isFinite(f.values[0]) ? `  (${(f.values[0] / v).toFixed(1)}x)` : '';
+      out.push(`<text x="${left + w + 5}" y="${y + barH - 4}">${esc(fmt(v, f.digits) + ratio)}</text>`);
+    });
+  });
+  out.push('</svg>');
+  fs.writeFileSync(file, out.join('\n') + '\n');
+}

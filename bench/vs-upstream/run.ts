@@ -1,0 +1,291 @@
+// Upstream kube-proxy (nftables mode) and kpng side by side, on the same real kube-apiserver, the
+// same objects and the same churn, each proxy alone in its own network namespace (one after the
+// other, so they never compete for the CPU).
+//
+//   npm run bench:vs-upstream -- --services N --endpoints E [--duration S] [--input cluster.yaml]
+//        [--node NAME] [--rate 50] [--probes 60] [--backends nft] [--strace-seconds 10] [--out DIR]
+//
+// For each proxy it measures, checking the kernel the same way for both:
+//   start       process start -> every cluster IP present in `nft list ruleset`, timed at the
+//               nf_tables generation (commit) that made the listing complete
+//   change      one endpoint replaced by an API write -> the new address in a committed change
+//               (`nft monitor`), p50/p99 over --probes writes spaced 1.2 s apart (more than the 1 s
+//               minimum sync period of both)
+//   churn       --rate endpoint writes/s for --duration s: CPU of the process and its reaped
+//               children (kube-proxy runs `nft`), syscalls (perf's raw_syscalls:sys_enter counter,
+//               inherited by threads and children), kernel transactions (generations)
+//   peak RSS    VmHWM of the process at the end
+//   netlink     a separate pass under strace (it slows the process down: no time is taken from it):
+//               bytes and messages exchanged with the kernel over netlink per second of churn
+// It prints one table with ratios (upstream / kpng: above 1, kpng is ahead) and writes an SVG chart.
+// Figures, never pass/fail.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
+import { repoRoot } from '../events/kpng-child';
+import { createFromDump, createSynthetic, flipReady, ipRange, POD_CIDR, replaceEndpoint, restoreReady, type Cluster, type Slice } from './cluster';
+import { listedIps, Monitor } from './kernel';
+import { Lab } from './lab';
+import { SyscallCounter, percentile, procSample } from './proc';
+import { buildKubeProxy, kpng, upstream, type ProxySpec } from './proxies';
+import { table, writeSvg, type Figure } from './report';
+import { stracePass, type NetlinkFigures } from './strace';
+
+interface Options {
+  services: number; endpoints: number; duration: number; rate: number; probes: number; input?: string; node?: string;
+  backends: string[]; straceSeconds: number; out: string; concurrency: number; startTimeout: number;
+}
+
+function options(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      services: { type: 'string', default: '1000' },
+      endpoints: { type: 'string', default: '10' },
+      duration: { type: 'string', default: '30' },
+      rate: { type: 'string', default: '50' },
+      probes: { type: 'string', default: '60' },
+      input: { type: 'string' },
+      node: { type: 'string' },
+      backends: { type: 'string', default: 'nft' },
+      'strace-seconds': { type: 'string', default: '10' },
+      out: { type: 'string' },
+      concurrency: { type: 'string', default: '16' },
+      'start-timeout': { type: 'string', default: '1200' },
+    },
+  });
+  const n = (k: string, v: string | undefined, min: number) => {
+    const x = Number(v);
+    if (!Number.isFinite(x) || x < min) throw new Error(`--${k} must be a number >= ${min}`);
+    return x;
+  };
+  return {
+    services: n('services', values.services, 1),
+    endpoints: n('endpoints', values.endpoints, 1),
+    duration: n('duration', values.duration, 1),
+    rate: n('rate', values.rate, 0.1),
+    probes: n('probes', values.probes, 1),
+    input: values.input,
+    node: values.node,
+    backends: (values.backends ?? 'nft').split(',').filter(Boolean),
+    straceSeconds: n('strace-seconds', values['strace-seconds'], 0),
+    out: values.out ?? path.join(repoRoot(), '.cache', 'bench'),
+    concurrency: n('concurrency', values.concurrency, 1),
+    startTimeout: n('start-timeout', values['start-timeout'], 1),
+  };
+}
+
+const out = (l: string) => process.stdout.write(l + '\n');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Result {
+  name: string;
+  startS: number;
+  p50: number; p99: number; probesDone: number;
+  cpuPct: number; syscallsPerS: number; syscallsPerTx: number; txPerS: number; writesPerS: number;
+  peakMiB: number; rssAfterStartMiB: number;
+  netlink?: NetlinkFigures;
+}
+
+/** Resolves with the time (ms after the proxy started) of the commit after which every IP is listed. */
+async function waitProgrammed(lab: Lab, ips: string[], timeoutS: number): Promise<number> {
+  const deadline = performance.now() + timeoutS * 1000;
+  let missing = ips.length;
+  let lastReport = performance.now();
+  let listedGen = -1;
+  for (;;) {
+    if (!lab.proxyRunning) throw new Error(`the proxy in ${lab.netns} exited:\n${lab.stderrTail.join('\n')}`);
+    if (performance.now() > deadline) throw new Error(`not every cluster IP programmed after ${timeoutS} s (${missing} missing)`);
+    const gen = lab.gens.last;
+    if (!gen || gen.id === listedGen) { await sleep(20); continue; }
+    // The listing shows this generation or a later one; a commit during the listing may make us
+    // attribute completeness one generation early (never when the proxy programs in one transaction).
+    listedGen = gen.id;
+    const have = await listedIps(lab.netns);
+    missing = ips.filter((ip) => !have.has(ip)).length;
+    if (missing === 0) return gen.at - lab.startedAt;
+    if (performance.now() - lastReport > 10_000) {
+      lastReport = performance.now();
+      out(`  ... ${((performance.now() - lab.startedAt) / 1000).toFixed(0)} s: ${ips.length - missing}/${ips.length} cluster IPs programmed`);
+    }
+  }
+}
+
+/** Waits until no transaction was committed for quietMs (at most maxMs). */
+async function quiet(lab: Lab, quietMs: number, maxMs = 60_000): Promise<void> {
+  const end = performance.now() + maxMs;
+  while (performance.now() < end) {
+    const last = lab.gens.last?.at ?? 0;
+    if (performance.now() - Math.max(last, lab.startedAt) >= quietMs) return;
+    await sleep(100);
+  }
+}
+
+/** Endpoint writes at `rate`/s for `seconds` (replace an address or flip readiness), never two on one slice. */
+async function churn(cp: ControlPlane, slices: Slice[], rate: number, seconds: number, nextIp: () => string, concurrency: number): Promise<number> {
+  const busy = new Set<Slice>();
+  let inFlight = 0, writes = 0, failures = 0;
+  const end = performance.now() + seconds * 1000;
+  let due = performance.now();
+  while (performance.now() < end) {
+    const now = performance.now();
+    if (now < due || inFlight >= concurrency || busy.size >= slices.length) { await sleep(Math.max(1, Math.min(due - now, 10))); continue; }
+    due += 1000 / rate;
+    let s: Slice;
+    do s = slices[Math.floor(Math.random() * slices.length)]; while (busy.has(s));
+    busy.add(s);
+    inFlight++;
+    (Math.random() < 0.5 ? replaceEndpoint(cp, s, nextIp()) : flipReady(cp, s))
+      .then(() => writes++, (e: Error) => { if (++failures <= 3) out(`  write failed: ${e.message}`); })
+      .finally(() => { inFlight--; busy.delete(s); });
+  }
+  while (inFlight > 0) await sleep(10);
+  return writes;
+}
+
+async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string): Promise<Result> {
+  out(`\n## ${spec.name}`);
+  const lab = await Lab.create(spec.tag, apiPort);
+  try {
+    await sleep(200); // the generation watcher's first reading
+    const proxy = lab.startProxy(spec.argv(cp.kubeconfigPath, cluster.node, POD_CIDR));
+    const pid = proxy.pid!;
+    const startMs = await waitProgrammed(lab, cluster.clusterIps, opts.startTimeout);
+    out(`  start -> all ${cluster.clusterIps.length} cluster IPs programmed: ${(startMs / 1000).toFixed(2)} s`);
+    await quiet(lab, 2000);
+    const afterStart = procSample(pid);
+
+    // One endpoint change at a time, API write -> kernel.
+    const monitor = new Monitor(lab.netns);
+    const lat: number[] = [];
+    try {
+      await monitor.ready();
+      for (let i = 0; i < opts.probes; i++) {
+        const s = cluster.slices[Math.floor(Math.random() * cluster.slices.length)];
+        const ip = probeIp();
+        const seen = monitor.waitForIp(ip, 30_000);
+        const t = performance.now();
+        await replaceEndpoint(cp, s, ip, true);
+        try {
+          lat.push((await seen) - t);
+        } catch (e) {
+          out(`  probe ${i}: ${(e as Error).message}`);
+        }
+        await sleep(Math.max(0, 1200 - (performance.now() - t)));
+      }
+    } finally {
+      monitor.stop();
+    }
+    lat.sort((a, b) => a - b);
+    out(`  one endpoint change, API write -> kernel: p50 ${percentile(lat, 50).toFixed(1)} ms, p99 ${percentile(lat, 99).toFixed(1)} ms (${lat.length}/${opts.probes})`);
+
+    // Steady churn.
+    await quiet(lab, 1500);
+    const g0 = lab.gens.last?.id ?? 0;
+    const s0 = procSample(pid);
+    const counter = new SyscallCounter(pid);
+    await sleep(200); // perf attached
+    const w0 = performance.now();
+    const writes = await churn(cp, cluster.slices, opts.rate, opts.duration, churnIp, opts.concurrency);
+    await sleep(1500); // the last writes' sync
+    const wall = (performance.now() - w0) / 1000;
+    const syscalls = await counter.stop();
+    const s1 = procSample(pid);
+    const tx = (lab.gens.last?.id ?? 0) - g0;
+    const r: Result = {
+      name: spec.name,
+      startS: startMs / 1000,
+      p50: percentile(lat, 50), p99: percentile(lat, 99), probesDone: lat.length,
+      cpuPct: ((s1.cpuMs - s0.cpuMs) / 1000 / wall) * 100,
+      syscallsPerS: syscalls / wall,
+      syscallsPerTx: tx > 0 ? syscalls / tx : NaN,
+      txPerS: tx / wall,
+      writesPerS: writes / wall,
+      peakMiB: s1.peakMiB,
+      rssAfterStartMiB: afterStart.rssMiB,
+    };
+    out(`  churn ${writes} writes in ${wall.toFixed(1)} s: cpu ${r.cpuPct.toFixed(1)}%, ${r.syscallsPerS.toFixed(0)} syscalls/s, ${tx} transactions, ${r.syscallsPerTx.toFixed(0)} syscalls/transaction; rss after start ${afterStart.rssMiB.toFixed(0)} MiB, peak ${s1.peakMiB.toFixed(0)} MiB`);
+
+    if (opts.straceSeconds > 0) {
+      await quiet(lab, 1500);
+      const g1 = lab.gens.last?.id ?? 0;
+      const pass = stracePass(pid, opts.straceSeconds + 2);
+      await sleep(1000);
+      await churn(cp, cluster.slices, opts.rate, opts.straceSeconds, churnIp, opts.concurrency);
+      r.netlink = await pass;
+      r.netlink.seconds = opts.straceSeconds; // the writes of this many seconds, with their syncs
+      r.netlink.transactions = (lab.gens.last?.id ?? 0) - g1;
+      out(`  netlink (strace pass): ${r.netlink.sentBytes} B / ${r.netlink.sentMessages} messages to the kernel, ${r.netlink.receivedBytes} B back, in ${r.netlink.seconds} s, ${r.netlink.transactions} transactions`);
+    }
+    return r;
+  } finally {
+    await lab.stop();
+    await restoreReady(cp, cluster.slices, opts.concurrency);
+  }
+}
+
+async function main(): Promise<void> {
+  const opts = options(process.argv.slice(2));
+  if (process.getuid?.() !== 0) throw new Error('bench:vs-upstream needs root (network namespaces, perf)');
+  for (const [cmd, arg] of [['nft', '--version'], ['perf', '--version'], ['python3', '--version']]) {
+    if (spawnSync(cmd, [arg]).status !== 0) throw new Error(`${cmd} is needed (hack/install-deps.sh installs it)`);
+  }
+  const root = repoRoot();
+  const cpBuild = spawnSync(path.join(root, 'hack', 'controlplane', 'build.sh'), [], { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (cpBuild.status !== 0) throw new Error('hack/controlplane/build.sh failed');
+  const kubeProxy = buildKubeProxy();
+  const specs: ProxySpec[] = [upstream(kubeProxy), ...opts.backends.map(kpng)];
+
+  const cp = await startControlPlane({ log: (m) => process.stderr.write(`[controlplane] ${m}\n`) });
+  try {
+    const version = (await cp.request('GET', '/version')).body;
+    const t0 = performance.now();
+    const cluster = opts.input
+      ? await createFromDump(cp, opts.input, opts.node, opts.concurrency)
+      : await createSynthetic(cp, opts.services, opts.endpoints, opts.concurrency);
+    if (cluster.slices.length === 0) throw new Error('no EndpointSlice with IPv4 endpoints of a proxied service: nothing to change');
+    const shape = opts.input ? `${path.basename(opts.input)}: ${cluster.services} services, ${cluster.endpoints} endpoints` : `${opts.services} services x ${opts.endpoints} endpoints`;
+    out(`kube-apiserver ${version.gitVersion}; ${shape} created in ${((performance.now() - t0) / 1000).toFixed(1)} s; node ${cluster.node}`);
+    out(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model.trim()}, kernel ${os.release()}, ${new Date().toISOString().slice(0, 10)}`);
+    const apiPort = Number(new URL(cp.server).port);
+    const probeIp = ipRange(250);
+    const churnIp = ipRange(248);
+    const results: Result[] = [];
+    for (const spec of specs) results.push(await measure(spec, cp, cluster, opts, apiPort, probeIp, churnIp));
+
+    const figures: Figure[] = [
+      { label: 'process start -> all services programmed', unit: 's', digits: 2, values: results.map((r) => r.startS) },
+      { label: 'one endpoint change, API write -> kernel, p50', unit: 'ms', digits: 1, values: results.map((r) => r.p50) },
+      { label: 'one endpoint change, API write -> kernel, p99', unit: 'ms', digits: 1, values: results.map((r) => r.p99) },
+      { label: `churn at ${opts.rate} writes/s: CPU`, unit: '% of a core', digits: 1, values: results.map((r) => r.cpuPct) },
+      { label: 'syscalls/s under churn', unit: '/s', digits: 0, values: results.map((r) => r.syscallsPerS) },
+      { label: 'syscalls per kernel transaction', unit: 'n', digits: 0, values: results.map((r) => r.syscallsPerTx) },
+      { label: 'peak RSS of the process', unit: 'MiB', digits: 0, values: results.map((r) => r.peakMiB) },
+    ];
+    if (results.some((r) => r.netlink)) {
+      figures.push(
+        { label: 'netlink to the kernel under churn', unit: 'KiB/s', digits: 1, values: results.map((r) => (r.netlink ? r.netlink.sentBytes / 1024 / r.netlink.seconds : NaN)) },
+        { label: 'netlink messages to the kernel under churn', unit: '/s', digits: 0, values: results.map((r) => (r.netlink ? r.netlink.sentMessages / r.netlink.seconds : NaN)) },
+        { label: 'netlink from the kernel under churn', unit: 'KiB/s', digits: 1, values: results.map((r) => (r.netlink ? r.netlink.receivedBytes / 1024 / r.netlink.seconds : NaN)) },
+      );
+    }
+    const names = results.map((r) => r.name);
+    out(`\n${shape}; churn ${opts.duration} s at ${opts.rate} endpoint writes/s; ${opts.probes} probes`);
+    out(table(names, figures));
+    out(`(ratios: upstream / kpng, above 1 = kpng ahead; kernel transactions/s under churn: ${results.map((r) => `${r.name} ${r.txPerS.toFixed(2)}`).join(', ')}; kube-proxy's peak RSS does not include its short-lived nft children)`);
+    fs.mkdirSync(opts.out, { recursive: true });
+    const svg = path.join(opts.out, `vs-upstream-${opts.input ? path.basename(opts.input).replace(/\W+/g, '_') : `${opts.services}x${opts.endpoints}`}.svg`);
+    writeSvg(svg, `kpng vs kube-proxy ${version.gitVersion} (nftables): ${shape}`, names, figures);
+    out(`chart: ${svg}`);
+  } finally {
+    await cp.stop();
+  }
+}
+
+main().then(() => process.exit(0), (e) => {
+  process.stderr.write(`bench:vs-upstream: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});
