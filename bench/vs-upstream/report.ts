@@ -49,7 +49,7 @@ export function writeSvg(file: string, title: string, names: string[], figures: 
       const w = Number.isFinite(v) ? Math.max(1, (v / max) * width) : 0;
       out.push(`<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${COLORS[i % COLORS.length]}"/>`);
       const ratio = i > 0 && Number.isFinite(v) && v > 0 && Number.isFinite(f.values[0]) ? `  (${(f.values[0] / v).toFixed(1)}x)` : '';
-      out.push(`<text x="${left + w + 5}" y="${y + barH - 4}">${esc(fmt(v, f.digits) + ratio)}</text>`);
+      out.push(`<text x="${(left + w + 5).toFixed(1)}" y="${y + barH - 4}">${esc(fmt(v, f.digits) + ratio)}</text>`);
     });
   });
   out.push('</svg>');

@@ -1,8 +1,9 @@
 // Where the API server is and how to authenticate, from a kubeconfig, through
 // @kubernetes/client-node: --kubeconfig PATH, else $KUBECONFIG, else ~/.kube/config, else the
 // in-cluster service account. The library is ESM-only (2.x); Node >= 22.12 require()s it from
-// this CommonJS build (no top-level await in it).
-import { KubeConfig } from '@kubernetes/client-node';
+// this CommonJS build (no top-level await in it). Only its config and auth part is loaded
+// (client-node.ts).
+import { kubeConfigClass } from './client-node';
 import { createTransport, type Transport } from './http';
 
 export interface KubeTarget {
@@ -14,6 +15,7 @@ export interface KubeTarget {
 const FALLBACK_SERVER = 'http://localhost:8080';
 
 export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTarget {
+  const KubeConfig = kubeConfigClass();
   const kc = new KubeConfig();
   if (kubeconfig) kc.loadFromFile(kubeconfig);
   else kc.loadFromDefault();

@@ -1,0 +1,67 @@
+// The kube source loads @kubernetes/client-node's KubeConfig without its generated API and undici
+// (src/source/kube/client-node.ts), and both still load when something asks for them. Runs the
+// built module (dist/) in a child Node process: jest's own module loader would bypass the resolve hook.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+const root = path.join(__dirname, '..');
+const built = path.join(root, 'dist', 'src', 'source', 'kube', 'client-node.js');
+const pinnedNode = path.join(root, 'node_modules', '.bin', 'node');
+
+// Prints one JSON line: which modules were resolved after each step.
+const script = `
+const m = require('node:module');
+const urls = [];
+m.registerHooks({ resolve(s, c, n) { const r = n(s, c); urls.push(r.url); return r; } });
+const gen = () => urls.some((u) => u.endsWith('/client-node/dist/gen/index.js'));
+const undici = () => urls.some((u) => /\\/undici\\/index\\.js$/.test(u));
+const KubeConfig = require(process.argv[1]).kubeConfigClass();
+const kc = new KubeConfig();
+kc.loadFromFile(process.argv[2]);
+const out = { server: kc.getCurrentCluster().server, afterLoad: { gen: gen(), undici: undici() } };
+const opts = {};
+kc.applyToHTTPSOptions(opts).then(() => {
+  out.token = opts.headers && opts.headers.Authorization;
+  out.afterApply = { gen: gen(), undici: undici() };
+  const client = kc.makeApiClient(class { constructor(c) { this.c = c; } });
+  out.baseServer = client.c.baseServer.makeRequestContext('/api/v1/services', 'GET').getUrl();
+  out.afterApiClient = { gen: gen() };
+  const d = kc.createDispatcher({ name: 'c', server: 'https://x', skipTLSVerify: true, proxyUrl: 'http://127.0.0.1:3128' }, {});
+  out.dispatcher = d.constructor.name;
+  out.afterDispatcher = { undici: undici() };
+  console.log(JSON.stringify(out));
+});
+`;
+
+describe('client-node loaded for config and auth only', () => {
+  it('defers the generated API and undici until used, then loads the real ones', () => {
+    if (!fs.existsSync(built)) throw new Error(`${built} is missing: run \`npm run build\` first`);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-kc-'));
+    try {
+      const kubeconfig = path.join(dir, 'kubeconfig');
+      fs.writeFileSync(kubeconfig, JSON.stringify({
+        apiVersion: 'v1', kind: 'Config',
+        clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:6443', 'insecure-skip-tls-verify': true } }],
+        users: [{ name: 'u', user: { token: 'secret-token' } }],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+        'current-context': 'x',
+      }));
+      const node = fs.existsSync(pinnedNode) ? pinnedNode : process.execPath;
+      const r = spawnSync(node, ['-e', script, built, kubeconfig], { encoding: 'utf8' });
+      expect(r.stderr).toBe('');
+      const out = JSON.parse(r.stdout.trim());
+      expect(out.server).toBe('https://127.0.0.1:6443');
+      expect(out.token).toBe('Bearer secret-token');
+      expect(out.afterLoad).toEqual({ gen: false, undici: false });
+      expect(out.afterApply).toEqual({ gen: false, undici: false });
+      expect(out.baseServer).toBe('https://127.0.0.1:6443/api/v1/services');
+      expect(out.afterApiClient).toEqual({ gen: true });
+      expect(out.dispatcher).toBe('ProxyAgent');
+      expect(out.afterDispatcher).toEqual({ undici: true });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
