@@ -14,7 +14,7 @@
 //   churn       --rate endpoint writes/s for --duration s: CPU of the process and its reaped
 //               children (kube-proxy runs `nft`), syscalls (perf's raw_syscalls:sys_enter counter,
 //               inherited by threads and children), kernel transactions (generations)
-//   peak RSS    VmHWM of the process at the end
+//   memory      VmHWM (peak resident set) of the process, and its resident set after the churn
 //   netlink     a separate pass under strace (it slows the process down: no time is taken from it):
 //               bytes and messages exchanged with the kernel over netlink per second of churn
 // It prints one table with ratios (upstream / kpng: above 1, kpng is ahead) and writes an SVG chart.
@@ -86,7 +86,7 @@ interface Result {
   startS: number;
   p50: number; p99: number; probesDone: number;
   cpuPct: number; syscallsPerS: number; syscallsPerTx: number; txPerS: number; writesPerS: number;
-  peakMiB: number; rssAfterStartMiB: number;
+  peakMiB: number; rssAfterStartMiB: number; rssEndMiB: number;
   netlink?: NetlinkFigures;
 }
 
@@ -206,8 +206,9 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
       writesPerS: writes / wall,
       peakMiB: s1.peakMiB,
       rssAfterStartMiB: afterStart.rssMiB,
+      rssEndMiB: s1.rssMiB,
     };
-    out(`  churn ${writes} writes in ${wall.toFixed(1)} s: cpu ${r.cpuPct.toFixed(1)}%, ${r.syscallsPerS.toFixed(0)} syscalls/s, ${tx} transactions, ${r.syscallsPerTx.toFixed(0)} syscalls/transaction; rss after start ${afterStart.rssMiB.toFixed(0)} MiB, peak ${s1.peakMiB.toFixed(0)} MiB`);
+    out(`  churn ${writes} writes in ${wall.toFixed(1)} s: cpu ${r.cpuPct.toFixed(1)}%, ${r.syscallsPerS.toFixed(0)} syscalls/s, ${tx} transactions, ${r.syscallsPerTx.toFixed(0)} syscalls/transaction; rss after start ${afterStart.rssMiB.toFixed(0)} MiB, at the end ${s1.rssMiB.toFixed(0)} MiB, peak ${s1.peakMiB.toFixed(0)} MiB`);
 
     if (opts.straceSeconds > 0) {
       await quiet(lab, 1500);
@@ -264,6 +265,7 @@ async function main(): Promise<void> {
       { label: 'syscalls/s under churn', unit: '/s', digits: 0, values: results.map((r) => r.syscallsPerS) },
       { label: 'syscalls per kernel transaction', unit: 'n', digits: 0, values: results.map((r) => r.syscallsPerTx) },
       { label: 'peak RSS of the process', unit: 'MiB', digits: 0, values: results.map((r) => r.peakMiB) },
+      { label: 'RSS at the end of the churn', unit: 'MiB', digits: 0, values: results.map((r) => r.rssEndMiB) },
     ];
     if (results.some((r) => r.netlink)) {
       figures.push(

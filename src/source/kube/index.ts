@@ -7,6 +7,7 @@ import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { loadKubeTarget } from './config';
 import type { Transport } from './http';
+import { reduceMemoryWhenIdle } from './memory';
 import { Reflector, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 
@@ -47,6 +48,7 @@ export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore,
     if (!store.getNode(node)) log.warn(`kube: Node ${node} not found (or not usable): no zone for topology hints until it appears`);
     log.info('kube: every initial list applied; the state is synced');
     store.markSynced();
+    reduceMemoryWhenIdle(log, ac.signal);
   });
   return {
     async stop() {

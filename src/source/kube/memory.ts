@@ -1,0 +1,57 @@
+// Gives back the memory the initial lists needed. While kpng parses the first lists and computes the
+// first state, nearly everything it allocates survives, so V8 grows the young generation to its
+// maximum (64 MiB committed at 1k services) and keeps it; old-space pages freed after the sync stay
+// committed too. One memory-reducing ("last resort") full GC once the loop is idle after the first
+// sync shrinks both: at 1k services x 10 endpoints the resident set falls from ~185 to ~113 MiB
+// (the GC itself takes ~170 ms there, once).
+// It does not lower the peak reached during the first sync (the process's high-water mark).
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '../../util/log';
+
+type GcFn = (opts: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+
+let gcFn: GcFn | undefined | null;
+
+/** V8's gc(), without --expose-gc on the command line (null when this V8 refuses). */
+function gc(): GcFn | null {
+  if (gcFn !== undefined) return gcFn;
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    gcFn = vm.runInNewContext('gc') as GcFn;
+  } catch {
+    gcFn = null;
+  }
+  return gcFn;
+}
+
+/** One memory-reducing full GC; resolves with the resident set before and after (MiB), or undefined. */
+export function reduceMemory(): { beforeMiB: number; afterMiB: number; ms: number } | undefined {
+  const f = gc();
+  if (!f) return undefined;
+  const before = process.memoryUsage.rss();
+  const t = performance.now();
+  f({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  return { beforeMiB: before / 2 ** 20, afterMiB: process.memoryUsage.rss() / 2 ** 20, ms: performance.now() - t };
+}
+
+/**
+ * Calls reduceMemory() once, the first time the event loop was less than `maxUtilization` busy over
+ * a whole `windowMs` (the first state has then been computed and handed to the sink).
+ */
+export function reduceMemoryWhenIdle(log: Logger, signal: AbortSignal, windowMs = 1000, maxUtilization = 0.05, giveUpMs = 300_000): void {
+  let last = performance.eventLoopUtilization();
+  const start = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const u = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
+    if (signal.aborted || performance.now() - start > giveUpMs) { clearInterval(timer); return; }
+    if (u > maxUtilization) return;
+    clearInterval(timer);
+    const r = reduceMemory();
+    if (r) log.info(`memory: resident set ${r.beforeMiB.toFixed(0)} -> ${r.afterMiB.toFixed(0)} MiB after the first sync (one memory-reducing GC, ${r.ms.toFixed(0)} ms)`);
+  }, windowMs);
+  timer.unref();
+}
