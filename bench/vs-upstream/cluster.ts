@@ -150,7 +150,7 @@ export async function replaceEndpoint(cp: ControlPlane, s: Slice, ip: string, re
   const e = eps[Math.floor(Math.random() * eps.length)];
   e.addresses = [ip];
   if (ready) e.conditions = { ...e.conditions, ready: true, serving: true, terminating: false };
-  if (e.targetRef) e.targetRef = { ...e.targetRef, name: `${e.targetRef.name ?? 'pod'}-r` };
+  if (e.targetRef) e.targetRef = { ...e.targetRef, name: `pod-${ip.replace(/[.:]/g, '-')}` };
   await must(cp, 'PUT', `${SLICES(s.namespace)}/${s.name}`, s.body);
 }
 
@@ -171,4 +171,47 @@ export async function restoreReady(cp: ControlPlane, slices: Slice[], concurrenc
     await must(cp, 'PUT', `${SLICES(s.namespace)}/${s.name}`, s.body);
   });
   return dirty.length;
+}
+
+export interface ChurnOptions {
+  /** Writes per second. */
+  rate: number;
+  seconds: number;
+  nextIp: () => string;
+  concurrency: number;
+  /** Share of writes that change an endpoint (the rest only touch an annotation); default 1. */
+  relevant?: number;
+  log: (line: string) => void;
+}
+
+/**
+ * Writes at `rate`/s for `seconds`, never two at once on one slice: an endpoint's address replaced or
+ * its readiness flipped (half each), or, for the share that is not `relevant`, an annotation only
+ * (what a proxy must ignore). Resolves with the number of writes that succeeded.
+ */
+export async function churn(cp: ControlPlane, slices: Slice[], o: ChurnOptions): Promise<number> {
+  const busy = new Set<Slice>();
+  let inFlight = 0, writes = 0, failures = 0, seq = 0;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const end = performance.now() + o.seconds * 1000;
+  let due = performance.now();
+  while (performance.now() < end) {
+    const now = performance.now();
+    if (now < due || inFlight >= o.concurrency || busy.size >= slices.length) { await sleep(Math.max(1, Math.min(due - now, 10))); continue; }
+    due += 1000 / o.rate;
+    let s: Slice;
+    do s = slices[Math.floor(Math.random() * slices.length)]; while (busy.has(s));
+    busy.add(s);
+    inFlight++;
+    const u = Math.random();
+    const relevant = o.relevant ?? 1;
+    const write = u >= relevant
+      ? must(cp, 'PATCH', `${SLICES(s.namespace)}/${s.name}`, { metadata: { annotations: { 'bench/seq': String(++seq) } } })
+      : u < relevant / 2 ? replaceEndpoint(cp, s, o.nextIp()) : flipReady(cp, s);
+    write
+      .then(() => writes++, (e: Error) => { if (++failures <= 3) o.log(`  write failed: ${e.message}`); })
+      .finally(() => { inFlight--; busy.delete(s); });
+  }
+  while (inFlight > 0) await sleep(10);
+  return writes;
 }

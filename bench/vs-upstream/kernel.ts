@@ -2,8 +2,8 @@
 //   GenWatcher   nf_tables generation id of the namespace (one per committed transaction), polled
 //                with NFT_MSG_GETGEN (nfgen.py), so no event listener makes commits slower
 //   listedIps    every IP address printed by `nft list ruleset` (is every cluster IP programmed?)
-//   Monitor      `nft monitor` lines (an endpoint IP appearing in a committed change)
-import { spawn, type ChildProcess } from 'node:child_process';
+//   Monitor      `nft monitor` lines (which commit first names an endpoint IP)
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { repoRoot } from '../events/kpng-child';
 
@@ -46,6 +46,8 @@ export class GenWatcher {
   }
 
   get last(): Gen | undefined { return this.gens[this.gens.length - 1]; }
+  /** When the poller first saw generation `id` or a later one (it can miss one of two quick commits). */
+  seenAt(id: number): number | undefined { return this.gens.find((g) => g.id >= id)?.at; }
   onGen(f: (g: Gen) => void): () => void {
     this.listeners.add(f);
     return () => this.listeners.delete(f);
@@ -84,10 +86,14 @@ export function listedIps(netns: string): Promise<Set<string>> {
   });
 }
 
-/** `nft monitor` in a namespace: resolves waiters when a committed change mentions an address. */
+/**
+ * `nft monitor` in a namespace: finds the transaction (generation) whose committed changes first
+ * mention an address. Only the generation is taken from the monitor, not the time its line was read:
+ * nft formats every object of a transaction, so a line can be read long after a big commit.
+ */
 export class Monitor {
   readonly proc: ChildProcess;
-  private waiters = new Map<string, { re: RegExp; resolve: (at: number) => void }>();
+  private waiters = new Map<string, { re: RegExp; seen: boolean; resolve: (gen: number) => void }>();
   lines = 0;
 
   constructor(netns: string) {
@@ -95,17 +101,18 @@ export class Monitor {
     onLines(this.proc.stdout!, (l) => {
       this.lines++;
       if (this.waiters.size === 0) return;
-      const at = performance.now();
+      // "# new generation N by process P (name)" ends each transaction's events.
+      const g = /^# new generation (\d+)/.exec(l);
       for (const [ip, w] of this.waiters) {
-        if (w.re.test(l)) {
+        if (g && w.seen) {
           this.waiters.delete(ip);
-          w.resolve(at);
-        }
+          w.resolve(Number(g[1]));
+        } else if (!g && w.re.test(l)) w.seen = true;
       }
     });
   }
 
-  /** Resolves with performance.now() of the first monitor line naming `ip` (not a longer address). */
+  /** Resolves with the generation of the first committed transaction naming `ip` (not a longer address). */
   waitForIp(ip: string, timeoutMs: number): Promise<number> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -113,11 +120,33 @@ export class Monitor {
         reject(new Error(`${ip} did not appear in the kernel within ${timeoutMs} ms`));
       }, timeoutMs);
       const re = new RegExp(`(?<![\\d.])${ip.replace(/\./g, '\\.')}(?![\\d]|\\.\\d)`);
-      this.waiters.set(ip, { re, resolve: (at) => { clearTimeout(timer); resolve(at); } });
+      this.waiters.set(ip, { re, seen: false, resolve: (gen) => { clearTimeout(timer); resolve(gen); } });
     });
   }
 
-  /** Resolves once the monitor is subscribed (it prints nothing until a change, so: a short wait). */
-  async ready(): Promise<void> { await new Promise((r) => setTimeout(r, 300)); }
+  /**
+   * Resolves once the monitor prints changes: nft monitor first reads the whole ruleset (seconds at
+   * 10k services), so a table is added until its line shows up, then removed.
+   */
+  async ready(netns: string, timeoutMs = 120_000): Promise<void> {
+    const end = performance.now() + timeoutMs;
+    let seen = false;
+    const onData = (c: Buffer | string) => { if (String(c).includes('add table ip kbv_ready')) seen = true; };
+    this.proc.stdout!.on('data', onData);
+    try {
+      spawnSync('ip', ['netns', 'exec', netns, 'nft', 'add', 'table', 'ip', 'kbv_ready']);
+      while (!seen) {
+        if (performance.now() > end) throw new Error(`nft monitor in ${netns} printed nothing within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 200));
+        if (!seen) {
+          spawnSync('ip', ['netns', 'exec', netns, 'nft', 'delete', 'table', 'ip', 'kbv_ready']);
+          spawnSync('ip', ['netns', 'exec', netns, 'nft', 'add', 'table', 'ip', 'kbv_ready']);
+        }
+      }
+    } finally {
+      this.proc.stdout!.off('data', onData);
+      spawnSync('ip', ['netns', 'exec', netns, 'nft', 'delete', 'table', 'ip', 'kbv_ready']);
+    }
+  }
   stop(): void { stopChild(this.proc); }
 }

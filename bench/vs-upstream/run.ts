@@ -8,8 +8,8 @@
 // For each proxy it measures, checking the kernel the same way for both:
 //   start       process start -> every cluster IP present in `nft list ruleset`, timed at the
 //               nf_tables generation (commit) that made the listing complete
-//   change      one endpoint replaced by an API write -> the new address in a committed change
-//               (`nft monitor`), p50/p99 over --probes writes spaced 1.2 s apart (more than the 1 s
+//   change      one endpoint replaced by an API write -> the commit whose changes name the new
+//               address (found with `nft monitor`, timed by the generation poller), p50/p99 over --probes writes spaced 1.2 s apart (more than the 1 s
 //               minimum sync period of both)
 //   churn       --rate endpoint writes/s for --duration s: CPU of the process and its reaped
 //               children (kube-proxy runs `nft`), syscalls (perf's raw_syscalls:sys_enter counter,
@@ -26,7 +26,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
 import { repoRoot } from '../events/kpng-child';
-import { createFromDump, createSynthetic, flipReady, ipRange, POD_CIDR, replaceEndpoint, restoreReady, type Cluster, type Slice } from './cluster';
+import { churn, createFromDump, createSynthetic, ipRange, POD_CIDR, replaceEndpoint, restoreReady, type Cluster } from './cluster';
 import { listedIps, Monitor } from './kernel';
 import { Lab } from './lab';
 import { SyscallCounter, percentile, procSample } from './proc';
@@ -124,28 +124,6 @@ async function quiet(lab: Lab, quietMs: number, maxMs = 60_000): Promise<void> {
   }
 }
 
-/** Endpoint writes at `rate`/s for `seconds` (replace an address or flip readiness), never two on one slice. */
-async function churn(cp: ControlPlane, slices: Slice[], rate: number, seconds: number, nextIp: () => string, concurrency: number): Promise<number> {
-  const busy = new Set<Slice>();
-  let inFlight = 0, writes = 0, failures = 0;
-  const end = performance.now() + seconds * 1000;
-  let due = performance.now();
-  while (performance.now() < end) {
-    const now = performance.now();
-    if (now < due || inFlight >= concurrency || busy.size >= slices.length) { await sleep(Math.max(1, Math.min(due - now, 10))); continue; }
-    due += 1000 / rate;
-    let s: Slice;
-    do s = slices[Math.floor(Math.random() * slices.length)]; while (busy.has(s));
-    busy.add(s);
-    inFlight++;
-    (Math.random() < 0.5 ? replaceEndpoint(cp, s, nextIp()) : flipReady(cp, s))
-      .then(() => writes++, (e: Error) => { if (++failures <= 3) out(`  write failed: ${e.message}`); })
-      .finally(() => { inFlight--; busy.delete(s); });
-  }
-  while (inFlight > 0) await sleep(10);
-  return writes;
-}
-
 async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string): Promise<Result> {
   out(`\n## ${spec.name}`);
   const lab = await Lab.create(spec.tag, apiPort);
@@ -162,7 +140,8 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
     const monitor = new Monitor(lab.netns);
     const lat: number[] = [];
     try {
-      await monitor.ready();
+      await monitor.ready(lab.netns);
+      await sleep(500); // the proxy's own commits are done; nothing else writes now
       for (let i = 0; i < opts.probes; i++) {
         const s = cluster.slices[Math.floor(Math.random() * cluster.slices.length)];
         const ip = probeIp();
@@ -170,7 +149,12 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
         const t = performance.now();
         await replaceEndpoint(cp, s, ip, true);
         try {
-          lat.push((await seen) - t);
+          const gen = await seen;
+          // The commit's time as the generation poller saw it (every 2 ms), not the monitor's.
+          for (let w = 0; lab.gens.seenAt(gen) === undefined && w < 100; w++) await sleep(10);
+          const at = lab.gens.seenAt(gen);
+          if (at === undefined) throw new Error(`generation ${gen} not seen by the poller`);
+          lat.push(at - t);
         } catch (e) {
           out(`  probe ${i}: ${(e as Error).message}`);
         }
@@ -189,7 +173,7 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
     const counter = new SyscallCounter(pid);
     await sleep(200); // perf attached
     const w0 = performance.now();
-    const writes = await churn(cp, cluster.slices, opts.rate, opts.duration, churnIp, opts.concurrency);
+    const writes = await churn(cp, cluster.slices, { rate: opts.rate, seconds: opts.duration, nextIp: churnIp, concurrency: opts.concurrency, log: out });
     await sleep(1500); // the last writes' sync
     const wall = (performance.now() - w0) / 1000;
     const syscalls = await counter.stop();
@@ -215,7 +199,7 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
       const g1 = lab.gens.last?.id ?? 0;
       const pass = stracePass(pid, opts.straceSeconds + 2);
       await sleep(1000);
-      await churn(cp, cluster.slices, opts.rate, opts.straceSeconds, churnIp, opts.concurrency);
+      await churn(cp, cluster.slices, { rate: opts.rate, seconds: opts.straceSeconds, nextIp: churnIp, concurrency: opts.concurrency, log: out });
       r.netlink = await pass;
       r.netlink.seconds = opts.straceSeconds; // the writes of this many seconds, with their syncs
       r.netlink.transactions = (lab.gens.last?.id ?? 0) - g1;
