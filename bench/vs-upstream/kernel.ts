@@ -125,27 +125,27 @@ export class Monitor {
   }
 
   /**
-   * Resolves once the monitor prints changes: nft monitor first reads the whole ruleset (seconds at
-   * 10k services), so a table is added until its line shows up, then removed.
+   * Resolves once the monitor prints changes. nft monitor first reads the whole ruleset (seconds at
+   * 10k services) and starts over when a commit lands meanwhile, so the probe table is added again
+   * only after a doubling wait (1, 2, 4, ... s), never often enough to keep it from finishing.
    */
-  async ready(netns: string, timeoutMs = 120_000): Promise<void> {
+  async ready(netns: string, timeoutMs = 180_000): Promise<void> {
     const end = performance.now() + timeoutMs;
     let seen = false;
     const onData = (c: Buffer | string) => { if (String(c).includes('add table ip kbv_ready')) seen = true; };
+    const nft = (...args: string[]) => spawnSync('ip', ['netns', 'exec', netns, 'nft', ...args]);
     this.proc.stdout!.on('data', onData);
     try {
-      spawnSync('ip', ['netns', 'exec', netns, 'nft', 'add', 'table', 'ip', 'kbv_ready']);
-      while (!seen) {
-        if (performance.now() > end) throw new Error(`nft monitor in ${netns} printed nothing within ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, 200));
-        if (!seen) {
-          spawnSync('ip', ['netns', 'exec', netns, 'nft', 'delete', 'table', 'ip', 'kbv_ready']);
-          spawnSync('ip', ['netns', 'exec', netns, 'nft', 'add', 'table', 'ip', 'kbv_ready']);
-        }
+      for (let wait = 1000; !seen; wait *= 2) {
+        nft('delete', 'table', 'ip', 'kbv_ready');
+        nft('add', 'table', 'ip', 'kbv_ready');
+        const until = performance.now() + wait;
+        while (!seen && performance.now() < until) await new Promise((r) => setTimeout(r, 50));
+        if (!seen && performance.now() > end) throw new Error(`nft monitor in ${netns} printed nothing within ${timeoutMs} ms`);
       }
     } finally {
       this.proc.stdout!.off('data', onData);
-      spawnSync('ip', ['netns', 'exec', netns, 'nft', 'delete', 'table', 'ip', 'kbv_ready']);
+      nft('delete', 'table', 'ip', 'kbv_ready');
     }
   }
   stop(): void { stopChild(this.proc); }
