@@ -10,9 +10,12 @@ import { diffStates, type Scope } from './diff';
 import { CommitBudget } from './rate';
 import { applyOps, checkOps, countObjects, DeclarationError, opTable, tableKey, type ProducerState } from './state';
 import type { NftTransport } from './transport';
+import { IpvsBatcher, type IpvsProducerStatus, type IpvsTransport } from './ipvs';
 
 export interface AggregatorOptions {
   transport: NftTransport;
+  /** IPVS, the second subsystem (same minIntervalMs and burst, its own budget); absent: none. */
+  ipvs?: IpvsTransport;
   /** Minimum time between commits once the burst is spent (default 100 ms). */
   minIntervalMs?: number;
   /** Commits allowed back to back (default 3). */
@@ -63,6 +66,8 @@ export interface ProducerStatus {
   applied: ReturnType<typeof countObjects>;
   last?: { at: string; ok: boolean; commit: number; error?: string };
   retryInMs?: number;
+  /** Its IPVS messages, when it sent any. */
+  ipvs?: IpvsProducerStatus;
 }
 
 interface Waiter { resolve(i: CommitInfo): void; reject(e: Error): void }
@@ -114,10 +119,13 @@ export class Aggregator {
   private closed = false;
   private readonly log: (m: string) => void;
   readonly stats = { commits: 0, refusedBatches: 0, messages: 0, bytes: 0, ops: 0 };
+  /** IPVS messages, batched per tick (when the aggregator was given an IPVS transport). */
+  readonly ipvs?: IpvsBatcher;
 
   constructor(private readonly opts: AggregatorOptions) {
     this.budget = new CommitBudget(opts.minIntervalMs ?? 100, opts.burst ?? 3, Date.now());
     this.log = opts.log ?? (() => {});
+    if (opts.ipvs) this.ipvs = new IpvsBatcher({ transport: opts.ipvs, minIntervalMs: opts.minIntervalMs, burst: opts.burst, log: this.log });
   }
 
   connect(name: string, info: { peer?: string } = {}): ProducerHandle {
@@ -179,16 +187,24 @@ export class Aggregator {
 
   status(): ProducerStatus[] {
     const now = Date.now();
-    return [...this.producers.values()].map((p) => ({
+    const ipvs = this.ipvs?.status() ?? new Map<string, IpvsProducerStatus>();
+    const none = countObjects(new Map());
+    const out: ProducerStatus[] = [...this.producers.values()].map((p) => ({
       name: p.name, connected: p.connected, peer: p.peer,
       tables: [...this.owners].filter(([, o]) => o === p.name).map(([k]) => k).sort(),
       desired: countObjects(p.desired), applied: countObjects(p.applied), last: p.last,
       retryInMs: p.retryAt > now ? p.retryAt - now : undefined,
+      ...(ipvs.has(p.name) ? { ipvs: ipvs.get(p.name) } : {}),
     }));
+    for (const [name, s] of ipvs) {
+      if (!this.producers.has(name)) out.push({ name, connected: true, tables: [], desired: none, applied: none, ipvs: s });
+    }
+    return out;
   }
 
   close(): void {
     this.closed = true;
+    this.ipvs?.close();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     for (const p of this.producers.values()) {

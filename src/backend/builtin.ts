@@ -3,6 +3,7 @@
 import { createDumpSink, type DumpFormat } from '../sink/dump';
 import { createRoutesSink } from '../sink/routes';
 import { createTraceSink } from '../sink/trace';
+import { AGGREGATOR_FLAGS, aggregatorFlags } from '../aggregator/flags';
 import { ebpfBackend } from './ebpf/definition';
 import { ipvsBackend } from './ipvs/definition';
 import { registerBackend } from './registry';
@@ -34,24 +35,18 @@ export function registerBuiltinBackends(): void {
     kernel: true,
     flags: [
       { name: 'nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'name of kpng\'s table in the ip and ip6 families' },
-      { name: 'aggregator', type: 'boolean', default: false, help: 'send the tables through the aggregator (producer "kpng"): one transaction with other producers\' changes' },
-      { name: 'aggregator-listen', type: 'string', placeholder: 'unix:///PATH', help: 'with --aggregator: serve outside producers (kpng publish) on this unix socket (mode 0600)' },
+      ...AGGREGATOR_FLAGS,
     ],
     create: (ctx) => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const nft = require('./nft') as typeof import('./nft');
       const opts = { log: (m: string) => ctx.log.info(m), tablePrefix: ctx.flags['nft-table'] as string | undefined, netns: ctx.netns };
-      if (!ctx.flags.aggregator) return nft.createNftSink(opts);
+      const af = aggregatorFlags(ctx.flags);
+      if (!af.enabled) return nft.createNftSink(opts);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const agg = require('../aggregator/node') as typeof import('../aggregator/node');
-      const sink = nft.createNftSink({ ...opts, kernel: agg.nodeAggregatorKernel({ netns: ctx.netns, log: (m) => ctx.log.info(m) }) });
-      const listen = ctx.flags['aggregator-listen'] as string | undefined;
-      if (!listen) return sink;
-      return agg.serveNodeAggregator(listen, ctx.log).then((server) => {
-        const close = sink.close?.bind(sink);
-        sink.close = async () => { await server.close(); await close?.(); };
-        return sink;
-      });
+      const kernel = agg.nodeAggregatorKernel({ netns: ctx.netns, log: (m) => ctx.log.info(m), minIntervalMs: af.minIntervalMs, burst: af.burst });
+      return agg.withAggregatorServer(nft.createNftSink({ ...opts, kernel }), af, ctx.log);
     },
   });
   registerBackend(ipvsBackend);

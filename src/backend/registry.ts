@@ -46,10 +46,12 @@ const registry = new Map<string, BackendDefinition>();
 export function registerBackend(def: BackendDefinition): void {
   if (!/^[a-z][a-z0-9-]*$/.test(def.name)) throw new Error(`backend name ${JSON.stringify(def.name)}: lower-case letters, digits and dashes`);
   if (registry.has(def.name)) throw new Error(`backend ${JSON.stringify(def.name)} is registered twice`);
-  const taken = new Map<string, string>();
-  for (const d of registry.values()) for (const f of d.flags ?? []) taken.set(f.name, d.name);
+  const taken = new Map<string, { backend: string; flag: BackendFlag }>();
+  for (const d of registry.values()) for (const f of d.flags ?? []) taken.set(f.name, { backend: d.name, flag: f });
   for (const f of def.flags ?? []) {
-    const other = taken.get(f.name);
+    const t = taken.get(f.name);
+    // The same definition object may be shared (e.g. the aggregator's flags of the kernel backends).
+    const other = t && t.flag !== f ? t.backend : undefined;
     if (other) throw new Error(`backend ${def.name}: flag --${f.name} is already defined by backend ${other}`);
   }
   registry.set(def.name, def);

@@ -174,7 +174,7 @@ export function parseCli(argv: string[]): CliOptions {
   for (const d of listBackends()) {
     for (const f of d.flags ?? []) {
       if (d === def) backendFlags[f.name] = values[f.name] ?? f.default;
-      else if (values[f.name] !== undefined) throw new UsageError(`--${f.name} applies to --to ${d.name}, not --to ${to}`);
+      else if (values[f.name] !== undefined && !def?.flags?.some((g) => g.name === f.name)) throw new UsageError(`--${f.name} applies to --to ${d.name}, not --to ${to}`);
     }
   }
   let model: ModelOptions;

@@ -1,5 +1,6 @@
 // `--to ebpf`: the eBPF backend's registration. The module itself (and the native addon) loads only
 // when this backend is chosen.
+import { AGGREGATOR_FLAGS, aggregatorFlags } from '../../aggregator/flags';
 import type { BackendDefinition } from '../registry';
 
 export const ebpfBackend: BackendDefinition = {
@@ -12,6 +13,7 @@ export const ebpfBackend: BackendDefinition = {
     { name: 'ebpf-nft-table', type: 'string', placeholder: 'NAME', default: 'kpng', help: 'nftables table (ip and ip6) for node ports and traffic from other hosts' },
     { name: 'ebpf-map-entries', type: 'string', placeholder: 'N', default: '262144', help: 'entries of the service map (one per service address and port, plus one per endpoint) and of the backend map' },
     { name: 'ebpf-cleanup', type: 'boolean', help: 'detach the programs pinned under --bpffs, remove the pins, and program nothing (use with --once)' },
+    ...AGGREGATOR_FLAGS,
   ],
   create: (ctx) => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -22,6 +24,13 @@ export const ebpfBackend: BackendDefinition = {
     const cgroup = typeof ctx.flags.cgroup === 'string' && ctx.flags.cgroup ? ctx.flags.cgroup : ebpf.defaultCgroup();
     const entries = String(ctx.flags['ebpf-map-entries'] ?? '262144');
     if (!/^\d+$/.test(entries) || Number(entries) < 1 || Number(entries) > 1 << 26) throw new Error(`--ebpf-map-entries: ${JSON.stringify(entries)} is not a number of entries (1 .. ${1 << 26})`);
-    return ebpf.createEbpfSink({ cgroup, pinDir, nftTable: String(ctx.flags['ebpf-nft-table'] ?? 'kpng'), mapEntries: Number(entries), netns: ctx.netns, log });
+    const opts = { cgroup, pinDir, nftTable: String(ctx.flags['ebpf-nft-table'] ?? 'kpng'), mapEntries: Number(entries), netns: ctx.netns, log };
+    const af = aggregatorFlags(ctx.flags);
+    if (!af.enabled) return ebpf.createEbpfSink(opts);
+    // The nft part goes through the node's aggregator as producer "kpng" (the BPF maps do not).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const agg = require('../../aggregator/node') as typeof import('../../aggregator/node');
+    const kernel = agg.nodeAggregatorKernel({ netns: ctx.netns, log, minIntervalMs: af.minIntervalMs, burst: af.burst });
+    return agg.withAggregatorServer(ebpf.createEbpfSink({ ...opts, kernel }), af, ctx.log);
   },
 };

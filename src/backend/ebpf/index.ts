@@ -3,6 +3,7 @@
 // KernelSink. See README.md beside this file.
 import * as fs from 'node:fs';
 import { nativeKernel } from '../nft';
+import type { NftKernel } from '../nft/sink';
 import { NftDataplane } from '../nft/sink';
 import { KernelSink } from '../kernel/kernel-sink';
 import { EbpfLoader, ebpfCleanup } from '../../native/ebpf';
@@ -23,6 +24,8 @@ export interface EbpfSinkOptions {
   mapEntries?: number;
   netns?: string;
   log: (msg: string) => void;
+  /** Where the nft part goes (default: the addon, its own transaction; --aggregator: the node's aggregator). */
+  kernel?: NftKernel;
 }
 
 /** The cgroup v2 mount point, from mountinfo text (field 5 is the mount point; the fs type follows " - "). */
@@ -42,7 +45,7 @@ export function defaultCgroup(): string {
 }
 
 export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
-  const kernel = nativeKernel(opts.netns ? { netns: opts.netns } : {});
+  const kernel = opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {});
   const ebpf = new EbpfDataplane(() => EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries }), opts.log);
   const nft = new NftDataplane(opts.nftTable, kernel);
   return new KernelSink(new CombinedDataplane('ebpf', [ebpf, nft]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });

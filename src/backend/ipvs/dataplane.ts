@@ -37,6 +37,16 @@ export interface IpvsOptions {
   drainCheckMs: number;
   netns?: string;
   log: (msg: string) => void;
+  /**
+   * Where the companion table's ops and the IPVS messages go. Default: the addon directly (one nftables
+   * transaction; one IPVS batch). --aggregator: the node's aggregator, as producer "kpng".
+   */
+  paths?: IpvsPaths;
+}
+
+export interface IpvsPaths {
+  nft(ops: NftOp[]): Promise<{ messages: number; bytes: number }>;
+  ipvs(ops: IpvsOp[]): Promise<IpvsApplyResult>;
 }
 
 /** Kernel parameters IPVS needs (kube-proxy sets the same): conntrack for the nft masquerade, expiry of
@@ -81,7 +91,10 @@ export class IpvsDataplane implements Dataplane {
   private timer: NodeJS.Timeout | undefined;
   readonly counters = { drained: 0, drainDeleted: 0 };
 
+  private readonly paths: IpvsPaths;
+
   constructor(private readonly opts: IpvsOptions) {
+    this.paths = opts.paths ?? { nft: (ops) => nftApply(ops, this.call), ipvs: (ops) => ipvsApply(ops, this.call) };
     this.companion = { ip: new CompanionTable('ip', opts.table, []), ip6: new CompanionTable('ip6', opts.table, []) };
     if (opts.drainCheckMs > 0) {
       this.timer = setInterval(() => { if (this.draining.size) void this.serial(() => this.reapDrained()).catch((e) => this.opts.log(`ipvs: drain check failed: ${(e as Error).message}`)); }, opts.drainCheckMs);
@@ -90,6 +103,7 @@ export class IpvsDataplane implements Dataplane {
   }
 
   private get call() { return this.opts.netns ? { netns: this.opts.netns } : {}; }
+
 
   /** Kernel work one step at a time: syncs and drain checks never interleave. */
   private serial<T>(f: () => Promise<T>): Promise<T> {
@@ -224,7 +238,7 @@ export class IpvsDataplane implements Dataplane {
       else if (c.pending) pushAll(nftOps, c.diffOps());
     }
     if (nftOps.length) {
-      const r = await nftApply(nftOps, this.call);
+      const r = await this.paths.nft(nftOps);
       report.messages += r.messages;
       report.bytes += r.bytes;
     }
@@ -279,7 +293,7 @@ export class IpvsDataplane implements Dataplane {
 
   private async ipvs(ops: IpvsOp[], report: SyncReport): Promise<IpvsApplyResult | undefined> {
     if (ops.length === 0) return undefined;
-    const r = await ipvsApply(ops, this.call);
+    const r = await this.paths.ipvs(ops);
     report.messages += r.messages;
     report.bytes += r.bytes;
     if (r.failed.length || r.unknown) {
@@ -331,7 +345,7 @@ export class IpvsDataplane implements Dataplane {
     }
     for (const k of [...this.draining]) if (!present.has(k)) this.draining.delete(k);
     if (ops.length === 0) return;
-    const r = await ipvsApply(ops, this.call);
+    const r = await this.paths.ipvs(ops);
     ops.forEach((op, i) => {
       if (op.op !== 'delDest' || r.failed.some((f) => f.index === i)) return;
       const sid = ipvsServiceId(op.service), did = ipvsDestId(op.dest);

@@ -1,5 +1,6 @@
 // `--to ipvs`: the IPVS backend's registration (name, flags, constructor). The module itself (and the
 // native addon) loads only when this backend is chosen.
+import { AGGREGATOR_FLAGS, aggregatorFlags } from '../../aggregator/flags';
 import type { BackendDefinition } from '../registry';
 
 export const ipvsBackend: BackendDefinition = {
@@ -10,18 +11,27 @@ export const ipvsBackend: BackendDefinition = {
     { name: 'ipvs-scheduler', type: 'string', placeholder: 'NAME', default: 'rr', help: 'IPVS scheduler of every virtual server: rr, wrr, lc, wlc, sh, mh, ...' },
     { name: 'ipvs-drain-check', type: 'string', placeholder: 'D', default: '60s', help: 'how often removed real servers (weight 0) are checked for remaining connections before deletion' },
     { name: 'ipvs-nft-table', type: 'string', placeholder: 'NAME', default: 'kpng-ipvs', help: 'table (ip and ip6) for what IPVS cannot express: masquerade, drop, reject, source ranges' },
+    ...AGGREGATOR_FLAGS,
   ],
   create: (ctx) => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const ipvs = require('./index') as typeof import('./index');
-    return ipvs.createIpvsSink({
+    const log = (m: string) => ctx.log.info(m);
+    const opts = {
       scheduler: String(ctx.flags['ipvs-scheduler'] ?? 'rr'),
       drainCheckMs: drainCheckMs(String(ctx.flags['ipvs-drain-check'] ?? '60s')),
       table: String(ctx.flags['ipvs-nft-table'] ?? 'kpng-ipvs'),
       interface: 'kube-ipvs0',
       netns: ctx.netns,
-      log: (m) => ctx.log.info(m),
-    });
+      log,
+    };
+    const af = aggregatorFlags(ctx.flags);
+    if (!af.enabled) return ipvs.createIpvsSink(opts);
+    // The companion table and the IPVS messages go through the node's aggregator as producer "kpng".
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const agg = require('../../aggregator/node') as typeof import('../../aggregator/node');
+    const paths = agg.nodeIpvsPaths({ netns: ctx.netns, log, minIntervalMs: af.minIntervalMs, burst: af.burst });
+    return agg.withAggregatorServer(ipvs.createIpvsSink({ ...opts, paths }), af, ctx.log);
   },
 };
 
