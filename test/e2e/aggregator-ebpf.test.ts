@@ -1,0 +1,209 @@
+// `--to ebpf --aggregator` with real packets: kpng (the CLI, from dist/) in a node namespace, its BPF
+// programs on a test cgroup, its nft part (node ports, traffic from other hosts) sent to the
+// in-process aggregator as producer "kpng". A second producer connects over the aggregator's unix
+// socket and drops the outside host in its own table, then lets it in again while kpng adds a node
+// port: both changes wait for the same tick (min interval 2 s, burst 1) and land as ONE nftables
+// transaction, which `nft monitor` shows as one new ruleset generation. Names: ka3-*; cgroup, pins,
+// namespaces and the socket directory removed on every path.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { cgroup2Mount } from '../../src/backend/ebpf';
+import { ebpfCleanup } from '../../src/native/ebpf';
+import { nativeAvailable } from '../../src/native';
+import { aggregatorStatus, ProducerClient } from '../../src/aggregator/client';
+import type { ProducerStatus } from '../../src/aggregator';
+import { sh } from '../helpers/netns';
+
+const ROOT = path.resolve(__dirname, '../..');
+const NODE = path.join(ROOT, 'node_modules/.bin/node');
+const CLI = path.join(ROOT, 'dist/src/cli/main.js');
+const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
+const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
+const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
+
+const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
+const ready = !!CG_ROOT && nativeAvailable() && fs.existsSync(CLI) && fs.existsSync(BPF_OBJ);
+const d = ready ? describe : describe.skip;
+
+const POD = { pa: '10.244.1.10', pb: '10.244.1.11', cl: '10.244.1.20' };
+const NODE_IP = '192.168.50.1';
+const EXT_IP = '192.168.50.2';
+const TABLE = 'ka3-kpng';
+
+/** A NodePort service (TCP 80 -> 8080) on pa and pb. */
+function state(svcs: Array<{ name: string; ip: string; nodePort: number }>): unknown {
+  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } }];
+  for (const s of svcs) {
+    items.push({
+      apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: s.name },
+      spec: { type: 'NodePort', clusterIP: s.ip, clusterIPs: [s.ip], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: s.nodePort }] },
+    });
+    items.push({
+      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+      metadata: { namespace: 'default', name: `${s.name}-v4`, labels: { 'kubernetes.io/service-name': s.name } },
+      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+      endpoints: (['pa', 'pb'] as const).map((p) => ({ addresses: [POD[p]], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })),
+    });
+  }
+  return { apiVersion: 'v1', kind: 'List', items };
+}
+const WEB = { name: 'web', ip: '10.96.0.10', nodePort: 30080 };
+const EXTRA = { name: 'extra', ip: '10.96.0.11', nodePort: 31001 };
+
+/** The second producer's table: before conntrack and kpng's DNAT, drop the sources in @deny. */
+const firewall = (deny: string[]) => ({
+  tables: [{
+    family: 'ip', name: 'ka3-fw',
+    sets: [{ name: 'deny', type: 'ipv4_addr', elements: deny }],
+    chains: [{ name: 'pre', hook: 'prerouting', type: 'filter', priority: -300, rules: [{ comment: 'deny-list', match: { saddr: '@deny' }, counter: true, verdict: 'drop' }] }],
+  }],
+});
+
+interface Reply { ok: boolean; name?: string; from?: string; err?: string }
+
+d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', () => {
+  const id = crypto.randomBytes(3).toString('hex');
+  const ns = { node: `ka3-${id}-node`, pa: `ka3-${id}-pa`, pb: `ka3-${id}-pb`, cl: `ka3-${id}-cl`, ext: `ka3-${id}-ext` };
+  const cgroup = path.join(CG_ROOT ?? '/nonexistent', `ka3-${id}`);
+  const pinDir = `/sys/fs/bpf/ka3-${id}`;
+  const dir = fs.mkdtempSync('/tmp/ka3-');
+  const stateFile = path.join(dir, 'state.json');
+  const sock = `unix://${path.join(dir, 'agg.sock')}`;
+  const children: ChildProcess[] = [];
+  const lines: string[] = [];
+  let kpng: ChildProcess | undefined;
+  let fw: ProducerClient | undefined;
+
+  const log = () => lines.join('\n');
+  const syncs = () => lines.filter((l) => /ebpf: revision \d+: .* sync, /.test(l)).length;
+  const waitSyncs = async (n: number) => {
+    for (const t0 = Date.now(); syncs() < n; await new Promise((r) => setTimeout(r, 25))) {
+      if (Date.now() - t0 > 20000) throw new Error(`kpng did not sync ${n} times; log:\n${log()}`);
+    }
+  };
+  const writeState = (svcs: Parameters<typeof state>[0]) => {
+    fs.writeFileSync(`${stateFile}.tmp`, JSON.stringify(state(svcs)));
+    fs.renameSync(`${stateFile}.tmp`, stateFile);
+  };
+  /** The client COUNT times in a namespace; inCgroup: a process of the attach cgroup (socket LB). */
+  const client = (host: string, port: number, count: number, from: string, inCgroup = false): Promise<Reply[]> => {
+    const run = `exec nsenter --net=/var/run/netns/${from} ${NODE} ${CLIENT} tcp ${host} ${port} ${count}`;
+    return new Promise((resolve, reject) => {
+      execFile('sh', ['-c', inCgroup ? `echo $$ > ${cgroup}/cgroup.procs && ${run}` : run], { timeout: 60000 }, (err, stdout, stderr) => {
+        if (err) return reject(new Error(`client failed: ${err.message} ${stderr}`));
+        resolve(stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Reply));
+      });
+    });
+  };
+  const names = (rs: Reply[]) => new Set(rs.map((r) => (r.ok ? r.name : r.err)));
+  const status = async () => (await aggregatorStatus(sock)) as ProducerStatus[];
+
+  beforeAll(async () => {
+    for (const n of Object.values(ns)) sh('ip', ['netns', 'add', n]);
+    for (const n of Object.values(ns)) sh('ip', ['-n', n, 'link', 'set', 'lo', 'up']);
+    sh('ip', ['-n', ns.node, 'link', 'add', 'br0', 'type', 'bridge']);
+    sh('ip', ['-n', ns.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0']);
+    sh('ip', ['-n', ns.node, 'link', 'set', 'br0', 'up']);
+    for (const p of ['pa', 'pb', 'cl'] as const) {
+      sh('ip', ['-n', ns.node, 'link', 'add', `v${p}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns[p]]);
+      sh('ip', ['-n', ns.node, 'link', 'set', `v${p}`, 'master', 'br0', 'up']);
+      sh('ip', ['-n', ns[p], 'addr', 'add', `${POD[p]}/24`, 'dev', 'eth0']);
+      sh('ip', ['-n', ns[p], 'link', 'set', 'eth0', 'up']);
+      if (p !== 'cl') sh('ip', ['-n', ns[p], 'route', 'add', 'default', 'via', '10.244.1.1']);
+    }
+    sh('ip', ['-n', ns.node, 'link', 'add', 'vext', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns.ext]);
+    sh('ip', ['-n', ns.node, 'addr', 'add', `${NODE_IP}/24`, 'dev', 'vext']);
+    sh('ip', ['-n', ns.node, 'link', 'set', 'vext', 'up']);
+    sh('ip', ['-n', ns.ext, 'addr', 'add', `${EXT_IP}/24`, 'dev', 'eth0']);
+    sh('ip', ['-n', ns.ext, 'link', 'set', 'eth0', 'up']);
+    sh('ip', ['netns', 'exec', ns.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+    fs.mkdirSync(cgroup);
+    for (const p of ['pa', 'pb'] as const) {
+      const c = spawn('nsenter', [`--net=/var/run/netns/${ns[p]}`, NODE, ECHO, p, '8080'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      children.push(c);
+      await new Promise<void>((resolve, reject) => {
+        c.stdout!.on('data', (b) => { if (String(b).includes('ready')) resolve(); });
+        c.on('exit', (code) => reject(new Error(`echo server ${p} exited ${code}`)));
+      });
+    }
+    writeState([WEB]);
+    kpng = spawn('nsenter', [`--net=/var/run/netns/${ns.node}`, NODE, CLI, 'file', '--input', stateFile, '--node', 'n1', '--to', 'ebpf',
+      '--cgroup', cgroup, '--bpffs', pinDir, '--ebpf-nft-table', TABLE, '--cluster-cidr', '10.244.0.0/16', '--min-sync-period', '100ms', '--sync-period', '1h',
+      '--aggregator', '--aggregator-listen', sock, '--aggregator-min-interval', '2s', '--aggregator-burst', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const onData = (b: Buffer) => { lines.push(...String(b).split('\n').filter(Boolean)); };
+    kpng.stdout!.on('data', onData);
+    kpng.stderr!.on('data', onData);
+    await waitSyncs(1);
+  }, 60000);
+
+  afterAll(async () => {
+    fw?.close();
+    if (kpng && kpng.exitCode === null) { const gone = new Promise((r) => kpng!.on('exit', r)); kpng.kill('SIGTERM'); await gone; }
+    for (const c of children) c.kill('SIGTERM');
+    try { await ebpfCleanup(pinDir); } catch { /* nothing pinned */ }
+    for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
+      try { fs.rmdirSync(cgroup); } catch { await new Promise((r) => setTimeout(r, 20)); }
+    }
+    for (const n of Object.values(ns)) { try { sh('ip', ['netns', 'del', n]); } catch { /* absent */ } }
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(fs.existsSync(pinDir)).toBe(false);
+  }, 30000);
+
+  afterEach(() => {
+    const s = expect.getState();
+    // eslint-disable-next-line no-console
+    if (s.assertionCalls !== s.numPassingAsserts) console.log(`kpng log:\n${log()}\nruleset:\n${sh('ip', ['netns', 'exec', ns.node, 'nft', 'list', 'ruleset'])}`);
+  });
+
+  test('the nft part serves the outside host through the aggregator (producer kpng owns it); the socket LB still balances', async () => {
+    const outside = await client(NODE_IP, 30080, 20, ns.ext);
+    expect(outside.filter((r) => !(r.ok && r.from === `${NODE_IP}:30080`))).toEqual([]);
+    expect(names(outside)).toEqual(new Set(['pa', 'pb']));
+    const kp = (await status()).find((s) => s.name === 'kpng')!;
+    expect(kp.tables).toEqual([`ip ${TABLE}`, `ip6 ${TABLE}`]);
+    expect(kp.last).toMatchObject({ ok: true });
+    expect(log()).toMatch(/aggregator: producer kpng connected/);
+    // A process of the attach cgroup, in a namespace with no route to service addresses: the BPF part.
+    const inside = await client('10.96.0.10', 80, 10, ns.cl, true);
+    expect(inside.filter((r) => !(r.ok && r.from === '10.96.0.10:80'))).toEqual([]);
+  }, 60000);
+
+  test('a second producer drops the outside host, then lets it in while kpng adds a node port: one tick, one generation', async () => {
+    const monitor = spawn('ip', ['netns', 'exec', ns.node, 'stdbuf', '-oL', 'nft', 'monitor'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    monitor.stdout!.on('data', (x) => { out += x; });
+    try {
+      await new Promise((r) => setTimeout(r, 300)); // monitor subscribed
+      fw = await ProducerClient.connect(sock, 'ka3-fw');
+      const blocked = await fw.declare(firewall([EXT_IP]));
+      expect(await client(NODE_IP, 30080, 1, ns.ext)).toEqual([{ ok: false, err: 'timeout' }]);
+      // One more address spends the burst: both changes below wait for the same tick, 2 s after it.
+      const spent = await fw.patch({ set: { tables: [{ family: 'ip', name: 'ka3-fw', sets: [{ name: 'deny', elements: ['192.0.2.1'] }] }] } });
+      expect(Number(spent.commit)).toBe(Number(blocked.commit) + 1);
+      const before = syncs();
+      writeState([WEB, EXTRA]);
+      const unblocked = fw.patch({ delete: { tables: [{ family: 'ip', name: 'ka3-fw', sets: [{ name: 'deny', elements: [EXT_IP] }] }] } });
+      const r = await unblocked;
+      await waitSyncs(before + 1);
+      expect(Number(r.commit)).toBe(Number(spent.commit) + 1);
+      const st = await status();
+      expect(st.find((s) => s.name === 'kpng')!.last!.commit).toBe(Number(r.commit));
+      expect(st.find((s) => s.name === 'ka3-fw')!.tables).toEqual(['ip ka3-fw']);
+      await new Promise((r2) => setTimeout(r2, 300));
+      // Three commits since the monitor started (the block, one address, then both changes together):
+      // three generations, the last one carrying both producers' changes.
+      const parts = out.split(/^# new generation.*$/m);
+      expect(parts).toHaveLength(4);
+      const joint = parts[2];
+      expect(joint).toMatch(/ip ka3-fw/);
+      expect(joint).toMatch(new RegExp(`ip ${TABLE}`));
+      // Both changes are live: the outside host reaches the new node port.
+      const rs = await client(NODE_IP, 31001, 10, ns.ext);
+      expect(rs.filter((x) => !(x.ok && x.from === `${NODE_IP}:31001`))).toEqual([]);
+    } finally {
+      monitor.kill('SIGTERM');
+    }
+  }, 60000);
+});
