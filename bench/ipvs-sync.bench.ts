@@ -4,6 +4,8 @@
 //   1. Full sync of N services x 10 endpoints into fresh network namespaces: ipvs vs nft.
 //   2. A second full sync with nothing changed (the periodic resync: reconciled against a kernel dump).
 //   3. One endpoint change (one endpoint of one service replaced): time to the kernel's ack, messages.
+// Rows: ipvs (direct), ipvs+aggregator (companion table and IPVS messages through an Aggregator as
+// producer "kpng", min interval 0: the aggregator's own cost, no waiting), nft.
 // Run: node dist/bench/ipvs-sync.bench.js [--services 10000] [--endpoints 10] [--changes 20]
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
@@ -13,6 +15,9 @@ import type { Dataplane, SyncReport } from '../src/backend/kernel/dataplane';
 import { IpvsDataplane } from '../src/backend/ipvs/dataplane';
 import { NftDataplane } from '../src/backend/nft/sink';
 import { nativeKernel } from '../src/backend/nft';
+import { Aggregator } from '../src/aggregator/aggregator';
+import { nativeTransport } from '../src/aggregator/transport';
+import { ipvsApply } from '../src/native/ipvs';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
@@ -90,6 +95,14 @@ async function main(): Promise<void> {
   const services = () => Array.from({ length: SERVICES }, (_, i) => service(i));
   const rows = [];
   rows.push(await measure('ipvs', (ns) => new IpvsDataplane({ scheduler: 'rr', interface: 'kube-ipvs0', table: 'kpng-ipvs', drainCheckMs: 0, netns: ns, log: () => {} }), services()));
+  rows.push(await measure('ipvs+aggregator', (ns) => {
+    const agg = new Aggregator({ transport: nativeTransport({ netns: ns }), ipvs: { apply: (ops) => ipvsApply(ops, { netns: ns }) }, minIntervalMs: 0 });
+    const kpng = agg.connect('kpng');
+    return new IpvsDataplane({
+      scheduler: 'rr', interface: 'kube-ipvs0', table: 'kpng-ipvs', drainCheckMs: 0, netns: ns, log: () => {},
+      paths: { nft: (ops) => kpng.apply(ops), ipvs: (ops) => agg.ipvs!.send('kpng', ops) },
+    });
+  }, services()));
   rows.push(await measure('nft', (ns) => new NftDataplane('kpng', nativeKernel({ netns: ns })), services()));
   const head = ['backend', 'full sync ms', 'messages', 'resync ms', 'resync msgs', 'change p50 ms', 'change p99 ms', 'msgs/change'];
   const data = rows.map((r) => [r.name, f1(r.full.ms), r.full.r.messages, f1(r.again.ms), r.again.r.messages, f1(r.p50), f1(r.p99), f1(r.msgs)]);
@@ -98,8 +111,9 @@ async function main(): Promise<void> {
   console.log(line(head));
   console.log(w.map((x) => '-'.repeat(x)).join('  '));
   for (const d of data) console.log(line(d));
-  const [ipvs, nft] = rows;
+  const [ipvs, agg, nft] = rows;
   console.log(`ratios ipvs/nft (same guest): full sync ${(ipvs.full.ms / nft.full.ms).toFixed(2)}x, one change p50 ${(ipvs.p50 / nft.p50).toFixed(2)}x`);
+  console.log(`ratios ipvs+aggregator/ipvs (same guest): full sync ${(agg.full.ms / ipvs.full.ms).toFixed(2)}x, resync ${(agg.again.ms / ipvs.again.ms).toFixed(2)}x, one change p50 ${(agg.p50 / ipvs.p50).toFixed(2)}x`);
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });
