@@ -1,6 +1,6 @@
 # kpng node image: the kpng command, its native netlink addon (with the eBPF backend's BPF object
 # beside it), and Node 24 LTS. Built here without a daemon by hack/image/build.sh (buildah), which
-# passes a locally made base as NODE_IMAGE when no registry is reachable; `docker build .` works as is.
+# passes a locally made base as NODE_IMAGE when no registry is reachable; `docker build .` needs no arguments.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build

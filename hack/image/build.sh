@@ -122,8 +122,13 @@ start=$SECONDS
 echo "image: building $image from $repo/Dockerfile"
 log="$cache/build.log"
 # --layers: unchanged steps come from the store (a warm build redoes only what the sources changed).
-if ! bah build --isolation chroot --layers --pull=false "${build_args[@]}" -t "$image" -f "$repo/Dockerfile" "$repo" >"$log" 2>&1; then
+if ! bah build --isolation chroot --layers --force-rm --pull=false "${build_args[@]}" -t "$image" -f "$repo/Dockerfile" "$repo" >"$log" 2>&1; then
   echo "image: build failed; the end of its log ($log):" >&2; tail -40 "$log" >&2; exit 1
 fi
-size=$(bah inspect --type image --format '{{.Size}}' "$image" 2>/dev/null || echo '?')
-echo "image: $image built in $((SECONDS - start)) s ($(numfmt --to=iec-i --suffix=B "$size" 2>/dev/null || echo "$size bytes"))"
+# Cache hygiene: the build stage's last layer is redone on every source change and left untagged with
+# no child (dangling); drop those this build did not make or reuse (its log names every step's image).
+# Layers with children (apt, npm install, the runtime stage) stay.
+bah images --all --filter dangling=true --format '{{.ID}}' | while read -r id; do
+  grep -q "${id:0:11}" "$log" || bah rmi "$id" >/dev/null 2>&1 || true
+done
+echo "image: $image built in $((SECONDS - start)) s ($(bah images --format '{{.Size}}' "$image"), store $store)"

@@ -27,7 +27,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
 
 # The image's configuration, as a container runtime reads it.
-bah inspect --type image --format '{{json .OCIv1.Config}}' "$image" >"$work/config.json"
+bah inspect --type image "$image" | node -e 'process.stdout.write(JSON.stringify(JSON.parse(require("fs").readFileSync(0, "utf8")).OCIv1.config))' >"$work/config.json"
 cfg() { node -e "const c=require('$work/config.json'); const v=($1); process.stdout.write(typeof v==='string'?v:JSON.stringify(v))"; }
 entrypoint=$(cfg 'c.Entrypoint')
 [ "$entrypoint" = '["/usr/local/bin/kpng"]' ] || fail "entrypoint is $entrypoint, deploy/ relies on [\"/usr/local/bin/kpng\"] (args only, no command)"
@@ -164,6 +164,7 @@ kpng_pid=$!
 status=0; wait "$ds_pid" || status=$?
 kill -TERM "$kpng_pid" 2>/dev/null || true; wait "$kpng_pid" 2>/dev/null || true
 grep -v '^ready$' "$work/ds.out" | sed 's/^/  /'
+head -6 "$work/kpng.log" | sed 's/^/  kpng: /'
 if [ $status -ne 0 ]; then echo "kpng's log:" >&2; tail -20 "$work/kpng.log" >&2; fail "deploy/kpng.yaml's pod, run from the image"; fi
 ok "deploy/kpng.yaml's pod runs from the image: args [${pod_args[*]}], in-cluster config, RBAC, probes, nft"
 echo "image-test: all checks passed for $image"
