@@ -1,24 +1,37 @@
-# kpng node image: the kpng command, its native netlink addon, and Node 24 LTS.
-# (Docker cannot run on the development machines here; this file is not exercised by `make test`.)
-FROM node:24-bookworm-slim AS build
+# kpng node image: the kpng command, its native netlink addon (with the eBPF backend's BPF object
+# beside it), and Node 24 LTS. Built here without a daemon by hack/image/build.sh (buildah), which
+# passes a locally made base as NODE_IMAGE when no registry is reachable; `docker build .` needs no arguments.
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      g++ make python3 pkg-config libnftnl-dev libmnl-dev libnetfilter-conntrack-dev \
+      g++ make python3 pkg-config libnftnl-dev libmnl-dev libnetfilter-conntrack-dev libbpf-dev clang llvm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Behind a TLS-intercepting proxy the builder mounts the proxy's CA file and names it here (npm reads it
+# through Node); empty by default. Build stage only: the shipped image does not trust it.
+ARG NODE_EXTRA_CA_CERTS=
+# Node headers for node-gyp (N-API only): empty = node-gyp downloads them from nodejs.org.
+ARG npm_config_nodedir=
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# `npm install`, not `npm ci`: it follows the lockfile but tolerates the platform-only optional packages
+# the lockfile leaves out (as hack/install-deps.sh). No install scripts: kpng's own (node-gyp-build)
+# needs the sources copied below, and the `node` devDependency would download a second Node; the
+# image's Node is the base image's.
+RUN npm install --ignore-scripts --no-audit --no-fund && rm -rf node_modules/node node_modules/.bin/node
 COPY . .
-RUN npx node-gyp rebuild && npm run build && npm prune --omit=dev
+RUN hack/build-native.sh && npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
-FROM node:24-bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends libnftnl11 libmnl0 libnetfilter-conntrack3 \
+FROM ${NODE_IMAGE}
+RUN apt-get update && apt-get install -y --no-install-recommends libnftnl11 libmnl0 libnetfilter-conntrack3 libbpf1 \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/kpng
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
+COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/bin ./bin
-COPY --from=build /src/build/Release/kpng_native.node ./build/Release/
+# The addon loads the BPF object (deploy/daemonset-ebpf.yaml) from its own directory.
+COPY --from=build /src/build/Release/kpng_native.node /src/build/Release/sock_lb.bpf.o ./build/Release/
 # `kpng` and `kube-proxy` on PATH: a kube-proxy DaemonSet whose command is /usr/local/bin/kube-proxy
 # (kubeadm's) runs kpng with its own --config and --hostname-override flags unchanged.
 RUN ln -s /opt/kpng/bin/kpng.js /usr/local/bin/kpng && ln -s /opt/kpng/bin/kpng.js /usr/local/bin/kube-proxy

@@ -2,10 +2,13 @@
 #   make demo   set up, build, and run the demo (ends by itself with a summary)
 #   make test   set up, build, and run every test (unit, property, e2e with netns + real API server;
 #               the IPVS tests inside a qemu guest, hack/qemu/)
+# Not part of `make test` (they need the Debian mirror and npm registry, and minutes):
+#   make image       build the container image from the Dockerfile without a daemon (hack/image/)
+#   make image-test  build it, then run it as deploy/'s DaemonSets do (hack/image/test.sh)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane test test-guest demo bench clean
+.PHONY: all deps build native controlplane test test-guest demo bench clean image image-test
 
 all: build
 
@@ -33,6 +36,12 @@ test-guest: build
 
 demo: build
 	@node dist/hack/demo.js
+
+image: deps
+	@hack/image/build.sh
+
+image-test: image build controlplane
+	@hack/image/test.sh
 
 bench: build
 	@bash bench/run.sh
