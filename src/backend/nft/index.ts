@@ -21,6 +21,7 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
     },
     // One conntrack dump per family for all filters; run after the rules are in place.
     conntrackDelete: (filters) => native.conntrackDelete(filters, callOpts),
+    async close() { native.nftCloseSockets(); },
   };
 }
 

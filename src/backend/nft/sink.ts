@@ -14,6 +14,8 @@ export interface KernelApplyResult { messages: number; bytes: number; ms: number
 export interface NftKernel {
   apply(table: string, ops: FamOps[]): Promise<KernelApplyResult>;
   conntrackDelete(filters: ConntrackFilter[]): Promise<number>;
+  /** Releases what the kernel side keeps between batches (pooled sockets). */
+  close?(): Promise<void>;
 }
 
 const FAMS: Fam[] = ['ip', 'ip6'];
@@ -38,6 +40,10 @@ export class NftDataplane implements Dataplane {
     const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     return this.kernel.apply(this.table, ops);
+  }
+
+  async close(): Promise<void> {
+    await this.kernel.close?.();
   }
 }
 
