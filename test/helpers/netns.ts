@@ -17,7 +17,8 @@ export function canUseNetns(): boolean {
 export class Netns {
   readonly name: string;
   readonly path: string;
-  constructor(prefix = 'kpng-test') {
+  // KPNG_NETNS_PREFIX: the namespace prefix a test run is allowed to use (shared machines).
+  constructor(prefix = process.env.KPNG_NETNS_PREFIX ?? 'kpng-test') {
     this.name = `${prefix}-${crypto.randomBytes(3).toString('hex')}`;
     sh('ip', ['netns', 'add', this.name]);
     this.path = `/var/run/netns/${this.name}`;
