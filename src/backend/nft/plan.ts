@@ -4,6 +4,8 @@ import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
 import { SlotAllocator } from './slots';
+import { pushAll } from '../../util/push-all';
+import type { Yielder } from './yielder';
 import { N, type Elem, type Fam, type Op, type Stmt } from './types';
 
 
@@ -148,6 +150,19 @@ export function fullSyncOps(model: TableModel, services: Iterable<[string, Servi
   const c = new OpCollector();
   for (const [key, svc] of services) updateService(model, key, svc, node, c);
   return [...baseOps(model.fam, baseOptions(model.fam, node)), ...c.ops()];
+}
+
+/** fullSyncOps, giving the event loop a turn whenever `y`'s budget is spent (same ops). */
+export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined, y: Yielder): Promise<Op[]> {
+  const c = new OpCollector();
+  let k = 0;
+  for (const [key, svc] of services) {
+    updateService(model, key, svc, node, c);
+    if (++k % 16 === 0 && y.due()) await y.turn();
+  }
+  const ops = baseOps(model.fam, baseOptions(model.fam, node));
+  pushAll(ops, c.ops());
+  return ops;
 }
 
 export { SHARED_SETS, elemId };

@@ -7,6 +7,10 @@ import { nftKernelSink, type NftKernel } from './sink';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
 import type { FamOps, Op } from './types';
+import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
+import { Yielder } from './yielder';
+import { encodeFamOps } from './index';
+import { encodeOps } from '../../native/encode';
 
 /** The ENLS item of service ns/<name> (UDP 53 -> 5353) with these endpoints, computed by the model. */
 function svc(name: string, eps: string[], clusterCIDRs: string[] = []): Item {
@@ -103,5 +107,23 @@ describe('nft sink', () => {
     const del = toNftText('ip', 'kpng', k.last());
     expect(del).toContain('delete chain ip kpng eps-ns/a/udp/53');
     expect(del).toContain('delete element ip kpng vips { 10.96.0.1 . udp . 53 }');
+  });
+});
+
+describe('full sync in slices (the event loop gets turns)', () => {
+  test('the sliced render and encode give the same ops and bytes as the one-piece ones, with turns taken', async () => {
+    const items = Array.from({ length: 40 }, (_, i) => svc(`s${i}`, [`10.180.${i}.1`, `10.180.${i}.2`, `10.180.${i}.3`], ['10.244.0.0/16']));
+    const services = items.map((x): [string, NonNullable<Item['service']>] => [x.key, x.service!]);
+    const node = cluster('n1', []).state.get('node')?.node ?? undefined;
+    const y = new Yielder(0); // every check is due: a turn at each step
+    const sliced = await fullSyncOpsChunked(new TableModel('ip'), services, node, y);
+    const whole = fullSyncOps(new TableModel('ip'), services, node);
+    expect(sliced).toEqual(whole);
+    expect(y.turns).toBeGreaterThan(1);
+    const y2 = new Yielder(0);
+    const a = (await encodeFamOps('kpng', [{ fam: 'ip', ops: whole }], y2)).finish();
+    const b = encodeOps(toNftOps('ip', 'kpng', whole)).finish();
+    expect(Buffer.compare(a, b)).toBe(0);
+    expect(y2.turns).toBeGreaterThanOrEqual(whole.length - 1);
   });
 });

@@ -5,7 +5,8 @@ import type { ConntrackFilter } from '../../native/nft-types';
 import type { NodeInfo, Service } from '../../model/enls';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
-import { fullSyncOps, OpCollector, TableModel, updateService } from './plan';
+import { fullSyncOpsChunked, OpCollector, TableModel, updateService } from './plan';
+import { Yielder } from './yielder';
 import type { Fam, FamOps } from './types';
 
 export interface KernelApplyResult { messages: number; bytes: number; ms: number }
@@ -31,7 +32,11 @@ export class NftDataplane implements Dataplane {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
     this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
     const keyed = services.map((s): [string, Service] => [`svc/${s.namespace}/${s.name}`, s]);
-    return this.kernel.apply(this.table, FAMS.map((fam) => ({ fam, ops: fullSyncOps(this.models[fam], keyed, node) })));
+    // Rendered in slices so that a large state never blocks the event loop for long.
+    const y = new Yielder();
+    const famOps: FamOps[] = [];
+    for (const fam of FAMS) famOps.push({ fam, ops: await fullSyncOpsChunked(this.models[fam], keyed, node, y) });
+    return this.kernel.apply(this.table, famOps);
   }
 
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
