@@ -5,6 +5,7 @@
 //   2. N single-endpoint changes: an EndpointSlice enters the store -> the kernel's ack, p50 / p99, and
 //      the split: JS (model + diff + render to NftOps), encode (TS encoder + the addon's libnftnl build),
 //      kernel (sendmsg -> last ack, i.e. the nf_tables transaction and commit).
+//   3. reference: 100 changes with the socket closed after each batch (how kpng sent them before).
 //   (JS = model + diff + NftOps + the TS encoder; encode = the addon's libnftnl build.)
 // Run: make build && node dist/bench/nft-change.bench.js [--sizes 1000,10000,50000] [--changes 200]
 //      [--hold]  (keep the last netns and print its name, for `perf record` against the kernel)
@@ -120,6 +121,17 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   const fullMsgs = sink.stats.lastMessages;
   const fullSplit = `${(split.calledAt - t0 + split.toOpsMs).toFixed(0)} / ${split.buildMs.toFixed(0)} / ${split.kernelMs.toFixed(0)}`;
 
+  // Reference: the same changes with the socket closed after each batch (kpng before the kept socket).
+  const ref: number[] = [];
+  for (let c = 1; c <= Math.min(CHANGES, 100); c++) {
+    const i = Math.floor(Math.random() * n);
+    const t = performance.now();
+    store.apply('EndpointSlice', sliceOf(i, 100000 + c));
+    store.flush();
+    await sink.apply(sub.take(), state);
+    native.nftCloseSockets();
+    ref.push(performance.now() - t);
+  }
   const wall: number[] = [], total: number[] = [], js: number[] = [], enc: number[] = [], kern: number[] = [], msgs: number[] = [];
   for (let c = 1; c <= CHANGES; c++) {
     const i = Math.floor(Math.random() * n);
@@ -143,7 +155,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   state.close();
   native.nftCloseSockets(); // an open socket would keep the deleted namespace alive
   cleanup();
-  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), f2(pct(js, 50)), f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), f2(pct(wall, 50)), pct(msgs, 50)];
+  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, f2(pct(js, 50)), f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), f2(pct(wall, 50)), pct(msgs, 50)];
 }
 
 (async () => {
@@ -155,5 +167,5 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
     if (globalThis.gc) globalThis.gc();
   }
   table('nft: full sync from the store, then one endpoint change (EndpointSlice into the store -> kernel ack), 10 endpoints per service',
-    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'changes', 'p50 ms', 'p99 ms', 'JS p50', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50', 'msgs/change'], rows);
+    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50', 'msgs/change'], rows);
 })().catch((e) => { console.error(e); process.exitCode = 1; }).finally(() => { if (!HOLD) cleanup(); });
