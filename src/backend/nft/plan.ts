@@ -19,6 +19,11 @@ export class TableModel {
   readonly sharedRefs = new Map<string, number>();
   /** Endpoints map shards created in the kernel (created on first use, kept). */
   readonly shards = new Set<string>();
+  /** Shared chains: services using each, and the ones the kernel has. */
+  readonly chainRefs = new Map<string, number>();
+  readonly liveChains = new Set<string>();
+  /** Shared chains whose reference count changed since the last settleSharedChains(). */
+  readonly touchedChains = new Map<string, Stmt[]>();
   constructor(readonly fam: Fam) {}
 }
 
@@ -128,11 +133,31 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
       if (n === 1) c.addElem(set, e);
     }
   }
-  // Slot ranges no longer used.
-  for (const [chain, s] of oldP.slots) {
-    const n = newP.slots.get(chain);
-    if (!n || n.base !== s.base) model.alloc.release(s.base, s.cap);
+  // Shared chains, reference counted; created or deleted once the whole batch is known.
+  for (const [name, rules] of oldP.sharedChains) {
+    if (newP.sharedChains.has(name)) continue;
+    model.chainRefs.set(name, (model.chainRefs.get(name) ?? 1) - 1);
+    model.touchedChains.set(name, rules);
   }
+  for (const [name, rules] of newP.sharedChains) {
+    if (oldP.sharedChains.has(name)) continue;
+    model.chainRefs.set(name, (model.chainRefs.get(name) ?? 0) + 1);
+    model.touchedChains.set(name, rules);
+  }
+}
+
+/**
+ * Creates the shared chains that gained their first user and deletes those that lost their last one,
+ * after every service of a batch was diffed (a chain one service drops and another takes stays).
+ */
+export function settleSharedChains(model: TableModel, c: OpCollector): void {
+  for (const [name, rules] of model.touchedChains) {
+    const used = (model.chainRefs.get(name) ?? 0) > 0;
+    if (!used) model.chainRefs.delete(name);
+    if (used && !model.liveChains.has(name)) { c.addChain(name); c.addRules(name, rules); model.liveChains.add(name); }
+    if (!used && model.liveChains.has(name)) { c.flushChain(name); c.delChain(name); model.liveChains.delete(name); }
+  }
+  model.touchedChains.clear();
 }
 
 /** Update one service in the model; returns its old and new programs. */
@@ -140,7 +165,7 @@ export function updateService(model: TableModel, key: string, svc: Service | und
   const oldP = model.programs.get(key) ?? emptyProgram();
   const newP = svc ? buildProgram(svc, model.fam, { node, alloc: model.alloc, prevSlots: oldP.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
-  if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size === 0) model.programs.delete(key);
+  if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
   else model.programs.set(key, newP);
   return { oldP, newP };
 }
@@ -149,6 +174,7 @@ export function updateService(model: TableModel, key: string, svc: Service | und
 export function fullSyncOps(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined): Op[] {
   const c = new OpCollector();
   for (const [key, svc] of services) updateService(model, key, svc, node, c);
+  settleSharedChains(model, c);
   return [...baseOps(model.fam, baseOptions(model.fam, node)), ...c.ops()];
 }
 
@@ -160,6 +186,7 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
     updateService(model, key, svc, node, c);
     if (++k % 16 === 0 && y.due()) await y.turn();
   }
+  settleSharedChains(model, c);
   const ops = baseOps(model.fam, baseOptions(model.fam, node));
   pushAll(ops, c.ops());
   return ops;

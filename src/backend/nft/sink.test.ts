@@ -57,8 +57,8 @@ describe('nft sink', () => {
     await sink.apply(set(b, 2), view([b]));
     const inc = k.last();
     expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
-    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'endpoints-0') as Extract<Op, { k: 'addElems' }>;
-    expect(slotAdd.elems).toEqual([{ t: 'slot', slot: 1, addr: '10.244.1.9', port: 5353 }]);
+    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'picks-vip') as Extract<Op, { k: 'addElems' }>;
+    expect(slotAdd.elems).toEqual([{ t: 'pick', addr: '10.96.0.1', proto: 'udp', port: 53, i: 1, epAddr: '10.244.1.9', epPort: 5353 }]);
     // The removed UDP endpoint's conntrack entries go.
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
   });
@@ -72,7 +72,9 @@ describe('nft sink', () => {
     const one = svc('a', ['10.244.1.1']);
     await sink.apply(set(one, 2), view([one]));
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53 });
-    expect(toNftText('ip', 'kpng', k.last())).toContain('dnat ip to 10.244.1.1:5353');
+    const text = toNftText('ip', 'kpng', k.last());
+    expect(text).toContain('10.96.0.1 . udp . 53 : goto pick-vip-c-udp-1');
+    expect(text).toContain('10.96.0.1 . udp . 53 . 0 : 10.244.1.1 . 5353');
   });
 
   test('a failed batch is reported, and the next batch is a full sync', async () => {
@@ -93,19 +95,27 @@ describe('nft sink', () => {
     expect(sink.stats.fullSyncs).toBe(2);
   });
 
-  test('deleting a service removes its chains and elements; growing past capacity moves its slots', async () => {
+  test('shared chains: one per endpoint count, created for the first user and deleted after the last', async () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);
     const a = svc('a', ['10.244.1.1', '10.244.1.2']);
-    await sink.apply(set(a, 1, true), view([a]));
+    const b = svc('b', ['10.244.2.1', '10.244.2.2']);
+    await sink.apply({ revision: 1, reset: true, changes: [] }, view([a, b]));
+    const full = toNftText('ip', 'kpng', k.last());
+    expect(full.match(/add chain ip kpng pick-vip-c-udp-2\b/g)).toHaveLength(1); // shared by a and b
+    expect(full).toContain('dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 2 map @picks-vip');
+    // a grows: its destination moves to the 5-endpoint chain; b still uses the 2-endpoint one.
     const big = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3', '10.244.1.4', '10.244.1.5']);
-    await sink.apply(set(big, 2), view([big]));
-    const text = toNftText('ip', 'kpng', k.last());
-    expect(text).toContain('flush chain ip kpng eps-ns/a/udp/53');
-    expect(text).toMatch(/numgen random mod 5 offset 8 /);
-    await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([]));
+    await sink.apply(set(big, 2), view([big, b]));
+    const grow = toNftText('ip', 'kpng', k.last());
+    expect(grow).toContain('add chain ip kpng pick-vip-c-udp-5');
+    expect(grow).not.toContain('delete chain');
+    expect(grow).toContain('10.96.0.1 . udp . 53 : goto pick-vip-c-udp-5');
+    // Deleting a leaves no element of it, and deletes the chain only it used.
+    await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([b]));
     const del = toNftText('ip', 'kpng', k.last());
-    expect(del).toContain('delete chain ip kpng eps-ns/a/udp/53');
+    expect(del).toContain('delete chain ip kpng pick-vip-c-udp-5');
+    expect(del).not.toContain('pick-vip-c-udp-2');
     expect(del).toContain('delete element ip kpng vips { 10.96.0.1 . udp . 53 }');
   });
 });

@@ -5,7 +5,7 @@ import type { ConntrackFilter } from '../../native/nft-types';
 import type { NodeInfo, Service } from '../../model/enls';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
-import { fullSyncOpsChunked, OpCollector, TableModel, updateService } from './plan';
+import { fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
 import { Yielder } from './yielder';
 import type { Fam, FamOps } from './types';
 
@@ -42,6 +42,7 @@ export class NftDataplane implements Dataplane {
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
     const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
     for (const ch of changes) for (const fam of FAMS) updateService(this.models[fam], ch.key, ch.new ?? undefined, node, coll[fam]);
+    for (const fam of FAMS) settleSharedChains(this.models[fam], coll[fam]);
     const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     return this.kernel.apply(this.table, ops);
