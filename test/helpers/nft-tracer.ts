@@ -358,6 +358,7 @@ export function tableContent(t: FakeTable): TableContent {
       continue;
     }
     if (s.spec.kind === 'pickVipMap' || s.spec.kind === 'pickPortMap') {
+      if (s.elems.size === 0) continue; // shards are created on first use and kept
       // Slot order does not matter: each destination's endpoints, with their slots' count.
       const byDest = new Map<string, string[]>();
       for (const e of s.elems.values()) {

@@ -26,10 +26,6 @@ export const SHARED_SETS: SetSpec[] = [
   { name: N.noEndpoints, kind: 'vipMap' },
   { name: N.noEndpointNodePorts, kind: 'portMap' },
   { name: N.firewall, kind: 'vipMap' },
-  { name: N.picksVip, kind: 'pickVipMap' },
-  { name: N.picksPort, kind: 'pickPortMap' },
-  { name: N.picksVipLocal, kind: 'pickVipMap' },
-  { name: N.picksPortLocal, kind: 'pickPortMap' },
   { name: N.hairpin, kind: 'pairSet' },
   { name: N.clusterIPs, kind: 'addrSet' },
 ];

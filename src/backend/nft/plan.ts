@@ -17,7 +17,7 @@ export class TableModel {
   readonly alloc = new SlotAllocator();
   /** Reference counts of shared set elements ("set|id"): several services may hold one. */
   readonly sharedRefs = new Map<string, number>();
-  /** Endpoints map shards created in the kernel (created on first use, kept). */
+  /** Picks map shards created in the kernel (created on first use, kept). */
   readonly shards = new Set<string>();
   /** Shared chains: services using each, and the ones the kernel has. */
   readonly chainRefs = new Map<string, number>();
@@ -46,7 +46,7 @@ export class OpCollector {
   delChain(name: string): void { this.delChains.push(name); }
   delSet(name: string): void { this.delSets.push(name); }
   addSet(name: string, timeoutSec: number): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'affinity', timeoutSec } }); }
-  addSlotMap(name: string): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'slotMap' } }); }
+  addPickMap(name: string, kind: 'pickVipMap' | 'pickPortMap'): void { this.addSets.push({ k: 'addSet', set: { name, kind } }); }
   addChain(name: string): void { this.addChains.push(name); this.changedChains++; }
   addRules(chain: string, stmts: Stmt[]): void { for (const stmt of stmts) this.rules.push({ chain, stmt }); }
 
@@ -108,9 +108,11 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
   for (const [name, rules] of newP.chains) {
     if (!oldP.chains.has(name)) { c.addChain(name); c.addRules(name, rules); }
   }
-  // Endpoints map shards, created on first use.
+  // Picks map shards, created on first use.
   for (const map of newP.elems.keys()) {
-    if (map.startsWith(`${N.endpoints}-`) && !model.shards.has(map)) { model.shards.add(map); c.addSlotMap(map); }
+    if (!map.startsWith('picks-') || model.shards.has(map)) continue;
+    model.shards.add(map);
+    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
   }
   // Affinity sets (the timeout is in the name).
   for (const name of oldP.sets.keys()) if (!newP.sets.has(name)) c.delSet(name);

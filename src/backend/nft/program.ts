@@ -5,7 +5,7 @@
 import * as crypto from 'node:crypto';
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
 import type { SlotAllocator, SlotState } from './slots';
-import { N, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
+import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
 
 export interface Program {
   /** Chains owned by this service (name -> rules). */
@@ -89,6 +89,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   const podCidrs = ctx.node ? ofFamily(ctx.node.podCidrs, family) : [];
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
+  const shard = crypto.createHash('sha1').update(id).digest().readUInt32BE(0) % PICK_SHARDS;
   for (const a of clusterIPs) add(p.shared, N.clusterIPs, { t: 'addr', addr: a });
 
   for (const sp of svc.ports) {
@@ -113,14 +114,14 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
       const slotKey = `${local ? 'leps' : 'eps'}-${name}`;
       const slots = p.slots.get(slotKey) ?? denseSlots(eps.map(epKey), ctx.prevSlots?.get(slotKey));
       p.slots.set(slotKey, slots);
-      const map = dest.kind === 'vip' ? (local ? N.picksVipLocal : N.picksVip) : (local ? N.picksPortLocal : N.picksPort);
+      const map = `${dest.kind === 'vip' ? (local ? N.picksVipLocal : N.picksVip) : (local ? N.picksPortLocal : N.picksPort)}-${shard}`;
       slots.bySlot.forEach((k, i) => {
         const cut = k.lastIndexOf('|');
         const ep = { epAddr: k.slice(0, cut), epPort: Number(k.slice(cut + 1)) };
         if (dest.kind === 'vip') for (const addr of dest.addrs) add(p.elems, map, { t: 'pick', addr, proto, port: sp.port.port, i, ...ep });
         else add(p.elems, map, { t: 'pick', proto, port: dest.port, i, ...ep });
       });
-      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${eps.length}`, [{ s: 'dnatPick', proto, n: eps.length, map, key: dest.kind }]);
+      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${eps.length}-${shard}`, [{ s: 'dnatPick', proto, n: eps.length, map, key: dest.kind }]);
     };
 
     // Dispatch of one destination: straight to a selection chain when every client class is treated

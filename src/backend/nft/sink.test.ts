@@ -6,7 +6,7 @@ import { cluster, ep, slice, svc as svcObj } from '../../../test/helpers/k8s';
 import { nftKernelSink, type NftKernel } from './sink';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
-import type { FamOps, Op } from './types';
+import { PICK_SHARDS, type FamOps, type Op } from './types';
 import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
 import { Yielder } from './yielder';
 import { encodeFamOps } from './index';
@@ -57,7 +57,7 @@ describe('nft sink', () => {
     await sink.apply(set(b, 2), view([b]));
     const inc = k.last();
     expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
-    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'picks-vip') as Extract<Op, { k: 'addElems' }>;
+    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set.startsWith('picks-vip-')) as Extract<Op, { k: 'addElems' }>;
     expect(slotAdd.elems).toEqual([{ t: 'pick', addr: '10.96.0.1', proto: 'udp', port: 53, i: 1, epAddr: '10.244.1.9', epPort: 5353 }]);
     // The removed UDP endpoint's conntrack entries go.
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
@@ -73,7 +73,7 @@ describe('nft sink', () => {
     await sink.apply(set(one, 2), view([one]));
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53 });
     const text = toNftText('ip', 'kpng', k.last());
-    expect(text).toContain('10.96.0.1 . udp . 53 : goto pick-vip-c-udp-1');
+    expect(text).toContain('10.96.0.1 . udp . 53 : goto pick-vip-c-udp-1-');
     expect(text).toContain('10.96.0.1 . udp . 53 . 0 : 10.244.1.1 . 5353');
   });
 
@@ -95,27 +95,24 @@ describe('nft sink', () => {
     expect(sink.stats.fullSyncs).toBe(2);
   });
 
-  test('shared chains: one per endpoint count, created for the first user and deleted after the last', async () => {
+  test('shared chains: one per endpoint count and shard, created for the first user and deleted after the last', async () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);
     const a = svc('a', ['10.244.1.1', '10.244.1.2']);
-    const b = svc('b', ['10.244.2.1', '10.244.2.2']);
-    await sink.apply({ revision: 1, reset: true, changes: [] }, view([a, b]));
+    await sink.apply(set(a, 1, true), view([a]));
     const full = toNftText('ip', 'kpng', k.last());
-    expect(full.match(/add chain ip kpng pick-vip-c-udp-2\b/g)).toHaveLength(1); // shared by a and b
-    expect(full).toContain('dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 2 map @picks-vip');
-    // a grows: its destination moves to the 5-endpoint chain; b still uses the 2-endpoint one.
+    const two = /add chain ip kpng (pick-vip-c-udp-2-\d+)/.exec(full)![1];
+    expect(full).toContain('dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 2 map @picks-vip-');
+    // a grows: its destination moves to the 5-endpoint chain, and the 2-endpoint one, now unused, goes.
     const big = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3', '10.244.1.4', '10.244.1.5']);
-    await sink.apply(set(big, 2), view([big, b]));
+    await sink.apply(set(big, 2), view([big]));
     const grow = toNftText('ip', 'kpng', k.last());
-    expect(grow).toContain('add chain ip kpng pick-vip-c-udp-5');
-    expect(grow).not.toContain('delete chain');
-    expect(grow).toContain('10.96.0.1 . udp . 53 : goto pick-vip-c-udp-5');
-    // Deleting a leaves no element of it, and deletes the chain only it used.
-    await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([b]));
+    const five = /add chain ip kpng (pick-vip-c-udp-5-\d+)/.exec(grow)![1];
+    expect(grow).toContain(`10.96.0.1 . udp . 53 : goto ${five}`);
+    expect(grow).toContain(`delete chain ip kpng ${two}`);
+    await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([]));
     const del = toNftText('ip', 'kpng', k.last());
-    expect(del).toContain('delete chain ip kpng pick-vip-c-udp-5');
-    expect(del).not.toContain('pick-vip-c-udp-2');
+    expect(del).toContain(`delete chain ip kpng ${five}`);
     expect(del).toContain('delete element ip kpng vips { 10.96.0.1 . udp . 53 }');
   });
 });
@@ -129,6 +126,10 @@ describe('full sync in slices (the event loop gets turns)', () => {
     const sliced = await fullSyncOpsChunked(new TableModel('ip'), services, node, y);
     const whole = fullSyncOps(new TableModel('ip'), services, node);
     expect(sliced).toEqual(whole);
+    // Chains do not grow with services: one pick (and one dispatch) chain per shard used at most.
+    const chains = whole.filter((o) => o.k === 'addChain').length;
+    const many = fullSyncOps(new TableModel('ip'), Array.from({ length: 400 }, (_, i): [string, NonNullable<Item['service']>] => [`svc/ns/m${i}`, { ...services[i % 40][1], name: `m${i}` }]), node);
+    expect(many.filter((o) => o.k === 'addChain').length).toBeLessThanOrEqual(2 * PICK_SHARDS + chains);
     expect(y.turns).toBeGreaterThan(1);
     const y2 = new Yielder(0);
     const a = (await encodeFamOps('kpng', [{ fam: 'ip', ops: whole }], y2)).finish();

@@ -6,6 +6,9 @@
 export type Fam = 'ip' | 'ip6';
 export type L4 = 'tcp' | 'udp' | 'sctp';
 
+/** Picks map shards per kind (services are spread over them by a hash of namespace/name). */
+export const PICK_SHARDS = 64;
+
 /** Packet mark bit that asks nat postrouting to masquerade (kube-proxy's 0x4000). */
 export const MASQ_BIT = 0x4000;
 
@@ -30,13 +33,15 @@ export const N = {
   /**
    * Endpoint choice keyed by the destination: <fam> daddr . l4proto . dport . slot -> endpoint (vip
    * destinations), l4proto . dport . slot -> endpoint (node ports); `-local` for the local endpoints.
-   * Read by shared `pick-*` chains (one per key kind, list, protocol and endpoint count), so the
-   * number of chains does not grow with services: nf_tables walks every chain on every commit.
+   * Read by shared `pick-*` chains (one per key kind, list, protocol, endpoint count and shard), so
+   * the number of chains does not grow with services: nf_tables walks every chain on every commit.
+   * Sharded by service (`-<k>` suffix, PICK_SHARDS maps per kind): one map of 500k elements fills
+   * the kernel's resizable hash slowly within one transaction (rhashtable_insert_slow).
    */
   picksVip: 'picks-vip',
   picksPort: 'picks-port',
-  picksVipLocal: 'picks-vip-local',
-  picksPortLocal: 'picks-port-local',
+  picksVipLocal: 'picks-lvip',
+  picksPortLocal: 'picks-lport',
   /** saddr . daddr for every endpoint address: a connection DNATed back to its own source is masqueraded. */
   hairpin: 'hairpin',
   /** Every cluster IP: new connections still addressed to one after DNAT (a port it does not serve) are rejected. */
