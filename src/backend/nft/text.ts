@@ -45,8 +45,8 @@ function setText(fam: Fam, s: SetSpec): string {
   switch (s.kind) {
     case 'vipMap': return `map ${s.name} { type ${addr} . inet_proto . inet_service : verdict; }`;
     case 'portMap': return `map ${s.name} { type inet_proto . inet_service : verdict; }`;
-    case 'pickVipMap': return `map ${s.name} { type ${fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr'} . inet_proto . inet_service . mark : ${fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr'} . inet_service; }`;
-    case 'pickPortMap': return `map ${s.name} { type inet_proto . inet_service . mark : ${fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr'} . inet_service; }`;
+    case 'pickVipMap': return `map ${s.name} { typeof ${fam} daddr . meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
+    case 'pickPortMap': return `map ${s.name} { typeof meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'slotMap': return `map ${s.name} { typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'pairSet': return `set ${s.name} { type ${addr} . ${addr}; }`;
     case 'addrSet': return `set ${s.name} { type ${addr}; }`;
