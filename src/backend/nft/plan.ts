@@ -3,7 +3,6 @@
 import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
-import { SlotAllocator } from './slots';
 import { pushAll } from '../../util/push-all';
 import type { Yielder } from './yielder';
 import { N, type Elem, type Fam, type Op, type Stmt } from './types';
@@ -14,7 +13,6 @@ const ELEM_CHUNK = 1000;
 
 export class TableModel {
   readonly programs = new Map<string, Program>();
-  readonly alloc = new SlotAllocator();
   /** Reference counts of shared set elements ("set|id"): several services may hold one. */
   readonly sharedRefs = new Map<string, number>();
   /** Picks map shards created in the kernel (created on first use, kept). */
@@ -165,7 +163,7 @@ export function settleSharedChains(model: TableModel, c: OpCollector): void {
 /** Update one service in the model; returns its old and new programs. */
 export function updateService(model: TableModel, key: string, svc: Service | undefined, node: NodeInfo | undefined, c: OpCollector): { oldP: Program; newP: Program } {
   const oldP = model.programs.get(key) ?? emptyProgram();
-  const newP = svc ? buildProgram(svc, model.fam, { node, alloc: model.alloc, prevSlots: oldP.slots }) : emptyProgram();
+  const newP = svc ? buildProgram(svc, model.fam, { node, prevSlots: oldP.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
   if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
   else model.programs.set(key, newP);

@@ -4,7 +4,7 @@
 // and masquerade per destination and client class); it decides no Kubernetes rule itself.
 import * as crypto from 'node:crypto';
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
-import type { SlotAllocator, SlotState } from './slots';
+import { denseSlots, type SlotState } from './slots';
 import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
 
 export interface Program {
@@ -16,7 +16,7 @@ export interface Program {
   elems: Map<string, Map<string, Elem>>;
   /** Elements of shared sets that several services may hold (reference counted by the caller): set -> ids. */
   shared: Map<string, Map<string, Elem>>;
-  /** Slot ranges, by owning chain (affinity-free selection: by endpoint list, base 0). */
+  /** Endpoint slots of each endpoint list (key: eps-/leps- + service port), for stable picks. */
   slots: Map<string, SlotState>;
   /**
    * Chains several services may use (name -> rules; the name is derived from the rules, so equal
@@ -57,7 +57,6 @@ function add(m: Map<string, Map<string, Elem>>, map: string, e: Elem): void {
 }
 
 export interface BuildContext {
-  alloc: SlotAllocator;
   /** This node's item (client classes: pod CIDRs). */
   node: NodeInfo | undefined;
   /** Slot states of this service's chains in the kernel (from the previous program). */
@@ -188,30 +187,6 @@ const N_EMPTY = 'pick-none';
 
 function uniqueSorted(list: Endpoint[]): Endpoint[] {
   return [...new Map(list.map((e) => [epKey(e), e])).values()].sort((a, b) => (epKey(a) < epKey(b) ? -1 : epKey(a) > epKey(b) ? 1 : 0));
-}
-
-/**
- * Slots 0..n-1 for the endpoints: an endpoint that stays keeps its slot when it is still below n
- * (one endpoint replaced = one element rewritten); the others fill the free slots.
- */
-function denseSlots(keys: string[], prev: SlotState | undefined): SlotState {
-  const n = keys.length;
-  const want = new Set(keys);
-  const bySlot: (string | undefined)[] = new Array(n).fill(undefined);
-  const placed = new Set<string>();
-  if (prev) {
-    for (let i = 0; i < Math.min(n, prev.bySlot.length); i++) {
-      const k = prev.bySlot[i];
-      if (want.has(k)) { bySlot[i] = k; placed.add(k); }
-    }
-  }
-  let j = 0;
-  for (const k of keys) {
-    if (placed.has(k)) continue;
-    while (bySlot[j] !== undefined) j++;
-    bySlot[j] = k;
-  }
-  return { base: 0, cap: n, bySlot: bySlot as string[] };
 }
 
 /** ClientIP affinity: one chain + one timeout set per endpoint (rare, small). */
