@@ -186,7 +186,9 @@ function shared(p: Program, chain: string, rules: Stmt[]): string {
 const N_EMPTY = 'pick-none';
 
 function uniqueSorted(list: Endpoint[]): Endpoint[] {
-  return [...new Map(list.map((e) => [epKey(e), e])).values()].sort((a, b) => (epKey(a) < epKey(b) ? -1 : epKey(a) > epKey(b) ? 1 : 0));
+  // Keys computed once (a comparator building them allocates two strings per comparison).
+  const byKey = new Map(list.map((e) => [epKey(e), e]));
+  return [...byKey.keys()].sort().map((k) => byKey.get(k)!);
 }
 
 /** ClientIP affinity: one chain + one timeout set per endpoint (rare, small). */
