@@ -9,6 +9,7 @@ run() { echo; echo "### $*"; "$@" || echo "(failed: $*)"; }
 run node --expose-gc dist/bench/model.bench.js
 run node dist/bench/native-nft.bench.js
 run node dist/bench/nft-sync.bench.js
+run node --expose-gc dist/bench/nft-change.bench.js
 run node dist/bench/api.bench.js
 run node dist/bench/ebpf-sync.bench.js
 run node dist/bench/ebpf-connect.bench.js

@@ -35,6 +35,7 @@ static Napi::Object Constants(Napi::Env env) {
 static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   using namespace kpng;
   exports.Set("nftApply", Napi::Function::New(env, NftApply, "nftApply"));
+  exports.Set("nftCloseSockets", Napi::Function::New(env, NftCloseSockets, "nftCloseSockets"));
   exports.Set("nftList", Napi::Function::New(env, NftList, "nftList"));
   exports.Set("nftListTables", Napi::Function::New(env, NftListTables, "nftListTables"));
   exports.Set("conntrackDelete", Napi::Function::New(env, ConntrackDelete, "conntrackDelete"));

@@ -94,6 +94,7 @@ inline double NowMs() {
 int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf);
 
 Napi::Value NftApply(const Napi::CallbackInfo& info);
+Napi::Value NftCloseSockets(const Napi::CallbackInfo& info);
 Napi::Value NftList(const Napi::CallbackInfo& info);
 Napi::Value NftListTables(const Napi::CallbackInfo& info);
 Napi::Value ConntrackDelete(const Napi::CallbackInfo& info);

@@ -3,7 +3,7 @@
 // a full resync when the node item changes, as KernelSink does), leave the same table content as one
 // full sync of the final state, and every packet meets the same fate in both.
 import fc from 'fast-check';
-import { fullSyncOps, OpCollector, TableModel, updateService } from '../src/backend/nft/plan';
+import { fullSyncOps, OpCollector, settleSharedChains, TableModel, updateService } from '../src/backend/nft/plan';
 import type { Fam, FamOps } from '../src/backend/nft/types';
 import { NODE_KEY, Target, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../src/model/enls';
 import { modelOptions } from '../src/model/options';
@@ -112,6 +112,7 @@ class Incremental {
       const byKey = new Map(services);
       const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
       for (const key of changed) for (const fam of FAMS) updateService(this.models[fam], key, byKey.get(key), node, coll[fam]);
+      for (const fam of FAMS) settleSharedChains(this.models[fam], coll[fam]);
       const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));
       if (ops.length) { this.nft.apply(ops); this.incrementalBatches++; }
     }

@@ -183,6 +183,8 @@ export interface ApplyResult {
   /** Time spent in the worker thread (building + kernel), and in TS encoding. */
   ms: number;
   encodeMs: number;
+  /** Of `ms`: the addon building the netlink messages (libnftnl); the rest is socket + kernel. */
+  buildMs?: number;
 }
 
 /** One object the kernel refused. `index` is the op's position in the ops array (or NftBatch). */

@@ -1,7 +1,8 @@
 // Programs the REAL kernel (nf_tables) inside throwaway network namespaces through the addon, and
 // checks the result with `nft list ruleset` and with nftList().
+import { spawnSync } from 'node:child_process';
 import {
-  CT_STATE, NftBatch, NFT_REG32, ifname, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, port, proto, u32host,
+  CT_STATE, NftBatch, nftCloseSockets, NFT_REG32, ifname, ipv6, NFT_REG_1, RTN, concat, expr, ipv4, nftApply, port, proto, u32host,
   type NftApplyError, type NftElement, type NftOp,
 } from './index';
 import { nftList, nftListTables } from '../../test/helpers/nft-list';
@@ -381,5 +382,20 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
     await expect(nftApply([{ op: 'add', set: { family: 'ip', table: T, name: 's', keyType: 'integer' } }], { netns: ns.path }))
       .rejects.toThrow(/keyLen required/);
     expect(await nftApply([], { netns: ns.path })).toMatchObject({ messages: 0 });
+  });
+  test('the kept socket: reused after a rejected batch, never carried into a re-created namespace', async () => {
+    const table = (name: string): NftOp => ({ op: 'add', table: { family: fam, name } });
+    await nftApply([table('a')], { netns: ns.path });
+    await expect(nftApply([{ op: 'delete', table: { family: fam, name: 'absent' } }], { netns: ns.path })).rejects.toMatchObject({ code: 'ENOENT' });
+    await nftApply([table('b')], { netns: ns.path });
+    expect(ns.nft('list', 'tables')).toBe('table ip a\ntable ip b\n');
+    // Same path, another namespace: the batch must land in the new one.
+    const path = ns.path;
+    spawnSync('ip', ['netns', 'del', ns.name]);
+    spawnSync('ip', ['netns', 'add', ns.name]);
+    await nftApply([table('c')], { netns: path });
+    expect(ns.nft('list', 'tables')).toBe('table ip c\n');
+    expect(nftCloseSockets()).toBeGreaterThanOrEqual(1);
+    expect(nftCloseSockets()).toBe(0);
   });
 });

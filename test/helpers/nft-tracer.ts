@@ -100,7 +100,7 @@ export class FakeTable {
   }
 }
 
-const ELEM_KIND: Record<Elem['t'], SetKind[]> = { vip: ['vipMap'], port: ['portMap'], slot: ['slotMap'], pair: ['pairSet'], addr: ['addrSet', 'affinity'] };
+const ELEM_KIND: Record<Elem['t'], SetKind[]> = { vip: ['vipMap'], port: ['portMap'], slot: ['slotMap'], pick: ['pickVipMap', 'pickPortMap'], pair: ['pairSet'], addr: ['addrSet', 'affinity'] };
 
 /** The element's key as the kernel compares it. */
 function elemKey(e: Elem): string {
@@ -108,6 +108,7 @@ function elemKey(e: Elem): string {
     case 'vip': return `${canon(e.addr)}|${e.proto}|${e.port}`;
     case 'port': return `${e.proto}|${e.port}`;
     case 'slot': return String(e.slot);
+    case 'pick': return `${pickDest(e)}|${e.i}`;
     case 'pair': return `${canon(e.addr)}|${canon(e.addr)}`;
     case 'addr': return canon(e.addr);
   }
@@ -117,13 +118,18 @@ function elemData(e: Elem): string {
   switch (e.t) {
     case 'vip': case 'port': return JSON.stringify(e.v);
     case 'slot': return `${canon(e.addr)}|${e.port}`;
+    case 'pick': return `${canon(e.epAddr)}|${e.epPort}`;
     default: return '';
   }
 }
 
 function elemAddrs(e: Elem): string[] {
+  if (e.t === 'pick') return e.addr !== undefined ? [e.addr, e.epAddr] : [e.epAddr];
   return e.t === 'vip' || e.t === 'slot' || e.t === 'pair' || e.t === 'addr' ? [e.addr] : [];
 }
+
+/** The destination part of a pick element's key. */
+const pickDest = (e: Extract<Elem, { t: 'pick' }>): string => (e.addr !== undefined ? `${canon(e.addr)}|${e.proto}|${e.port}` : `${e.proto}|${e.port}`);
 
 /** Chains a rule names. */
 export function stmtChains(st: Stmt): string[] {
@@ -141,6 +147,7 @@ export function stmtSets(st: Stmt): Array<[string, SetKind]> {
     case 'vmapPort': return [[st.map, 'portMap']];
     case 'rejectDaddrInSet': return [[st.set, 'addrSet']];
     case 'dnatSlots': return [[st.map, 'slotMap']];
+    case 'dnatPick': return [[st.map, st.key === 'vip' ? 'pickVipMap' : 'pickPortMap']];
     case 'affinityGoto': case 'affinityUpdate': return [[st.set, 'affinity']];
     case 'hairpinMasq': return [['hairpin', 'pairSet']];
     default: return [];
@@ -152,6 +159,7 @@ const elemChain = (e: Elem): string | null => ((e.t === 'vip' || e.t === 'port')
 /** Statements that only NAT base chains may reach (the kernel refuses them elsewhere). */
 const NAT_ONLY: Partial<Record<Stmt['s'], Array<'prerouting' | 'output' | 'postrouting'>>> = {
   dnatSlots: ['prerouting', 'output'],
+  dnatPick: ['prerouting', 'output'],
   dnat: ['prerouting', 'output'],
   masquerade: ['postrouting'],
   hairpinMasq: ['postrouting'],
@@ -347,6 +355,21 @@ export function tableContent(t: FakeTable): TableContent {
   for (const [name, s] of [...t.sets].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
     if (s.spec.kind === 'slotMap') {
       for (const k of s.elems.keys()) if (!used.get(name)?.has(Number(k))) out.orphanSlots.push(`${name}[${k}]`);
+      continue;
+    }
+    if (s.spec.kind === 'pickVipMap' || s.spec.kind === 'pickPortMap') {
+      if (s.elems.size === 0) continue; // shards are created on first use and kept
+      // Slot order does not matter: each destination's endpoints, with their slots' count.
+      const byDest = new Map<string, string[]>();
+      for (const e of s.elems.values()) {
+        if (e.t !== 'pick') continue;
+        const d = pickDest(e);
+        byDest.set(d, [...(byDest.get(d) ?? []), `${e.i}`]);
+      }
+      out.sets[name] = {
+        kind: s.spec.kind,
+        elems: [...byDest].map(([d, slots]) => `${d}=${slots.length}:${[...s.elems.values()].filter((e) => e.t === 'pick' && pickDest(e) === d).map((e) => elemData(e)).sort().join(',')}`).sort(),
+      };
       continue;
     }
     out.sets[name] = { kind: s.spec.kind, ...(s.spec.timeoutSec !== undefined ? { timeoutSec: s.spec.timeoutSec } : {}), elems: [...s.elems.keys()].map((k) => `${k}=${elemData(s.elems.get(k)!)}`).sort() };
@@ -603,6 +626,18 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
         // In the kernel a missing element makes the rule not match for that random value: a hole.
         if (!e || e.t !== 'slot') throw new TraceError(`${text}: slot ${r.base + i} missing in ${r.map}`);
         steps.push(dnatTo(hit(), e.addr, e.port));
+      }
+      return steps;
+    }
+    case 'dnatPick': {
+      if (st0.proto !== r.proto) return [next];
+      const dest = r.key === 'vip' ? `${canon(st0.daddr)}|${st0.proto}|${st0.dport}` : `${st0.proto}|${st0.dport}`;
+      const steps: Step[] = [];
+      for (let i = 0; i < r.n; i++) {
+        const e = lookup(ctx, r.map, `${dest}|${i}`);
+        // In the kernel a missing element makes the rule not match for that random value: a hole.
+        if (!e || e.t !== 'pick') throw new TraceError(`${text}: slot ${i} of ${dest} missing in ${r.map}`);
+        steps.push(dnatTo(hit(), e.epAddr, e.epPort));
       }
       return steps;
     }

@@ -1,10 +1,12 @@
 // nftables backend: `kpng ... --to nft`. See README.md beside this file for the ruleset design.
-import type { NftOp, NativeCallOptions } from '../../native/nft-types';
+import type { NativeCallOptions } from '../../native/nft-types';
+import { NftBatch } from '../../native/encode';
 import * as native from '../../native';
-import { pushAll } from '../../util/push-all';
 import type { Sink } from '../../sink/sink';
 import { toNftOps } from './netlink';
 import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
+import type { FamOps } from './types';
+import { Yielder } from './yielder';
 
 export { NftDataplane, nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 export { toNftOps } from './netlink';
@@ -14,14 +16,28 @@ export { toNftText } from './text';
 export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
   return {
     async apply(table, famOps) {
-      const ops: NftOp[] = [];
-      for (const f of famOps) pushAll(ops, toNftOps(f.fam, table, f.ops));
-      const r = await native.nftApply(ops, callOpts);
+      const r = await native.nftApply(await encodeFamOps(table, famOps), callOpts);
       return { messages: r.messages, bytes: r.bytes, ms: r.ms + (r.encodeMs ?? 0) };
     },
     // One conntrack dump per family for all filters; run after the rules are in place.
     conntrackDelete: (filters) => native.conntrackDelete(filters, callOpts),
+    async close() { native.nftCloseSockets(); },
   };
+}
+
+/**
+ * The addon's batch for ops of both families, built in slices: a full sync's hundreds of thousands
+ * of objects are converted and encoded with a turn of the event loop every few milliseconds.
+ */
+export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yielder()): Promise<NftBatch> {
+  const batch = new NftBatch(1 << 20);
+  for (const f of famOps) {
+    for (const op of f.ops) {
+      for (const o of toNftOps(f.fam, table, [op])) batch.add(o);
+      if (y.due()) await y.turn();
+    }
+  }
+  return batch;
 }
 
 export function createNftSink(opts: NftSinkOptions & { netns?: string; kernel?: NftKernel }): Sink {

@@ -118,6 +118,17 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
         { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: NFT_REG_1 },
         { type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: fam === 'ip' ? NFT_REG32(1) : NFT_REG_2 },
       ];
+    case 'dnatPick': {
+      // Key registers: [daddr .] l4proto . dport . slot, each field in its own 4-byte register(s).
+      const out: NftExpr[] = [...protoEq(st.proto)];
+      let r = 0;
+      if (st.key === 'vip') { out.push(daddr(fam)); r = fam === 'ip' ? 1 : 4; }
+      out.push(l4proto(NFT_REG32(r)), dport(NFT_REG32(r + 1)));
+      out.push({ type: 'numgen', mode: 'random', mod: st.n, offset: 0, dreg: NFT_REG32(r + 2) });
+      out.push({ type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: NFT_REG_1 });
+      out.push({ type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: fam === 'ip' ? NFT_REG32(1) : NFT_REG_2 });
+      return out;
+    }
     case 'dnat':
       return [
         ...protoEq(st.proto),
@@ -175,6 +186,9 @@ function setObject(c: Ctx, spec: SetSpec): NftSet {
     case 'vipMap': return { ...base, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' };
     case 'portMap': return { ...base, keyType: ['inet_proto', 'inet_service'], dataType: 'verdict' };
     case 'slotMap': return { ...base, keyType: 'integer', keyLen: 4, dataType: [a, 'inet_service'] };
+    // The slot field is a 4-byte host-order integer (numgen's output); 'mark' is a 4-byte type.
+    case 'pickVipMap': return { ...base, keyType: [a, 'inet_proto', 'inet_service', 'mark'], dataType: [a, 'inet_service'] };
+    case 'pickPortMap': return { ...base, keyType: ['inet_proto', 'inet_service', 'mark'], dataType: [a, 'inet_service'] };
     case 'pairSet': return { ...base, keyType: [a, a] };
     case 'addrSet': return { ...base, keyType: a };
     case 'affinity':
@@ -189,6 +203,10 @@ export function elemObject(e: Elem): NftElement {
     case 'vip': return { key: concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
     case 'port': return { key: concat(protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
     case 'slot': return { key: u32host(e.slot), data: concat(ipAddr(e.addr), portBytes(e.port)) };
+    case 'pick': return {
+      key: e.addr !== undefined ? concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port), u32host(e.i)) : concat(protoByte(e.proto), portBytes(e.port), u32host(e.i)),
+      data: concat(ipAddr(e.epAddr), portBytes(e.epPort)),
+    };
     case 'pair': return { key: concat(ipAddr(e.addr), ipAddr(e.addr)) };
     case 'addr': return { key: ipAddr(e.addr) };
   }

@@ -3,7 +3,8 @@
 import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
-import { SlotAllocator } from './slots';
+import { pushAll } from '../../util/push-all';
+import type { Yielder } from './yielder';
 import { N, type Elem, type Fam, type Op, type Stmt } from './types';
 
 
@@ -12,11 +13,15 @@ const ELEM_CHUNK = 1000;
 
 export class TableModel {
   readonly programs = new Map<string, Program>();
-  readonly alloc = new SlotAllocator();
   /** Reference counts of shared set elements ("set|id"): several services may hold one. */
   readonly sharedRefs = new Map<string, number>();
-  /** Endpoints map shards created in the kernel (created on first use, kept). */
+  /** Picks map shards created in the kernel (created on first use, kept). */
   readonly shards = new Set<string>();
+  /** Shared chains: services using each, and the ones the kernel has. */
+  readonly chainRefs = new Map<string, number>();
+  readonly liveChains = new Set<string>();
+  /** Shared chains whose reference count changed since the last settleSharedChains(). */
+  readonly touchedChains = new Map<string, Stmt[]>();
   constructor(readonly fam: Fam) {}
 }
 
@@ -39,7 +44,7 @@ export class OpCollector {
   delChain(name: string): void { this.delChains.push(name); }
   delSet(name: string): void { this.delSets.push(name); }
   addSet(name: string, timeoutSec: number): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'affinity', timeoutSec } }); }
-  addSlotMap(name: string): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'slotMap' } }); }
+  addPickMap(name: string, kind: 'pickVipMap' | 'pickPortMap'): void { this.addSets.push({ k: 'addSet', set: { name, kind } }); }
   addChain(name: string): void { this.addChains.push(name); this.changedChains++; }
   addRules(chain: string, stmts: Stmt[]): void { for (const stmt of stmts) this.rules.push({ chain, stmt }); }
 
@@ -101,9 +106,11 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
   for (const [name, rules] of newP.chains) {
     if (!oldP.chains.has(name)) { c.addChain(name); c.addRules(name, rules); }
   }
-  // Endpoints map shards, created on first use.
+  // Picks map shards, created on first use.
   for (const map of newP.elems.keys()) {
-    if (map.startsWith(`${N.endpoints}-`) && !model.shards.has(map)) { model.shards.add(map); c.addSlotMap(map); }
+    if (!map.startsWith('picks-') || model.shards.has(map)) continue;
+    model.shards.add(map);
+    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
   }
   // Affinity sets (the timeout is in the name).
   for (const name of oldP.sets.keys()) if (!newP.sets.has(name)) c.delSet(name);
@@ -126,19 +133,39 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
       if (n === 1) c.addElem(set, e);
     }
   }
-  // Slot ranges no longer used.
-  for (const [chain, s] of oldP.slots) {
-    const n = newP.slots.get(chain);
-    if (!n || n.base !== s.base) model.alloc.release(s.base, s.cap);
+  // Shared chains, reference counted; created or deleted once the whole batch is known.
+  for (const [name, rules] of oldP.sharedChains) {
+    if (newP.sharedChains.has(name)) continue;
+    model.chainRefs.set(name, (model.chainRefs.get(name) ?? 1) - 1);
+    model.touchedChains.set(name, rules);
   }
+  for (const [name, rules] of newP.sharedChains) {
+    if (oldP.sharedChains.has(name)) continue;
+    model.chainRefs.set(name, (model.chainRefs.get(name) ?? 0) + 1);
+    model.touchedChains.set(name, rules);
+  }
+}
+
+/**
+ * Creates the shared chains that gained their first user and deletes those that lost their last one,
+ * after every service of a batch was diffed (a chain one service drops and another takes stays).
+ */
+export function settleSharedChains(model: TableModel, c: OpCollector): void {
+  for (const [name, rules] of model.touchedChains) {
+    const used = (model.chainRefs.get(name) ?? 0) > 0;
+    if (!used) model.chainRefs.delete(name);
+    if (used && !model.liveChains.has(name)) { c.addChain(name); c.addRules(name, rules); model.liveChains.add(name); }
+    if (!used && model.liveChains.has(name)) { c.flushChain(name); c.delChain(name); model.liveChains.delete(name); }
+  }
+  model.touchedChains.clear();
 }
 
 /** Update one service in the model; returns its old and new programs. */
 export function updateService(model: TableModel, key: string, svc: Service | undefined, node: NodeInfo | undefined, c: OpCollector): { oldP: Program; newP: Program } {
   const oldP = model.programs.get(key) ?? emptyProgram();
-  const newP = svc ? buildProgram(svc, model.fam, { node, alloc: model.alloc, prevSlots: oldP.slots }) : emptyProgram();
+  const newP = svc ? buildProgram(svc, model.fam, { node, prevSlots: oldP.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
-  if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size === 0) model.programs.delete(key);
+  if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
   else model.programs.set(key, newP);
   return { oldP, newP };
 }
@@ -147,7 +174,22 @@ export function updateService(model: TableModel, key: string, svc: Service | und
 export function fullSyncOps(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined): Op[] {
   const c = new OpCollector();
   for (const [key, svc] of services) updateService(model, key, svc, node, c);
+  settleSharedChains(model, c);
   return [...baseOps(model.fam, baseOptions(model.fam, node)), ...c.ops()];
+}
+
+/** fullSyncOps, giving the event loop a turn whenever `y`'s budget is spent (same ops). */
+export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined, y: Yielder): Promise<Op[]> {
+  const c = new OpCollector();
+  let k = 0;
+  for (const [key, svc] of services) {
+    updateService(model, key, svc, node, c);
+    if (++k % 16 === 0 && y.due()) await y.turn();
+  }
+  settleSharedChains(model, c);
+  const ops = baseOps(model.fam, baseOptions(model.fam, node));
+  pushAll(ops, c.ops());
+  return ops;
 }
 
 export { SHARED_SETS, elemId };

@@ -4,8 +4,8 @@
 // and masquerade per destination and client class); it decides no Kubernetes rule itself.
 import * as crypto from 'node:crypto';
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
-import { assignSlots, shardOf, type SlotAllocator, type SlotState } from './slots';
-import { N, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
+import { denseSlots, type SlotState } from './slots';
+import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
 
 export interface Program {
   /** Chains owned by this service (name -> rules). */
@@ -16,12 +16,17 @@ export interface Program {
   elems: Map<string, Map<string, Elem>>;
   /** Elements of shared sets that several services may hold (reference counted by the caller): set -> ids. */
   shared: Map<string, Map<string, Elem>>;
-  /** Slot ranges, by owning chain. */
+  /** Endpoint slots of each endpoint list (key: eps-/leps- + service port), for stable picks. */
   slots: Map<string, SlotState>;
+  /**
+   * Chains several services may use (name -> rules; the name is derived from the rules, so equal
+   * names mean equal rules): endpoint picks and class dispatch. Reference counted by the caller.
+   */
+  sharedChains: Map<string, Stmt[]>;
 }
 
 export function emptyProgram(): Program {
-  return { chains: new Map(), sets: new Map(), elems: new Map(), shared: new Map(), slots: new Map() };
+  return { chains: new Map(), sets: new Map(), elems: new Map(), shared: new Map(), slots: new Map(), sharedChains: new Map() };
 }
 
 export const l4 = (p: Protocol): L4 => (p === Protocol.UDP ? 'udp' : p === Protocol.SCTP ? 'sctp' : 'tcp');
@@ -31,6 +36,7 @@ export function elemId(e: Elem): string {
     case 'vip': return `${e.addr}|${e.proto}|${e.port}`;
     case 'port': return `${e.proto}|${e.port}`;
     case 'slot': return String(e.slot);
+    case 'pick': return `${e.addr ?? ''}|${e.proto}|${e.port}|${e.i}`;
     case 'pair': return e.addr;
     case 'addr': return e.addr;
   }
@@ -51,7 +57,6 @@ function add(m: Map<string, Map<string, Elem>>, map: string, e: Elem): void {
 }
 
 export interface BuildContext {
-  alloc: SlotAllocator;
   /** This node's item (client classes: pod CIDRs). */
   node: NodeInfo | undefined;
   /** Slot states of this service's chains in the kernel (from the previous program). */
@@ -83,6 +88,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   const podCidrs = ctx.node ? ofFamily(ctx.node.podCidrs, family) : [];
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
+  const shard = crypto.createHash('sha1').update(id).digest().readUInt32BE(0) % PICK_SHARDS;
   for (const a of clusterIPs) add(p.shared, N.clusterIPs, { t: 'addr', addr: a });
 
   for (const sp of svc.ports) {
@@ -90,55 +96,68 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     const proto = l4(sp.port.protocol);
     const name = `${id}/${proto}/${sp.port.port}`;
 
-    // Endpoint selection chains, created only when some route uses them.
-    const selectionChain = (target: Target): string => {
+    // Endpoint choice for one destination key (a service IP, or the node port): affinity services
+    // keep their own chains (rare, small); the others go to a shared pick chain that looks the
+    // destination up in a picks map, whose elements this service owns.
+    type Dest = { kind: 'vip'; addrs: string[] } | { kind: 'port'; port: number };
+    const selectionChain = (target: Target, dest: Dest): string => {
       const local = target === Target.LOCAL;
-      const chain = `${local ? 'leps' : 'eps'}-${name}`;
-      if (!p.chains.has(chain)) p.chains.set(chain, selection(p, ctx, chain, `${name}${local ? '/local' : ''}`, proto, local ? sp.localEndpoints : sp.clusterEndpoints, affinity));
-      return chain;
+      const list = local ? sp.localEndpoints : sp.clusterEndpoints;
+      if (affinity) {
+        const chain = `${local ? 'leps' : 'eps'}-${name}`;
+        if (!p.chains.has(chain)) p.chains.set(chain, selection(p, ctx, chain, `${name}${local ? '/local' : ''}`, proto, list, affinity));
+        return chain;
+      }
+      const eps = uniqueSorted(list);
+      if (eps.length === 0) return shared(p, N_EMPTY, []);
+      const slotKey = `${local ? 'leps' : 'eps'}-${name}`;
+      const slots = p.slots.get(slotKey) ?? denseSlots(eps.map(epKey), ctx.prevSlots?.get(slotKey));
+      p.slots.set(slotKey, slots);
+      const map = `${dest.kind === 'vip' ? (local ? N.picksVipLocal : N.picksVip) : (local ? N.picksPortLocal : N.picksPort)}-${shard}`;
+      slots.bySlot.forEach((k, i) => {
+        const cut = k.lastIndexOf('|');
+        const ep = { epAddr: k.slice(0, cut), epPort: Number(k.slice(cut + 1)) };
+        if (dest.kind === 'vip') for (const addr of dest.addrs) add(p.elems, map, { t: 'pick', addr, proto, port: sp.port.port, i, ...ep });
+        else add(p.elems, map, { t: 'pick', proto, port: dest.port, i, ...ep });
+      });
+      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${eps.length}-${shard}`, [{ s: 'dnatPick', proto, n: eps.length, map, key: dest.kind }]);
     };
 
     // Dispatch of one destination: straight to a selection chain when every client class is treated
-    // alike and nothing is masqueraded; otherwise a chain with one rule per class that differs.
-    const dispatch = (rs: Routes, prefix: string): string | null => {
+    // alike and nothing is masqueraded; otherwise a chain with one rule per class that differs, named
+    // after its rules (shared by every destination with the same routes and endpoint count).
+    const dispatch = (rs: Routes, dest: Dest): string | null => {
       if (![rs.pod, rs.node, rs.other].some(isDnat)) return null;
-      if (sameRoute(rs.pod, rs.other) && sameRoute(rs.node, rs.other) && !rs.other.masquerade) return selectionChain(rs.other.target);
-      const chain = `${prefix}-${name}`;
+      if (sameRoute(rs.pod, rs.other) && sameRoute(rs.node, rs.other) && !rs.other.masquerade) return selectionChain(rs.other.target, dest);
       const rules: Stmt[] = [];
       if (podCidrs.length > 0 && !sameRoute(rs.pod, rs.other)) {
         for (const cidr of podCidrs) {
           // A pod that is not DNATed must not fall through to the other classes' rules.
-          rules.push(isDnat(rs.pod) ? { s: 'classGoto', from: { cidr }, masq: rs.pod.masquerade, chain: selectionChain(rs.pod.target) } : { s: 'srcCidr', cidr, then: 'return' });
+          rules.push(isDnat(rs.pod) ? { s: 'classGoto', from: { cidr }, masq: rs.pod.masquerade, chain: selectionChain(rs.pod.target, dest) } : { s: 'srcCidr', cidr, then: 'return' });
         }
       }
       if (!sameRoute(rs.node, rs.other)) {
-        if (isDnat(rs.node)) rules.push({ s: 'classGoto', from: 'local', masq: rs.node.masquerade, chain: selectionChain(rs.node.target) });
+        if (isDnat(rs.node)) rules.push({ s: 'classGoto', from: 'local', masq: rs.node.masquerade, chain: selectionChain(rs.node.target, dest) });
         else throw new Error(`nft: ${name}: the node class cannot be refused while others are DNATed`);
       }
-      if (isDnat(rs.other)) rules.push({ s: 'classGoto', from: 'any', masq: rs.other.masquerade, chain: selectionChain(rs.other.target) });
-      const prev = p.chains.get(chain);
-      if (prev && JSON.stringify(prev) !== JSON.stringify(rules)) throw new Error(`nft: ${name}: chain ${chain} rendered twice differently`);
-      p.chains.set(chain, rules);
-      return chain;
+      if (isDnat(rs.other)) rules.push({ s: 'classGoto', from: 'any', masq: rs.other.masquerade, chain: selectionChain(rs.other.target, dest) });
+      return shared(p, `cls-${short(JSON.stringify(rules))}`, rules);
     };
 
-    const vips = (addrs: string[], rs: Routes | null, prefix: string): void => {
+    const vips = (addrs: string[], rs: Routes | null): void => {
       if (!rs || addrs.length === 0) return;
-      const chain = dispatch(rs, prefix);
+      const chain = dispatch(rs, { kind: 'vip', addrs });
       const block = blockVerdict(rs, name);
       for (const addr of addrs) {
         if (chain) add(p.elems, N.vips, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: chain } });
         if (block) add(p.elems, N.noEndpoints, { t: 'vip', addr, proto, port: sp.port.port, v: block });
       }
     };
-    vips(clusterIPs, sp.clusterIp, 'cip');
-    // External destinations usually share their routes: one chain serves them all.
-    const ext = sp.nodePort ?? sp.loadBalancerIp ?? sp.externalIp;
-    const prefixFor = (rs: Routes | null, kind: string) => (rs && ext && JSON.stringify(rs) === JSON.stringify(ext) ? 'ext' : kind);
-    vips(externalIPs, sp.externalIp, prefixFor(sp.externalIp, 'eip'));
-    vips(lbIPs, sp.loadBalancerIp, prefixFor(sp.loadBalancerIp, 'lb'));
+    vips(clusterIPs, sp.clusterIp);
+    vips(externalIPs, sp.externalIp);
+    vips(lbIPs, sp.loadBalancerIp);
     if (sp.nodePort && sp.port.nodePort) {
-      const chain = dispatch(sp.nodePort, prefixFor(sp.nodePort, 'np'));
+      const chain = dispatch(sp.nodePort, { kind: 'port', port: sp.port.nodePort });
       const block = blockVerdict(sp.nodePort, name);
       if (chain) add(p.elems, N.nodePorts, { t: 'port', proto, port: sp.port.nodePort, v: { goto: chain } });
       if (block) add(p.elems, N.noEndpointNodePorts, { t: 'port', proto, port: sp.port.nodePort, v: block });
@@ -157,14 +176,27 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   return p;
 }
 
-/**
- * Endpoint selection: affinity services get one chain + one timeout set per endpoint (rare, small);
- * the others DNAT through their slot range of the shared endpoints map (one rule).
- */
-function selection(p: Program, ctx: BuildContext, chain: string, name: string, proto: L4, list: Endpoint[], affinity: number): Stmt[] {
-  const eps = [...new Map(list.map((e) => [epKey(e), e])).values()].sort((a, b) => (epKey(a) < epKey(b) ? -1 : epKey(a) > epKey(b) ? 1 : 0));
+/** A chain shared by content: equal names have equal rules. */
+function shared(p: Program, chain: string, rules: Stmt[]): string {
+  p.sharedChains.set(chain, rules);
+  return chain;
+}
+
+/** The chain of destinations whose endpoint list is empty (packets fall through, not DNATed). */
+const N_EMPTY = 'pick-none';
+
+function uniqueSorted(list: Endpoint[]): Endpoint[] {
+  // Keys computed once (a comparator building them allocates two strings per comparison).
+  const byKey = new Map(list.map((e) => [epKey(e), e]));
+  return [...byKey.keys()].sort().map((k) => byKey.get(k)!);
+}
+
+/** ClientIP affinity: one chain + one timeout set per endpoint (rare, small). */
+function selection(p: Program, _ctx: BuildContext, chain: string, name: string, proto: L4, list: Endpoint[], affinity: number): Stmt[] {
+  void chain;
+  const eps = uniqueSorted(list);
   if (eps.length === 0) return [];
-  if (affinity) {
+  {
     const out: Stmt[] = [];
     for (const e of eps) {
       const h = short(epKey(e));
@@ -183,15 +215,7 @@ function selection(p: Program, ctx: BuildContext, chain: string, name: string, p
     }
     return out;
   }
-  if (eps.length === 1) return [{ s: 'dnat', proto, addr: eps[0].ip, port: eps[0].port }];
-  const slots = assignSlots(eps.map(epKey), ctx.prevSlots?.get(chain), ctx.alloc);
-  p.slots.set(chain, slots);
-  const map = `${N.endpoints}-${shardOf(slots.base)}`;
-  slots.bySlot.forEach((k, i) => {
-    const [addr, ps] = [k.slice(0, k.lastIndexOf('|')), k.slice(k.lastIndexOf('|') + 1)];
-    add(p.elems, map, { t: 'slot', slot: slots.base + i, addr, port: Number(ps) });
-  });
-  return [{ s: 'dnatSlots', proto, n: eps.length, base: slots.base, map }];
+  return [];
 }
 
 export type { ServicePort };

@@ -6,7 +6,11 @@ import { cluster, ep, slice, svc as svcObj } from '../../../test/helpers/k8s';
 import { nftKernelSink, type NftKernel } from './sink';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
-import type { FamOps, Op } from './types';
+import { PICK_SHARDS, type FamOps, type Op } from './types';
+import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
+import { Yielder } from './yielder';
+import { encodeFamOps } from './index';
+import { encodeOps } from '../../native/encode';
 
 /** The ENLS item of service ns/<name> (UDP 53 -> 5353) with these endpoints, computed by the model. */
 function svc(name: string, eps: string[], clusterCIDRs: string[] = []): Item {
@@ -53,8 +57,8 @@ describe('nft sink', () => {
     await sink.apply(set(b, 2), view([b]));
     const inc = k.last();
     expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
-    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set === 'endpoints-0') as Extract<Op, { k: 'addElems' }>;
-    expect(slotAdd.elems).toEqual([{ t: 'slot', slot: 1, addr: '10.244.1.9', port: 5353 }]);
+    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set.startsWith('picks-vip-')) as Extract<Op, { k: 'addElems' }>;
+    expect(slotAdd.elems).toEqual([{ t: 'pick', addr: '10.96.0.1', proto: 'udp', port: 53, i: 1, epAddr: '10.244.1.9', epPort: 5353 }]);
     // The removed UDP endpoint's conntrack entries go.
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
   });
@@ -68,7 +72,9 @@ describe('nft sink', () => {
     const one = svc('a', ['10.244.1.1']);
     await sink.apply(set(one, 2), view([one]));
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53 });
-    expect(toNftText('ip', 'kpng', k.last())).toContain('dnat ip to 10.244.1.1:5353');
+    const text = toNftText('ip', 'kpng', k.last());
+    expect(text).toContain('10.96.0.1 . udp . 53 : goto pick-vip-c-udp-1-');
+    expect(text).toContain('10.96.0.1 . udp . 53 . 0 : 10.244.1.1 . 5353');
   });
 
   test('a failed batch is reported, and the next batch is a full sync', async () => {
@@ -89,19 +95,46 @@ describe('nft sink', () => {
     expect(sink.stats.fullSyncs).toBe(2);
   });
 
-  test('deleting a service removes its chains and elements; growing past capacity moves its slots', async () => {
+  test('shared chains: one per endpoint count and shard, created for the first user and deleted after the last', async () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);
     const a = svc('a', ['10.244.1.1', '10.244.1.2']);
     await sink.apply(set(a, 1, true), view([a]));
+    const full = toNftText('ip', 'kpng', k.last());
+    const two = /add chain ip kpng (pick-vip-c-udp-2-\d+)/.exec(full)![1];
+    expect(full).toContain('dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 2 map @picks-vip-');
+    // a grows: its destination moves to the 5-endpoint chain, and the 2-endpoint one, now unused, goes.
     const big = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3', '10.244.1.4', '10.244.1.5']);
     await sink.apply(set(big, 2), view([big]));
-    const text = toNftText('ip', 'kpng', k.last());
-    expect(text).toContain('flush chain ip kpng eps-ns/a/udp/53');
-    expect(text).toMatch(/numgen random mod 5 offset 8 /);
+    const grow = toNftText('ip', 'kpng', k.last());
+    const five = /add chain ip kpng (pick-vip-c-udp-5-\d+)/.exec(grow)![1];
+    expect(grow).toContain(`10.96.0.1 . udp . 53 : goto ${five}`);
+    expect(grow).toContain(`delete chain ip kpng ${two}`);
     await sink.apply({ revision: 3, reset: false, changes: [{ op: 'delete', key: big.key }] }, view([]));
     const del = toNftText('ip', 'kpng', k.last());
-    expect(del).toContain('delete chain ip kpng eps-ns/a/udp/53');
+    expect(del).toContain(`delete chain ip kpng ${five}`);
     expect(del).toContain('delete element ip kpng vips { 10.96.0.1 . udp . 53 }');
+  });
+});
+
+describe('full sync in slices (the event loop gets turns)', () => {
+  test('the sliced render and encode give the same ops and bytes as the one-piece ones, with turns taken', async () => {
+    const items = Array.from({ length: 40 }, (_, i) => svc(`s${i}`, [`10.180.${i}.1`, `10.180.${i}.2`, `10.180.${i}.3`], ['10.244.0.0/16']));
+    const services = items.map((x): [string, NonNullable<Item['service']>] => [x.key, x.service!]);
+    const node = cluster('n1', []).state.get('node')?.node ?? undefined;
+    const y = new Yielder(0); // every check is due: a turn at each step
+    const sliced = await fullSyncOpsChunked(new TableModel('ip'), services, node, y);
+    const whole = fullSyncOps(new TableModel('ip'), services, node);
+    expect(sliced).toEqual(whole);
+    // Chains do not grow with services: one pick (and one dispatch) chain per shard used at most.
+    const chains = whole.filter((o) => o.k === 'addChain').length;
+    const many = fullSyncOps(new TableModel('ip'), Array.from({ length: 400 }, (_, i): [string, NonNullable<Item['service']>] => [`svc/ns/m${i}`, { ...services[i % 40][1], name: `m${i}` }]), node);
+    expect(many.filter((o) => o.k === 'addChain').length).toBeLessThanOrEqual(2 * PICK_SHARDS + chains);
+    expect(y.turns).toBeGreaterThan(1);
+    const y2 = new Yielder(0);
+    const a = (await encodeFamOps('kpng', [{ fam: 'ip', ops: whole }], y2)).finish();
+    const b = encodeOps(toNftOps('ip', 'kpng', whole)).finish();
+    expect(Buffer.compare(a, b)).toBe(0);
+    expect(y2.turns).toBeGreaterThanOrEqual(whole.length - 1);
   });
 });

@@ -5,7 +5,8 @@ import type { ConntrackFilter } from '../../native/nft-types';
 import type { NodeInfo, Service } from '../../model/enls';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
-import { fullSyncOps, OpCollector, TableModel, updateService } from './plan';
+import { fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
+import { Yielder } from './yielder';
 import type { Fam, FamOps } from './types';
 
 export interface KernelApplyResult { messages: number; bytes: number; ms: number }
@@ -14,6 +15,8 @@ export interface KernelApplyResult { messages: number; bytes: number; ms: number
 export interface NftKernel {
   apply(table: string, ops: FamOps[]): Promise<KernelApplyResult>;
   conntrackDelete(filters: ConntrackFilter[]): Promise<number>;
+  /** Releases what the kernel side keeps between batches (pooled sockets). */
+  close?(): Promise<void>;
 }
 
 const FAMS: Fam[] = ['ip', 'ip6'];
@@ -29,15 +32,24 @@ export class NftDataplane implements Dataplane {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
     this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
     const keyed = services.map((s): [string, Service] => [`svc/${s.namespace}/${s.name}`, s]);
-    return this.kernel.apply(this.table, FAMS.map((fam) => ({ fam, ops: fullSyncOps(this.models[fam], keyed, node) })));
+    // Rendered in slices so that a large state never blocks the event loop for long.
+    const y = new Yielder();
+    const famOps: FamOps[] = [];
+    for (const fam of FAMS) famOps.push({ fam, ops: await fullSyncOpsChunked(this.models[fam], keyed, node, y) });
+    return this.kernel.apply(this.table, famOps);
   }
 
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
     const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
     for (const ch of changes) for (const fam of FAMS) updateService(this.models[fam], ch.key, ch.new ?? undefined, node, coll[fam]);
+    for (const fam of FAMS) settleSharedChains(this.models[fam], coll[fam]);
     const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     return this.kernel.apply(this.table, ops);
+  }
+
+  async close(): Promise<void> {
+    await this.kernel.close?.();
   }
 }
 

@@ -24,6 +24,7 @@ export function stmtText(fam: Fam, st: Stmt): string {
       return `${from}${st.masq ? `meta mark set meta mark | ${hex(MASQ_BIT)} ` : ''}goto ${st.chain}`;
     }
     case 'rejectDaddrInSet': return `ct state new ${fam} daddr @${st.set} reject`;
+    case 'dnatPick': return `meta l4proto ${st.proto} dnat ${fam} to ${st.key === 'vip' ? `${fam} daddr . ` : ''}meta l4proto . th dport . numgen random mod ${st.n} map @${st.map}`;
     case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${st.map}`;
     case 'dnat': return `meta l4proto ${st.proto} dnat ${fam} to ${dnatAddr(fam, st.addr, st.port)}`;
     case 'affinityGoto': return `${fam} saddr @${st.set} goto ${st.chain}`;
@@ -44,6 +45,8 @@ function setText(fam: Fam, s: SetSpec): string {
   switch (s.kind) {
     case 'vipMap': return `map ${s.name} { type ${addr} . inet_proto . inet_service : verdict; }`;
     case 'portMap': return `map ${s.name} { type inet_proto . inet_service : verdict; }`;
+    case 'pickVipMap': return `map ${s.name} { typeof ${fam} daddr . meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
+    case 'pickPortMap': return `map ${s.name} { typeof meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'slotMap': return `map ${s.name} { typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'pairSet': return `set ${s.name} { type ${addr} . ${addr}; }`;
     case 'addrSet': return `set ${s.name} { type ${addr}; }`;
@@ -57,6 +60,7 @@ export function elemText(fam: Fam, e: Elem): string {
   switch (e.t) {
     case 'vip': return `${a(fam, e.addr)} . ${e.proto} . ${e.port} : ${verd(e.v)}`;
     case 'port': return `${e.proto} . ${e.port} : ${verd(e.v)}`;
+    case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${e.epAddr} . ${e.epPort}`;
     case 'slot': return `${e.slot} : ${e.addr} . ${e.port}`;
     case 'pair': return `${e.addr} . ${e.addr}`;
     case 'addr': return e.addr;

@@ -6,6 +6,9 @@
 export type Fam = 'ip' | 'ip6';
 export type L4 = 'tcp' | 'udp' | 'sctp';
 
+/** Picks map shards per kind (services are spread over them by a hash of namespace/name). */
+export const PICK_SHARDS = 64;
+
 /** Packet mark bit that asks nat postrouting to masquerade (kube-proxy's 0x4000). */
 export const MASQ_BIT = 0x4000;
 
@@ -27,6 +30,18 @@ export const N = {
    * rule bound to the map, so one map for all services made full syncs quadratic.
    */
   endpoints: 'endpoints',
+  /**
+   * Endpoint choice keyed by the destination: <fam> daddr . l4proto . dport . slot -> endpoint (vip
+   * destinations), l4proto . dport . slot -> endpoint (node ports); `-local` for the local endpoints.
+   * Read by shared `pick-*` chains (one per key kind, list, protocol, endpoint count and shard), so
+   * the number of chains does not grow with services: nf_tables walks every chain on every commit.
+   * Sharded by service (`-<k>` suffix, PICK_SHARDS maps per kind): one map of 500k elements fills
+   * the kernel's resizable hash slowly within one transaction (rhashtable_insert_slow).
+   */
+  picksVip: 'picks-vip',
+  picksPort: 'picks-port',
+  picksVipLocal: 'picks-lvip',
+  picksPortLocal: 'picks-lport',
   /** saddr . daddr for every endpoint address: a connection DNATed back to its own source is masqueraded. */
   hairpin: 'hairpin',
   /** Every cluster IP: new connections still addressed to one after DNAT (a port it does not serve) are rejected. */
@@ -64,6 +79,8 @@ export type Stmt =
   | { s: 'rejectDaddrInSet'; set: string }
   /** meta l4proto P dnat to numgen random mod n offset base map @<map> (an endpoints shard) */
   | { s: 'dnatSlots'; proto: L4; n: number; base: number; map: string }
+  /** meta l4proto P dnat to [<fam> daddr .] meta l4proto . th dport . numgen random mod n map @<map> */
+  | { s: 'dnatPick'; proto: L4; n: number; map: string; key: 'vip' | 'port' }
   /** meta l4proto P dnat to addr:port */
   | { s: 'dnat'; proto: L4; addr: string; port: number }
   /** <fam> saddr @set goto chain */
@@ -91,10 +108,12 @@ export type Elem =
   | { t: 'vip'; addr: string; proto: L4; port: number; v: Verd }
   | { t: 'port'; proto: L4; port: number; v: Verd }
   | { t: 'slot'; slot: number; addr: string; port: number }
+  /** Slot `i` of a destination (vip: addr set; node port: no addr) -> endpoint epAddr:epPort. */
+  | { t: 'pick'; addr?: string; proto: L4; port: number; i: number; epAddr: string; epPort: number }
   | { t: 'pair'; addr: string }
   | { t: 'addr'; addr: string };
 
-export type SetKind = 'vipMap' | 'portMap' | 'slotMap' | 'pairSet' | 'addrSet' | 'affinity';
+export type SetKind = 'vipMap' | 'portMap' | 'slotMap' | 'pickVipMap' | 'pickPortMap' | 'pairSet' | 'addrSet' | 'affinity';
 
 export interface SetSpec {
   name: string;

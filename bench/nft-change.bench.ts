@@ -1,0 +1,171 @@
+// One endpoint change through the real nft dataplane (root; prints figures, never asserts on time).
+// For each size (services x 10 endpoints, ClusterIP, --cluster-cidr set):
+//   1. full sync from the store into an empty table in a fresh netns: time, messages, and the longest
+//      event-loop stall while the sink works (perf_hooks.monitorEventLoopDelay);
+//   2. N single-endpoint changes: an EndpointSlice enters the store -> the kernel's ack, p50 / p99, and
+//      the split: JS (model + diff + render to NftOps), encode (TS encoder + the addon's libnftnl build),
+//      kernel (sendmsg -> last ack, i.e. the nf_tables transaction and commit).
+//   3. reference: 100 changes with the socket closed after each batch (how kpng sent them before).
+//   (JS = model + diff + NftOps + the TS encoder; encode = the addon's libnftnl build.)
+// Run: make build && node dist/bench/nft-change.bench.js [--sizes 1000,10000,50000] [--changes 200]
+//      [--hold]  (keep the last netns and print its name, for `perf record` against the kernel)
+import { execFileSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { encodeFamOps, nftKernelSink, type NftKernel } from '../src/backend/nft';
+import * as native from '../src/native';
+import { ClusterStore } from '../src/store/cluster';
+import { modelOptions } from '../src/model/options';
+import { NodeState } from '../src/store/node-state';
+import { silentLogger } from '../src/util/log';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
+const CHANGES = Number(arg('--changes', '200'));
+const HOLD = args.includes('--hold');
+const id = crypto.randomBytes(2).toString('hex');
+const created: string[] = [];
+
+function netns(): string {
+  const n = `kn3-bc${id}-${created.length}`;
+  execFileSync('ip', ['netns', 'add', n]);
+  created.push(n);
+  return n;
+}
+function cleanup(): void {
+  for (const n of created.splice(0)) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } }
+}
+process.on('exit', cleanup);
+process.on('SIGINT', () => { cleanup(); process.exit(130); });
+
+const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+const f1 = (x: number) => x.toFixed(1);
+const f2 = (x: number) => x.toFixed(2);
+
+function table(title: string, head: string[], rows: (string | number)[][]): void {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (r: (string | number)[]) => r.map((c, i) => String(c).padStart(w[i])).join('  ');
+  console.log(`\n${title}\n${line(head)}\n${w.map((x) => '-'.repeat(x)).join('  ')}`);
+  for (const r of rows) console.log(line(r));
+}
+
+/** Timings of the last apply, split by stage. */
+interface Split { calledAt: number; toOpsMs: number; encodeMs: number; buildMs: number; kernelMs: number; wallMs: number }
+
+/** The production kernel (index.ts nativeKernel), with each stage timed. */
+function timedKernel(nsPath: string, last: Split): NftKernel {
+  return {
+    async apply(table, famOps) {
+      last.calledAt = performance.now();
+      const batch = await encodeFamOps(table, famOps);
+      last.toOpsMs = performance.now() - last.calledAt;
+      const tw = performance.now();
+      const r = await native.nftApply(batch, { netns: nsPath });
+      last.wallMs = performance.now() - tw;
+      last.encodeMs = r.encodeMs;
+      last.buildMs = r.buildMs ?? 0;
+      last.kernelMs = r.ms - last.buildMs;
+      return { messages: r.messages, bytes: r.bytes, ms: r.ms + r.encodeMs };
+    },
+    conntrackDelete: (filters) => native.conntrackDelete(filters, { netns: nsPath }),
+  };
+}
+
+function sliceOf(i: number, swap: number) {
+  const epIP = (e: number) => ip4(((10 << 24) | (128 << 16)) + i * 16 + e);
+  return {
+    kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', addressType: 'IPv4',
+    metadata: { namespace: 'bench', name: `s${i}`, labels: { 'kubernetes.io/service-name': `s${i}` } },
+    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+    endpoints: Array.from({ length: 10 }, (_, e) => ({
+      addresses: [swap > 0 && e === swap % 10 ? ip4(((10 << 24) | (100 << 16)) + swap) : epIP(e)],
+      conditions: { ready: true }, nodeName: `n${e % 3}`,
+    })),
+  };
+}
+
+async function run(n: number, last: boolean): Promise<(string | number)[]> {
+  const ns = netns();
+  const split: Split = { calledAt: 0, toOpsMs: 0, encodeMs: 0, buildMs: 0, kernelMs: 0, wallMs: 0 };
+  const sink = nftKernelSink({ log: () => undefined }, timedKernel(`/var/run/netns/${ns}`, split));
+  const store = new ClusterStore({ log: silentLogger, model: modelOptions({ clusterCIDRs: ['10.244.0.0/16'] }) });
+  const state = new NodeState(store, 'n1');
+  const sub = state.subscribe();
+  for (let i = 0; i < n; i++) {
+    store.apply('Service', { kind: 'Service', metadata: { namespace: 'bench', name: `s${i}` }, spec: { clusterIP: ip4(((10 << 24) | (96 << 16)) + i + 1), ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+    store.apply('EndpointSlice', sliceOf(i, 0));
+  }
+  store.markSynced();
+  await sub.ready();
+  const first = sub.take();
+  // The node state's items (the model's ENLS of every service) before the sink starts, so the stall
+  // below is the sink's own (the model's first state is a separate, synchronous step: modelMs).
+  const tm = performance.now();
+  let svcCount = 0;
+  for (const it of state.items()) if (it.service) svcCount++;
+  const modelMs = performance.now() - tm;
+  if (svcCount !== n) throw new Error(`expected ${n} services, the node state has ${svcCount}`);
+  // Full sync: the sink's part only (the model's first state is computed above).
+  const h = monitorEventLoopDelay({ resolution: 5 });
+  // A timer keeps the loop turning so that a stall shows up as a late tick.
+  const tick = setInterval(() => undefined, 5);
+  h.enable();
+  const t0 = performance.now();
+  await sink.apply(first, state);
+  const fullMs = performance.now() - t0;
+  h.disable();
+  clearInterval(tick);
+  const stallMs = h.max / 1e6;
+  const fullMsgs = sink.stats.lastMessages;
+  const fullSplit = `${(split.calledAt - t0 + split.toOpsMs).toFixed(0)} / ${split.buildMs.toFixed(0)} / ${split.kernelMs.toFixed(0)}`;
+
+  // Reference: the same changes with the socket closed after each batch (kpng before the kept socket).
+  const ref: number[] = [];
+  for (let c = 1; c <= Math.min(CHANGES, 100); c++) {
+    const i = Math.floor(Math.random() * n);
+    const t = performance.now();
+    store.apply('EndpointSlice', sliceOf(i, 100000 + c));
+    store.flush();
+    await sink.apply(sub.take(), state);
+    native.nftCloseSockets();
+    ref.push(performance.now() - t);
+  }
+  const wall: number[] = [], total: number[] = [], js: number[] = [], enc: number[] = [], kern: number[] = [], msgs: number[] = [];
+  for (let c = 1; c <= CHANGES; c++) {
+    const i = Math.floor(Math.random() * n);
+    const t = performance.now();
+    store.apply('EndpointSlice', sliceOf(i, c + n * 0));
+    store.flush();
+    await sink.apply(sub.take(), state);
+    const end = performance.now();
+    total.push(end - t);
+    js.push(split.calledAt - t + split.toOpsMs);
+    enc.push(split.buildMs);
+    kern.push(split.kernelMs);
+    wall.push(split.wallMs);
+    msgs.push(sink.stats.lastMessages);
+  }
+  if (last && HOLD) {
+    console.log(`\nholding netns ${ns} (${n} services); Ctrl-C to clean up`);
+    created.splice(created.indexOf(ns), 1);
+    console.log(`remove it with: ip netns del ${ns}`);
+  }
+  state.close();
+  native.nftCloseSockets(); // an open socket would keep the deleted namespace alive
+  cleanup();
+  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, f2(pct(js, 50)), f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), f2(pct(wall, 50)), pct(msgs, 50)];
+}
+
+(async () => {
+  if (process.getuid?.() !== 0) { console.log('nft-change bench: needs root, skipped'); return; }
+  if (!native.nativeAvailable()) { console.log('nft-change bench: native addon not built, skipped'); return; }
+  const rows: (string | number)[][] = [];
+  for (const [k, n] of SIZES.entries()) {
+    rows.push(await run(n, k === SIZES.length - 1));
+    if (globalThis.gc) globalThis.gc();
+  }
+  table('nft: full sync from the store, then one endpoint change (EndpointSlice into the store -> kernel ack), 10 endpoints per service',
+    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50', 'msgs/change'], rows);
+})().catch((e) => { console.error(e); process.exitCode = 1; }).finally(() => { if (!HOLD) cleanup(); });
