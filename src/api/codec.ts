@@ -4,7 +4,6 @@
 import { Writer } from 'protobufjs/minimal';
 import { kpng } from '../gen/proto';
 import { normalizeItem, type Item } from '../model/enls';
-import type { Change } from '../sink/sink';
 
 const w = kpng.watchv1;
 
@@ -58,29 +57,44 @@ function setOpBytes(item: Item): Uint8Array {
 
 const RESET_OP = w.Op.encode({ reset: {} }).finish();
 
+/** The bytes before one op inside an OpBatch: field 1 (ops), length-delimited, then the length. */
+function opPrefix(length: number): Buffer {
+  const b = Buffer.allocUnsafe(6);
+  b[0] = 10;
+  let n = 1;
+  let v = length;
+  while (v > 127) { b[n++] = (v & 127) | 128; v >>>= 7; }
+  b[n++] = v;
+  return b.subarray(0, n);
+}
+
 /**
  * Encodes a batch as OpBatch messages of about `chunkBytes` each: Reset first when the batch
- * is a reset, then the changes, then Sync. Returns the messages lazily so a slow client's
- * stream encodes only as fast as it drains.
+ * is a reset, then the ops (an Item is a set, a string the key of a delete), then Sync. Returns
+ * the messages lazily so a slow client's stream encodes only as fast as it drains; each message is
+ * the cached op bytes copied once.
  */
-export function* encodeBatch(batch: { reset: boolean; changes: readonly Change[]; revision: number }, items: number, chunkBytes = 64 * 1024): Generator<Buffer> {
-  let out = Writer.create();
-  let size = 0;
+export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | string)[]; revision: number }, items: number, chunkBytes = 64 * 1024): Generator<Buffer> {
+  let parts: Uint8Array[] = [];
+  let size = 0; // as counted for chunking (6 bytes of prefix per op, as before)
+  let length = 0;
   const add = (op: Uint8Array) => {
-    out.uint32(10).bytes(op); // field 1 (ops), length-delimited
+    const prefix = opPrefix(op.length);
+    parts.push(prefix, op);
     size += op.length + 6;
+    length += prefix.length + op.length;
   };
   if (batch.reset) add(RESET_OP);
-  for (const c of batch.changes) {
-    add(c.op === 'set' ? setOpBytes(c.item) : w.Op.encode({ delete: { key: c.key } }).finish());
+  for (const o of batch.ops) {
+    add(typeof o === 'string' ? w.Op.encode({ delete: { key: o } }).finish() : setOpBytes(o));
     if (size >= chunkBytes) {
-      yield Buffer.from(out.finish());
-      out = Writer.create();
-      size = 0;
+      yield Buffer.concat(parts, length);
+      parts = [];
+      size = length = 0;
     }
   }
   add(w.Op.encode({ sync: { revision: batch.revision, items } }).finish());
-  yield Buffer.from(out.finish());
+  yield Buffer.concat(parts, length);
 }
 
 /** Client side: throws on garbage (gRPC then fails the call and the client reconnects). */

@@ -123,8 +123,8 @@ export class WatchSession {
         continue;
       }
       if (this.closed || sub !== this.sub || !sub.pending) continue;
-      const batch = sub.take();
-      if (!batch.reset && batch.changes.length === 0) continue;
+      const batch = sub.takeOps();
+      if (!batch.reset && batch.ops.length === 0) continue;
       this.requested = false;
       this.stats.requested = false;
       this.sending = true;
