@@ -123,9 +123,9 @@ describe('items shared between node states', () => {
   );
   type SvcArb = typeof svcArb extends fc.Arbitrary<infer T> ? T : never;
   const objs = (i: number, s: SvcArb): Obj[] => [
-    svc(`s${i}`, { clusterIPs: [`10.96.1.${i}`], type: s.type, itp: s.itp, etp: s.etp, sourceRanges: s.ranges, lbIPs: s.type === 'LoadBalancer' ? [`198.51.100.${i}`] : undefined,
+    svc(`s${i}`, { clusterIPs: [`10.96.1.${i}`], type: s.type, itp: s.itp, etp: s.etp, sourceRanges: s.ranges && [...s.ranges], lbIPs: s.type === 'LoadBalancer' ? [`198.51.100.${i}`] : undefined,
       ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 'http', nodePort: s.type === 'ClusterIP' ? undefined : 30000 + i }] }),
-    slice(`s${i}-a`, `s${i}`, s.eps.map((e, k) => ep(`10.244.${i}.${k + 1}`, { node: ['n1', 'n2', 'n3', 'n4', undefined, 'n9'][e.host], ready: e.ready, serving: e.ready || e.terminating, terminating: e.terminating, zones: e.zones, nodes: e.nodes }))),
+    slice(`s${i}-a`, `s${i}`, s.eps.map((e, k) => ep(`10.244.${i}.${k + 1}`, { node: ['n1', 'n2', 'n3', 'n4', undefined, 'n9'][e.host], ready: e.ready, serving: e.ready || e.terminating, terminating: e.terminating, zones: e.zones && [...e.zones], nodes: e.nodes && [...e.nodes] }))),
   ];
 
   test('random changes: every node state equals its model from scratch; revisions move only with it', () => {

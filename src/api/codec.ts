@@ -1,7 +1,6 @@
 // The Watch messages (proto/watch.proto) on the wire: protobufjs static code does the
 // encoding; this file adds what gRPC needs (serializers that never throw on the server side)
 // and a per-item cache so that an item shared by many clients is encoded once.
-import { Writer } from 'protobufjs/minimal';
 import { kpng } from '../gen/proto';
 import { normalizeItem, type Item } from '../model/enls';
 
@@ -43,19 +42,14 @@ export type WireOp =
   | { op: 'delete'; key: string }
   | { op: 'sync'; revision: number; items: number };
 
-/** Encoded `Op{set: item}` per item object (items are immutable once stored; a new value is a new object). */
-const setOpCache = new WeakMap<Item, Uint8Array>();
+/** One op ready for an OpBatch: its field prefix and bytes, and the op's own length. */
+interface FramedOp { framed: Buffer; opLength: number }
 
-function setOpBytes(item: Item): Uint8Array {
-  let b = setOpCache.get(item);
-  if (!b) {
-    b = w.Op.encode({ set: item }).finish();
-    setOpCache.set(item, b);
-  }
-  return b;
-}
-
-const RESET_OP = w.Op.encode({ reset: {} }).finish();
+/**
+ * Framed `Op{set: item}` per item object (items are immutable once stored; a new value is a new
+ * object). Node states share item objects, so an item alike on many nodes is encoded once.
+ */
+const setOpCache = new WeakMap<Item, FramedOp>();
 
 /** The bytes before one op inside an OpBatch: field 1 (ops), length-delimited, then the length. */
 function opPrefix(length: number): Buffer {
@@ -68,6 +62,19 @@ function opPrefix(length: number): Buffer {
   return b.subarray(0, n);
 }
 
+function frame(op: Uint8Array): FramedOp {
+  const prefix = opPrefix(op.length);
+  return { framed: Buffer.concat([prefix, op]), opLength: op.length };
+}
+
+function setOp(item: Item): FramedOp {
+  let f = setOpCache.get(item);
+  if (!f) setOpCache.set(item, (f = frame(w.Op.encode({ set: item }).finish())));
+  return f;
+}
+
+const RESET_OP = frame(w.Op.encode({ reset: {} }).finish());
+
 /**
  * Encodes a batch as OpBatch messages of about `chunkBytes` each: Reset first when the batch
  * is a reset, then the ops (an Item is a set, a string the key of a delete), then Sync. Returns
@@ -75,25 +82,24 @@ function opPrefix(length: number): Buffer {
  * the cached op bytes copied once.
  */
 export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | string)[]; revision: number }, items: number, chunkBytes = 64 * 1024): Generator<Buffer> {
-  let parts: Uint8Array[] = [];
-  let size = 0; // as counted for chunking (6 bytes of prefix per op, as before)
+  let parts: Buffer[] = [];
+  let size = 0; // as counted for chunking (6 bytes of prefix per op, as always)
   let length = 0;
-  const add = (op: Uint8Array) => {
-    const prefix = opPrefix(op.length);
-    parts.push(prefix, op);
-    size += op.length + 6;
-    length += prefix.length + op.length;
+  const add = (op: FramedOp) => {
+    parts.push(op.framed);
+    size += op.opLength + 6;
+    length += op.framed.length;
   };
   if (batch.reset) add(RESET_OP);
   for (const o of batch.ops) {
-    add(typeof o === 'string' ? w.Op.encode({ delete: { key: o } }).finish() : setOpBytes(o));
+    add(typeof o === 'string' ? frame(w.Op.encode({ delete: { key: o } }).finish()) : setOp(o));
     if (size >= chunkBytes) {
       yield Buffer.concat(parts, length);
       parts = [];
       size = length = 0;
     }
   }
-  add(w.Op.encode({ sync: { revision: batch.revision, items } }).finish());
+  add(frame(w.Op.encode({ sync: { revision: batch.revision, items } }).finish()));
   yield Buffer.concat(parts, length);
 }
 

@@ -50,6 +50,11 @@ export class ItemStore implements StateView {
     for (const k of this.keys()) yield this.get(k)!;
   }
 
+  /** Every item in key order, as an array (a full batch's contents). */
+  itemList(): Item[] {
+    return [...this.items()];
+  }
+
   keys(): readonly string[] {
     if (!this.sortedKeys) this.sortedKeys = [...this.entries.keys()].sort();
     return this.sortedKeys;

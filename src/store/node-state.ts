@@ -38,6 +38,25 @@ export class NodeState extends ItemStore {
   override get(key: string): Item | undefined { return this.entry(key)?.item; }
   override hashOf(key: string): string | undefined { return this.entry(key)?.hash; }
 
+  override *items(): Iterable<Item> {
+    yield* this.itemList();
+  }
+
+  /** The full state: own entries merged (both lists sorted) into the shared ones. */
+  override itemList(): Item[] {
+    const keys = this.shared.keys(), recs = this.shared.recordsInOrder();
+    const own = super.keys(); // exactly the node item and the services that name this node
+    const out = new Array<Item>(keys.length);
+    for (let i = 0, j = 0; i < keys.length; i++) {
+      if (j < own.length && own[j] === keys[i]) out[i] = this.ownEntry(own[j++])!.item;
+      else {
+        const rec = recs[i]!;
+        out[i] = ((rec.uniform && rec.generic) || this.shared.sharedFor(rec, this.view)).item;
+      }
+    }
+    return out;
+  }
+
   /** Items are computed by the cluster, never put from outside. */
   override put(): boolean {
     throw new Error('NodeState is computed from its cluster store; put() is not for it');

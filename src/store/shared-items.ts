@@ -14,7 +14,13 @@ import { makeEntry, type Entry } from './item-store';
 export class ServiceRecord {
   /** Item per node class, computed on first use. */
   readonly byClass = new Map<string, Entry>();
-  constructor(readonly svc: ServiceSpec, readonly slices: readonly SliceSpec[], readonly dep: NodeDependence) {}
+  /** Every node it does not name is in one class (no zone hints, no source ranges). */
+  readonly uniform: boolean;
+  /** The item of class "" (nodes not named, outside the hinted zones), once computed. */
+  generic: Entry | undefined;
+  constructor(readonly svc: ServiceSpec, readonly slices: readonly SliceSpec[], readonly dep: NodeDependence) {
+    this.uniform = dep.zones.size === 0 && dep.ranges === null;
+  }
 }
 
 /** What entryFor() gives: the entry, and whether it is this node's own (not shared). */
@@ -30,6 +36,8 @@ export class SharedItems {
   /** Item keys of services whose items depend on the zone or the node's addresses. */
   private readonly classDependent = new Set<string>();
   private sorted: string[] | null = null;
+  /** The record of each of `sorted` (null for "node"); rebuilt after any record changed. */
+  private sortedRecs: (ServiceRecord | null)[] | null = null;
   /** The change last applied, and the records it replaced (read while node states catch up with it). */
   private lastChange: ClusterChange | null = null;
   private replaced = new Map<string, ServiceRecord | undefined>();
@@ -74,6 +82,12 @@ export class SharedItems {
     return this.sorted;
   }
 
+  /** The records in the order of keys() (null at "node"). */
+  recordsInOrder(): readonly (ServiceRecord | null)[] {
+    if (!this.sortedRecs) this.sortedRecs = this.keys().map((k) => (k === NODE_KEY ? null : this.records.get(k)!));
+    return this.sortedRecs;
+  }
+
   get size(): number { return this.records.size + 1; }
 
   /** Item keys of the services that name this node (it has items of its own for them). */
@@ -87,8 +101,19 @@ export class SharedItems {
     const cls = nodeClass(rec.dep, node);
     if (cls === null) return { entry: this.compute(rec, node), own: true };
     let entry = rec.byClass.get(cls);
-    if (!entry) rec.byClass.set(cls, (entry = this.compute(rec, node)));
+    if (!entry) {
+      rec.byClass.set(cls, (entry = this.compute(rec, node)));
+      if (cls === '') rec.generic = entry;
+    }
     return { entry, own: false };
+  }
+
+  /**
+   * entryFor() for a node the caller knows the service does not name (a node state's hot path: a
+   * full state reads every service; most are uniform and this is one field read).
+   */
+  sharedFor(rec: ServiceRecord, node: ModelNode): Entry {
+    return (rec.uniform && rec.generic) || this.entryFor(rec, node).entry;
   }
 
   private compute(rec: ServiceRecord, node: ModelNode): Entry {
@@ -99,6 +124,7 @@ export class SharedItems {
   private load(key: string): void {
     const itemKey = toItemKey(key);
     const old = this.records.get(itemKey);
+    this.sortedRecs = null;
     if (old) for (const n of old.dep.names) this.unname(n, itemKey);
     const svc = this.cluster.getService(key);
     if (!svc) {

@@ -54,10 +54,10 @@ export class Subscription {
 
   /** Takes the coalesced batch now, compact (possibly with no ops if everything flapped back). */
   takeOps(): OpsBatch {
-    const ops: (Item | string)[] = [];
+    let ops: (Item | string)[] = [];
     const reset = this.resetPending;
     if (reset) {
-      for (const item of this.state.items()) ops.push(item);
+      ops = this.state.itemList();
     } else {
       for (const key of [...this.dirty.keys()].sort()) {
         const had = this.dirty.get(key);
