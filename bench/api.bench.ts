@@ -16,7 +16,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, credentials, Metadata } from '@grpc/grpc-js';
+import { Client, credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { serveApi } from '../src/api/server';
 import { WatchClient } from '../src/api/client';
 import { decodeOpBatch, encodeRequest, WATCH_METHOD } from '../src/api/codec';
@@ -103,7 +103,7 @@ function peakMeter() {
 }
 
 /** What a worker tells about one batch of one of its clients. */
-interface BatchNote { i: number; reset: boolean; changes: number; items: number; keys: string[]; port1000: number; bytes: number; messages: number }
+interface BatchNote { i: number; reset: boolean; changes: number; items: number; keys: string[]; port1000: number; bytes: number; messages: number; reconnects?: number }
 
 /** Clients run in worker threads (their decoding is not charged to the server's thread). */
 function runWorker(): void {
@@ -117,7 +117,7 @@ function runWorker(): void {
         i: first + k, reset: b.reset, changes: b.changes.length, items: b.items,
         keys: b.changes.length <= 5 ? b.changes.map((ch) => ch.key) : [],
         port1000: svc?.op === 'set' ? svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0 : 0,
-        bytes: c.stats.bytes, messages: c.stats.messages,
+        bytes: c.stats.bytes, messages: c.stats.messages, reconnects: c.stats.failures,
       };
       parentPort!.postMessage(note);
     });
@@ -138,45 +138,57 @@ function runLightClients(api: string, nodes: string[], first: number): void {
   const target = `unix:${api.slice('unix://'.length)}`;
   const calls = nodes.map((node, k) => {
     const client = new Client(target, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
-    const call = client.makeBidiStreamRequest(WATCH_METHOD, (r: Buffer) => r, (b: Buffer) => b, new Metadata());
-    let bytes = 0, messages = 0, ops = 0, reset = false, inBatch = false, port1000 = 0;
-    let small: Buffer[] = [];
-    call.on('data', (b: Buffer) => {
-      bytes += b.length;
-      messages++;
-      let lastOp: Buffer | null = null;
-      for (let i = 0; i < b.length;) {
-        if (b[i++] !== 10) throw new Error('not an OpBatch');
-        let len = 0, shift = 0, c: number;
-        do { c = b[i++]; len |= (c & 127) << shift; shift += 7; } while (c & 128);
-        if (!inBatch) { inBatch = true; reset = b[i] === 10; }
-        lastOp = b.subarray(i, i + len);
-        i += len;
-        ops++;
-      }
-      if (!reset) small.push(b);
-      if (!lastOp || lastOp[0] !== 0x22) return; // the batch ends with Sync (Op field 4)
-      const sync = kpng.watchv1.Op.decode(lastOp).sync!;
-      let changes = ops - 1 - (reset ? 1 : 0);
-      let keys: string[] = [];
-      if (!reset) {
-        const decoded = small.flatMap((m) => decodeOpBatch(m)).filter((o) => o.op === 'set' || o.op === 'delete');
-        changes = decoded.length;
-        keys = decoded.length <= 5 ? decoded.map((o) => (o.op === 'set' ? o.item.key : o.op === 'delete' ? o.key : '')) : [];
-        const svc = decoded.find((o) => o.op === 'set' && o.item.key === BURST_KEY);
-        if (svc?.op === 'set') port1000 = svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0;
-      }
-      const note: BatchNote = { i: first + k, reset, changes, items: sync.items ?? 0, keys, port1000, bytes, messages };
-      parentPort!.postMessage(note);
-      ops = 0; inBatch = false; small = [];
-      call.write(encodeRequest({ appliedRevision: Number(sync.revision) }));
-    });
-    call.on('error', () => undefined);
-    call.write(encodeRequest({ node: nodes[k] }));
-    return { client, call };
+    const c = { client, call: null as ClientDuplexStream<Buffer, Buffer> | null, stopped: false };
+    let bytes = 0, messages = 0, reconnects = 0, port1000 = 0;
+    const start = () => {
+      const call = client.makeBidiStreamRequest(WATCH_METHOD, (r: Buffer) => r, (b: Buffer) => b, new Metadata());
+      c.call = call;
+      let ops = 0, reset = false, inBatch = false;
+      let small: Buffer[] = [];
+      call.on('data', (b: Buffer) => {
+        bytes += b.length;
+        messages++;
+        let lastOp: Buffer | null = null;
+        for (let i = 0; i < b.length;) {
+          if (b[i++] !== 10) throw new Error('not an OpBatch');
+          let len = 0, shift = 0, x: number;
+          do { x = b[i++]; len |= (x & 127) << shift; shift += 7; } while (x & 128);
+          if (!inBatch) { inBatch = true; reset = b[i] === 10; }
+          lastOp = b.subarray(i, i + len);
+          i += len;
+          ops++;
+        }
+        if (!reset) small.push(b);
+        if (!lastOp || lastOp[0] !== 0x22) return; // the batch ends with Sync (Op field 4)
+        const sync = kpng.watchv1.Op.decode(lastOp).sync!;
+        let changes = ops - 1 - (reset ? 1 : 0);
+        let keys: string[] = [];
+        if (!reset) {
+          const decoded = small.flatMap((m) => decodeOpBatch(m)).filter((o) => o.op === 'set' || o.op === 'delete');
+          changes = decoded.length;
+          keys = decoded.length <= 5 ? decoded.map((o) => (o.op === 'set' ? o.item.key : o.op === 'delete' ? o.key : '')) : [];
+          const svc = decoded.find((o) => o.op === 'set' && o.item.key === BURST_KEY);
+          if (svc?.op === 'set') port1000 = svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0;
+        }
+        const note: BatchNote = { i: first + k, reset, changes, items: sync.items ?? 0, keys, port1000, bytes, messages, reconnects };
+        parentPort!.postMessage(note);
+        ops = 0; inBatch = false; small = [];
+        call.write(encodeRequest({ appliedRevision: Number(sync.revision) }));
+      });
+      // Like WatchClient: a broken stream is started again (its next batch is a full state).
+      call.on('error', (e: Error & { code?: number; details?: string }) => {
+        if (c.stopped) return;
+        if (process.env.BENCH_DEBUG) console.error(`client ${node}: ${e.code} ${e.details}`);
+        reconnects++;
+        setTimeout(start, 200);
+      });
+      call.write(encodeRequest({ node }));
+    };
+    start();
+    return c;
   });
   parentPort!.on('message', () => {
-    for (const c of calls) { c.call.cancel(); c.client.close(); }
+    for (const c of calls) { c.stopped = true; c.call?.cancel(); c.client.close(); }
     parentPort!.postMessage('stopped');
   });
 }
@@ -226,7 +238,7 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   const states = server.nodes().length;
   const grown = heap() - heap0;
   rows.push({ shape, what: 'first full state to all', ms: tFirst, bytes: bytes1, messages: msgs1,
-    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s; server heap +${mib(grown)} after GC (${fmt(grown / states / 1024)} KiB a node state), peak +${mib(peak.heap - heap0)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
+    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted; server heap +${mib(grown)} after GC (${fmt(grown / states / 1024)} KiB a node state), peak +${mib(peak.heap - heap0)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
 
   // One change: a service's endpoints move; every node's state for it changes.
   const t1 = performance.now();
