@@ -102,6 +102,18 @@ describe('items shared between node states', () => {
     expect((await sub2.next()).changes.map((c) => `${c.op} ${c.key}`)).toEqual(['set svc/default/api']);
   });
 
+  test('a node state opened after all others closed sees the changes made meanwhile', () => {
+    const w = base();
+    for (const s of w.states.values()) s.close();
+    w.add(slice('web-1', 'web', [ep('10.244.1.9', { node: 'n2' })]), svc('api', { clusterIPs: ['10.96.0.3'] }));
+    w.del(svc('db'));
+    for (const n of NODES) {
+      const s = new NodeState(w.store, n);
+      expect(hashes(s)).toEqual(fromScratch(w.store, n));
+      s.close();
+    }
+  });
+
   // Random clusters and random changes: every node state equals the model computed from scratch for
   // its node, and a node's revision moves exactly when one of its items changed.
   const endpointArb = fc.record({

@@ -51,11 +51,15 @@ export class SharedItems {
 
   private constructor(private readonly cluster: ClusterStore) {
     for (const key of cluster.serviceKeys()) this.load(key);
+    // Follows the store even while no node state is open (the next one must not see stale records).
+    // Registered before any node state's listener, so it runs first on every flush.
+    cluster.onChange((c) => this.apply(c));
   }
 
   /**
-   * Brings the records up to a flush of the cluster store. Every node state calls it first thing in
-   * its listener; only the first call for a change does the work.
+   * Brings the records up to a flush of the cluster store. Every node state also calls it first
+   * thing in its listener (one created during a flush may be called before this instance's own
+   * listener); only the first call for a change does the work.
    */
   apply(c: ClusterChange): void {
     if (c === this.lastChange) return;
