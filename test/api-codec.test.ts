@@ -3,6 +3,7 @@
 import { decodeOpBatch, encodeBatch } from '../src/api/codec';
 import { kpng } from '../src/gen/proto';
 import { computeServiceItem } from '../src/model/compute';
+import type { Item } from '../src/model/enls';
 import { ClusterStore } from '../src/store/cluster';
 import { silentLogger } from '../src/util/log';
 import { ep, slice, svc } from './helpers/k8s';
@@ -16,18 +17,30 @@ test('encodeBatch messages equal protobufjs OpBatch encodings, in chunks', () =>
   store.flush();
   const view = { name: 'n1', zone: '', primary: [] };
   const items = [...store.serviceKeys()].sort().map((k) => computeServiceItem(store.getService(k)!, store.slicesOf(k), view));
-  const ops = [...items.slice(0, 200), 'svc/default/gone', ...items.slice(200)];
-  const msgs = [...encodeBatch({ reset: true, ops, revision: 7 }, items.length, 16 * 1024)];
-  expect(msgs.length).toBeGreaterThan(3);
   const w = kpng.watchv1;
-  const expected: kpng.watchv1.IOp[] = [{ reset: {} }, ...ops.map((o) => (typeof o === 'string' ? { delete: { key: o } } : { set: o })), { sync: { revision: 7, items: items.length } }];
-  let at = 0;
-  for (const m of msgs) {
-    const n = w.OpBatch.decode(m).ops.length;
-    expect(Buffer.compare(m, Buffer.from(w.OpBatch.encode({ ops: expected.slice(at, at + n) }).finish()))).toBe(0);
-    expect(m.length).toBeLessThan(16 * 1024 + 4096);
-    at += n;
+  const check = (reset: boolean, ops: (Item | string)[], chunk: number) => {
+    const msgs = [...encodeBatch({ reset, ops, revision: 7 }, items.length, chunk)];
+    expect(msgs.length).toBeGreaterThan(2);
+    const expected: kpng.watchv1.IOp[] = [...(reset ? [{ reset: {} }] : []), ...ops.map((o) => (typeof o === 'string' ? { delete: { key: o } } : { set: o })), { sync: { revision: 7, items: items.length } }];
+    let at = 0;
+    for (const m of msgs) {
+      const n = w.OpBatch.decode(m).ops.length;
+      expect(Buffer.compare(m, Buffer.from(w.OpBatch.encode({ ops: expected.slice(at, at + n) }).finish()))).toBe(0);
+      expect(m.length).toBeLessThan(chunk + 4096);
+      at += n;
+    }
+    expect(at).toBe(expected.length);
+    return msgs;
+  };
+  const ops = [...items.slice(0, 200), 'svc/default/gone', ...items.slice(200)];
+  expect(decodeOpBatch(check(true, ops, 16 * 1024)[0])[0]).toEqual({ op: 'reset' });
+  // Full states met again are copied in runs of ops: the same bytes and message boundaries, also when
+  // a run is cut by a boundary (small chunks), or when some of its items are other objects.
+  for (const chunk of [16 * 1024, 4 * 1024, 64 * 1024]) {
+    check(true, items, chunk);
+    check(true, items, chunk);
+    const other = items.map((it, i) => (i % 97 === 5 ? computeServiceItem(store.getService(`default/s${i}`)!, [], view) : it));
+    check(true, other, chunk);
+    check(true, items, chunk);
   }
-  expect(at).toBe(expected.length);
-  expect(decodeOpBatch(msgs[0])[0]).toEqual({ op: 'reset' });
 });
