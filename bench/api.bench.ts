@@ -257,9 +257,9 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   if (profile) await profile(`${process.env.BENCH_PROFILE}.${shape.replace(/\W+/g, '-')}.cpuprofile`);
   const peak = meter.stop();
   const states = server.nodes().length;
-  const grown = heap() - heap0;
+  const heap1 = heap();
   rows.push({ shape, what: 'first full state to all', ms: tFirst, bytes: bytes1, messages: msgs1,
-    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap +${mib(grown)} after GC (${fmt(grown / states / 1024)} KiB a node state), peak +${mib(peak.heap - heap0)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
+    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap after GC ${mib(heap1)} (${mib(heap0)} before the server), peak ${mib(peak.heap)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
 
   // One change: a service's endpoints move; every node's state for it changes.
   const t1 = performance.now();
