@@ -1,23 +1,46 @@
-// The Watch API under load: a server with 10k services and 100 clients (in 4 worker threads,
-// each client on its own connection over a unix socket). Prints, for two shapes (100 nodes with one client
-// each, as in a cluster; one node with 100 clients, the pure fan-out), the time until every
-// client has its first full state, the bytes of gRPC messages, and the cost of one change
-// fanned out to all clients. Figures only; nothing is asserted.
+// The Watch API under load: a server with S services and N nodes' clients (in worker threads,
+// each client on its own connection over a unix socket). Prints, for two shapes (N nodes with one
+// client each, as in a cluster; one node with N clients, the pure fan-out), the time until every
+// client has its first full state, the bytes of gRPC messages, the server's memory growth per
+// node, and the cost of one change fanned out to all clients. Before that, the node states alone
+// (no gRPC): N shared node states against a reference that computes each node's state from
+// scratch (the algorithm before items were shared), measured on a few nodes and scaled.
+// Figures only; nothing is asserted.
 //
-//   npm run build && node dist/bench/api.bench.js [services=10000] [clients=100] [workers=4]
+//   npm run bench:api -- [--services 10000] [--nodes 100] [--clients N] [--workers 4]
+//                        [--decode full|light] [--shape both|nodes|one] [--reference 5]
+// --decode light: clients count the ops of a full state and decode only the small batches (a
+// client's decoding is its node's cost, not the server's; 1000 full decoders do not fit in 2 CPUs).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { serveApi } from '../src/api/server';
 import { WatchClient } from '../src/api/client';
+import { decodeOpBatch, encodeRequest, WATCH_METHOD } from '../src/api/codec';
+import { computeNodeItem, computeServiceItem } from '../src/model/compute';
+import { NODE_KEY } from '../src/model/enls';
+import { kpng } from '../src/gen/proto';
 import { ClusterStore } from '../src/store/cluster';
+import { ItemStore } from '../src/store/item-store';
+import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 
-const SERVICES = Number(process.argv[2] ?? 10000);
-const CLIENTS = Number(process.argv[3] ?? 100);
-const NODES = 100;
-const WORKERS = Number(process.argv[4] ?? 4);
+const { values: args, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    services: { type: 'string' }, nodes: { type: 'string' }, clients: { type: 'string' }, workers: { type: 'string' },
+    decode: { type: 'string' }, shape: { type: 'string', default: 'both' }, reference: { type: 'string', default: '5' },
+  },
+});
+// Positional form kept: [services] [clients] [workers].
+const SERVICES = Number(args.services ?? positionals[0] ?? 10000);
+const NODES = Number(args.nodes ?? 100);
+const CLIENTS = Number(args.clients ?? positionals[1] ?? NODES);
+const WORKERS = Number(args.workers ?? positionals[2] ?? 4);
+const LIGHT = (args.decode ?? (CLIENTS > 100 ? 'light' : 'full')) === 'light';
 /** The burst changes services BURST_FIRST.. BURST_FIRST+99; clients watch the first one. */
 const BURST_FIRST = Math.floor(SERVICES / 2);
 const BURST_KEY = `svc/ns${BURST_FIRST % 50}/svc${BURST_FIRST}`;
@@ -48,12 +71,44 @@ const mib = (b: number) => `${fmt(b / 1048576, 1)} MiB`;
 
 interface Row { shape: string; what: string; ms: number; bytes: number; messages: number; note: string }
 
+/** CPU time of this thread (the server's; clients run in workers), in ms. */
+const threadCpu = (): number => {
+  const u = (process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.() ?? process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+/** BENCH_PROFILE=prefix: a CPU profile of the server thread while the first full states go out. */
+async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFileSync } = await import('node:fs');
+  const s = new Session();
+  s.connect();
+  await s.post('Profiler.enable');
+  await s.post('Profiler.start');
+  return async (file) => {
+    const { profile } = await s.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    s.disconnect();
+  };
+}
+
+const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
+const heap = (): number => { gc(); return process.memoryUsage().heapUsed; };
+
+/** Peak heap and RSS of the process, sampled every 50 ms while a phase runs. */
+function peakMeter() {
+  const peak = { heap: 0, rss: 0 };
+  const sample = () => { const m = process.memoryUsage(); peak.heap = Math.max(peak.heap, m.heapUsed); peak.rss = Math.max(peak.rss, m.rss); };
+  const t = setInterval(sample, 50);
+  return { stop: () => { clearInterval(t); sample(); return peak; } };
+}
+
 /** What a worker tells about one batch of one of its clients. */
-interface BatchNote { i: number; reset: boolean; changes: number; items: number; keys: string[]; port1000: number; bytes: number; messages: number }
+interface BatchNote { i: number; reset: boolean; changes: number; items: number; keys: string[]; port1000: number; bytes: number; messages: number; reconnects?: number }
 
 /** Clients run in worker threads (their decoding is not charged to the server's thread). */
 function runWorker(): void {
-  const { api, nodes, first } = workerData as { api: string; nodes: string[]; first: number };
+  const { api, nodes, first, light } = workerData as { api: string; nodes: string[]; first: number; light: boolean };
+  if (light) return runLightClients(api, nodes, first);
   const clients = nodes.map((node, k) => {
     const c = new WatchClient({ api, node, log: silentLogger });
     void c.run((b) => {
@@ -62,7 +117,7 @@ function runWorker(): void {
         i: first + k, reset: b.reset, changes: b.changes.length, items: b.items,
         keys: b.changes.length <= 5 ? b.changes.map((ch) => ch.key) : [],
         port1000: svc?.op === 'set' ? svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0 : 0,
-        bytes: c.stats.bytes, messages: c.stats.messages,
+        bytes: c.stats.bytes, messages: c.stats.messages, reconnects: c.stats.failures,
       };
       parentPort!.postMessage(note);
     });
@@ -74,22 +129,102 @@ function runWorker(): void {
   });
 }
 
+/**
+ * Clients that speak the protocol on raw messages: a full state's ops are counted (their framing
+ * walked, not decoded); other batches are decoded. What a node's own kpng would do with the state
+ * is its own CPU, not the server's.
+ */
+function runLightClients(api: string, nodes: string[], first: number): void {
+  const target = `unix:${api.slice('unix://'.length)}`;
+  const calls = nodes.map((node, k) => {
+    const client = new Client(target, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+    const c = { client, call: null as ClientDuplexStream<Buffer, Buffer> | null, stopped: false };
+    let bytes = 0, messages = 0, reconnects = 0, port1000 = 0;
+    const start = () => {
+      const call = client.makeBidiStreamRequest(WATCH_METHOD, (r: Buffer) => r, (b: Buffer) => b, new Metadata());
+      c.call = call;
+      let ops = 0, reset = false, inBatch = false;
+      let small: Buffer[] = [];
+      call.on('data', (b: Buffer) => {
+        bytes += b.length;
+        messages++;
+        let lastOp: Buffer | null = null;
+        for (let i = 0; i < b.length;) {
+          if (b[i++] !== 10) throw new Error('not an OpBatch');
+          let len = 0, shift = 0, x: number;
+          do { x = b[i++]; len |= (x & 127) << shift; shift += 7; } while (x & 128);
+          if (!inBatch) { inBatch = true; reset = b[i] === 10; }
+          lastOp = b.subarray(i, i + len);
+          i += len;
+          ops++;
+        }
+        if (!reset) small.push(b);
+        if (!lastOp || lastOp[0] !== 0x22) return; // the batch ends with Sync (Op field 4)
+        const sync = kpng.watchv1.Op.decode(lastOp).sync!;
+        let changes = ops - 1 - (reset ? 1 : 0);
+        let keys: string[] = [];
+        if (!reset) {
+          const decoded = small.flatMap((m) => decodeOpBatch(m)).filter((o) => o.op === 'set' || o.op === 'delete');
+          changes = decoded.length;
+          keys = decoded.length <= 5 ? decoded.map((o) => (o.op === 'set' ? o.item.key : o.op === 'delete' ? o.key : '')) : [];
+          const svc = decoded.find((o) => o.op === 'set' && o.item.key === BURST_KEY);
+          if (svc?.op === 'set') port1000 = svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0;
+        }
+        const note: BatchNote = { i: first + k, reset, changes, items: sync.items ?? 0, keys, port1000, bytes, messages, reconnects };
+        parentPort!.postMessage(note);
+        ops = 0; inBatch = false; small = [];
+        call.write(encodeRequest({ appliedRevision: Number(sync.revision) }));
+      });
+      // Like WatchClient: a broken stream is started again (its next batch is a full state).
+      call.on('error', (e: Error & { code?: number; details?: string }) => {
+        if (c.stopped) return;
+        if (process.env.BENCH_DEBUG) console.error(`client ${node}: ${e.code} ${e.details}`);
+        reconnects++;
+        setTimeout(start, 200);
+      });
+      call.write(encodeRequest({ node }));
+    };
+    return { c, start };
+  });
+  // Connections first, 100 at a time (a unix socket's listen backlog refuses a thousand at once
+  // with EAGAIN); then every stream starts together when the main thread says go.
+  void (async () => {
+    for (let i = 0; i < calls.length; i += 100) {
+      await Promise.all(calls.slice(i, i + 100).map(({ c }) => new Promise<void>((resolve) => {
+        const wait = () => c.client.waitForReady(Date.now() + 60_000, (err) => (err ? setTimeout(wait, 100) : resolve()));
+        wait();
+      })));
+    }
+    parentPort!.postMessage('connected');
+  })();
+  parentPort!.on('message', (m: string) => {
+    if (m === 'go') { for (const { start } of calls) start(); return; }
+    for (const { c } of calls) { c.stopped = true; c.call?.cancel(); c.client.close(); }
+    parentPort!.postMessage('stopped');
+  });
+}
+
 async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[]): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpng-bench-'));
   const store = makeCluster();
+  const heap0 = heap();
+  const rss0 = process.memoryUsage().rss;
+  const meter = peakMeter();
   const server = await serveApi({ store, log: silentLogger, listen: `unix://${dir}/kpng.sock`, maxStreamsPerConnection: 16 });
   const last: (BatchNote | undefined)[] = new Array(CLIENTS).fill(undefined);
   const batches = new Array<number>(CLIENTS).fill(0);
   let check: () => void = () => undefined;
   const until = (f: () => boolean) => new Promise<void>((resolve) => { check = () => { if (f()) resolve(); }; check(); });
-  const t0 = performance.now();
   const workers: Worker[] = [];
+  let connected = 0;
+  const tConnect = performance.now();
   const per = Math.ceil(CLIENTS / WORKERS);
   for (let w = 0; w < WORKERS; w++) {
     const first = w * per;
     const nodes = Array.from({ length: Math.max(0, Math.min(per, CLIENTS - first)) }, (_, k) => nodeOf(first + k));
-    const worker = new Worker(__filename, { workerData: { api: server.address, nodes, first }, argv: process.argv.slice(2) });
+    const worker = new Worker(__filename, { workerData: { api: server.address, nodes, first, light: LIGHT }, argv: process.argv.slice(2) });
     worker.on('message', (m: BatchNote | string) => {
+      if (m === 'connected') { connected++; check(); }
       if (typeof m === 'string') return;
       if (process.env.BENCH_DEBUG) console.error(JSON.stringify(m));
       last[m.i] = m;
@@ -98,12 +233,33 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
     });
     workers.push(worker);
   }
+  // Light clients connect first and start their streams together; full clients connect as they go.
+  let connectNote = '';
+  if (LIGHT) {
+    await until(() => connected === WORKERS);
+    connectNote = `; ${fmt(CLIENTS)} connections set up before, in ${fmt((performance.now() - tConnect) / 1000, 1)} s`;
+  }
+  const profile = process.env.BENCH_PROFILE ? await startProfile() : null;
+  const cpu = threadCpu();
+  const t0 = LIGHT ? performance.now() : tConnect;
+  if (LIGHT) for (const w of workers) w.postMessage('go');
   const sum = (f: (n: BatchNote) => number) => last.reduce((a, n) => a + (n ? f(n) : 0), 0);
+  const progress = setInterval(() => {
+    const done = batches.filter((b) => b >= 1).length;
+    console.error(`  ... ${fmt((performance.now() - t0) / 1000, 0)} s: ${done} of ${CLIENTS} clients have their full state; ${mib(sum((n) => n.bytes))} received so far (counted per batch)`);
+  }, 10_000);
   await until(() => batches.every((b) => b >= 1));
+  clearInterval(progress);
   const tFirst = performance.now() - t0;
   const bytes1 = sum((n) => n.bytes);
   const msgs1 = sum((n) => n.messages);
-  rows.push({ shape, what: 'first full state to all', ms: tFirst, bytes: bytes1, messages: msgs1, note: `${last[0]!.items} items/client, ${server.nodes().length} node state(s), heap of the bench process ${mib(process.memoryUsage().heapUsed)}` });
+  const serverCpuMs = threadCpu() - cpu;
+  if (profile) await profile(`${process.env.BENCH_PROFILE}.${shape.replace(/\W+/g, '-')}.cpuprofile`);
+  const peak = meter.stop();
+  const states = server.nodes().length;
+  const heap1 = heap();
+  rows.push({ shape, what: 'first full state to all', ms: tFirst, bytes: bytes1, messages: msgs1,
+    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap after GC ${mib(heap1)} (${mib(heap0)} before the server), peak ${mib(peak.heap)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
 
   // One change: a service's endpoints move; every node's state for it changes.
   const t1 = performance.now();
@@ -131,11 +287,53 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   rmSync(dir, { recursive: true, force: true });
 }
 
+/**
+ * The node states alone, without gRPC: every node's full state built and read, shared, against
+ * the algorithm before sharing (each node's items computed and hashed from scratch into its own
+ * store) measured on `sample` nodes and scaled to all of them.
+ */
+function compareStates(): void {
+  const sample = Math.min(NODES, Number(args.reference));
+  const store = makeCluster();
+  const read = (s: ItemStore) => { let n = 0; for (const it of s.items()) if (it) n++; return n; };
+  let h0 = heap();
+  let t0 = performance.now();
+  const old: ItemStore[] = [];
+  for (let n = 0; n < sample; n++) {
+    const s = new ItemStore(`n${n}`);
+    s.put(NODE_KEY, computeNodeItem(s.node, store.getNode(s.node), store.modelOptions));
+    const view = { name: s.node, zone: store.getNode(s.node)?.zone ?? '', primary: store.getNode(s.node)?.primary ?? [] };
+    for (const key of store.serviceKeys()) {
+      const item = computeServiceItem(store.getService(key)!, store.slicesOf(key), view, store.modelOptions);
+      s.put(item.key, item);
+    }
+    s.commit([NODE_KEY]);
+    read(s);
+    old.push(s);
+  }
+  const oldMs = (performance.now() - t0) / sample;
+  const oldHeap = (heap() - h0) / sample;
+  old.length = 0;
+  h0 = heap();
+  t0 = performance.now();
+  const states: NodeState[] = [];
+  for (let n = 0; n < NODES; n++) { const s = new NodeState(store, `n${n}`); read(s); states.push(s); }
+  const newMs = performance.now() - t0;
+  const newHeap = heap() - h0;
+  const own = states.reduce((a, s) => a + s.ownCount, 0) / NODES;
+  console.log(`node states alone, ${fmt(NODES)} nodes x ${fmt(SERVICES)} services (built and read once):`);
+  console.log(`  from scratch (before; ${sample} nodes measured, scaled): ${fmt(oldMs * NODES / 1000, 1)} s, ${mib(oldHeap * NODES)} (${fmt(oldMs)} ms, ${mib(oldHeap)} a node)`);
+  console.log(`  shared (now):                                    ${fmt(newMs / 1000, 2)} s, ${mib(newHeap)} (the shared items + ${fmt(own, 1)} own items a node, ${fmt(newHeap / NODES / 1024)} KiB a node)`);
+  console.log(`  ratio: ${fmt(oldMs * NODES / newMs, 0)}x less time, ${fmt(oldHeap * NODES / newHeap, 0)}x less memory\n`);
+  for (const s of states) s.close();
+}
+
 async function main(): Promise<void> {
   const rows: Row[] = [];
-  console.log(`kpng Watch API: ${fmt(SERVICES)} services, ${CLIENTS} clients in ${WORKERS} worker threads, unix socket, ${os.cpus().length} CPUs (node ${process.version})\n`);
-  await scenario(`${CLIENTS} clients on ${Math.min(CLIENTS, NODES)} nodes`, (i) => `n${i % NODES}`, rows);
-  await scenario(`${CLIENTS} clients on 1 node`, () => 'n0', rows);
+  console.log(`kpng Watch API: ${fmt(SERVICES)} services, ${fmt(NODES)} nodes, ${fmt(CLIENTS)} clients (${LIGHT ? 'light' : 'full'} decoding) in ${WORKERS} worker threads, unix socket, ${os.cpus().length} CPUs (node ${process.version})${(globalThis as { gc?: unknown }).gc ? '' : '; run with --expose-gc for memory figures'}\n`);
+  compareStates();
+  if (args.shape !== 'one') await scenario(`${fmt(CLIENTS)} clients on ${fmt(Math.min(CLIENTS, NODES))} nodes`, (i) => `n${i % NODES}`, rows);
+  if (args.shape !== 'nodes') await scenario(`${fmt(CLIENTS)} clients on 1 node`, () => 'n0', rows);
   const header = ['shape', 'measure', 'time', 'bytes', 'per client', 'messages', 'notes'];
   const cells = rows.map((r) => [r.shape, r.what, `${fmt(r.ms, 1)} ms`, r.bytes > 1e6 ? mib(r.bytes) : `${fmt(r.bytes)} B`, `${fmt(r.bytes / CLIENTS)} B`, fmt(r.messages), r.note]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));

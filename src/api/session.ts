@@ -61,7 +61,11 @@ export class WatchSession {
     call.on('cancelled', () => this.close());
     call.on('close', () => this.close());
     call.on('error', () => this.close());
-    this.firstTimer = setTimeout(() => this.finish(status.DEADLINE_EXCEEDED, `no request within ${opts.firstRequestTimeoutMs} ms`), opts.firstRequestTimeoutMs);
+    // Checked once more after pending I/O: a server busy with many streams may run this timer
+    // before reading a request that arrived in time.
+    this.firstTimer = setTimeout(() => setImmediate(() => {
+      if (!this.entry) this.finish(status.DEADLINE_EXCEEDED, `no request within ${opts.firstRequestTimeoutMs} ms`);
+    }), opts.firstRequestTimeoutMs);
   }
 
   private onRequest(r: WatchRequest | BadRequest): void {
@@ -123,8 +127,8 @@ export class WatchSession {
         continue;
       }
       if (this.closed || sub !== this.sub || !sub.pending) continue;
-      const batch = sub.take();
-      if (!batch.reset && batch.changes.length === 0) continue;
+      const batch = sub.takeOps();
+      if (!batch.reset && batch.ops.length === 0) continue;
       this.requested = false;
       this.stats.requested = false;
       this.sending = true;

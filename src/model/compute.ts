@@ -57,14 +57,60 @@ const hostCidr = (ip: string): string => `${ip}/${ip.includes(':') ? 128 : 32}`;
  */
 function allowedSources(svc: ServiceSpec, lbIPs: IPSet, node: ModelNode): IPSet {
   const ranges = splitFamilies(svc.loadBalancerSourceRanges);
+  const fromNode = rangesHoldNode(ranges, node);
   const out: IPSet = { v4: [], v6: [] };
-  for (const [fam, , k] of FAMILIES) {
+  for (const [, , k] of FAMILIES) {
     if (ranges[k].length === 0) continue;
-    const nodeIP = node.primary.find((ip) => ipFamily(ip) === fam);
-    const fromNode = nodeIP !== undefined && ranges[k].some((r) => cidrContains(r, nodeIP));
-    out[k] = [...new Set([...ranges[k], ...(fromNode ? lbIPs[k].map(hostCidr) : [])])].sort();
+    out[k] = [...new Set([...ranges[k], ...(fromNode[k] ? lbIPs[k].map(hostCidr) : [])])].sort();
   }
   return out;
+}
+
+/** Per family: some source range contains the node's primary address of that family. */
+function rangesHoldNode(ranges: IPSet, node: ModelNode): { v4: boolean; v6: boolean } {
+  const holds = (fam: Family, k: keyof IPSet): boolean => {
+    const nodeIP = node.primary.find((ip) => ipFamily(ip) === fam);
+    return nodeIP !== undefined && ranges[k].some((r) => cidrContains(r, nodeIP));
+  };
+  return { v4: holds('IPv4', 'v4'), v6: holds('IPv6', 'v6') };
+}
+
+/**
+ * What of the node one service's item depends on. computeServiceItem reads the node only through
+ * these: its name (endpoints' `local`, local endpoints, node hints), its zone (zone hints) and, with
+ * source ranges, whether they contain its primary addresses. Nodes alike in all three get the same item.
+ */
+export interface NodeDependence {
+  /** Node names of the endpoints and of their node hints: such a node gets an item of its own. */
+  names: ReadonlySet<string>;
+  /** Zones of the endpoints' zone hints. */
+  zones: ReadonlySet<string>;
+  /** loadBalancerSourceRanges split by family (empty: the node's addresses do not matter). */
+  ranges: IPSet | null;
+}
+
+export function nodeDependence(svc: ServiceSpec, slices: readonly SliceSpec[]): NodeDependence {
+  const names = new Set<string>(), zones = new Set<string>();
+  for (const s of slices) {
+    for (const ep of s.endpoints) {
+      if (ep.nodeName !== null) names.add(ep.nodeName);
+      for (const n of ep.nodeHints ?? []) names.add(n);
+      for (const z of ep.zoneHints ?? []) zones.add(z);
+    }
+  }
+  return { names, zones, ranges: svc.loadBalancerSourceRanges.length ? splitFamilies(svc.loadBalancerSourceRanges) : null };
+}
+
+/**
+ * The class of nodes `node` falls in for a service: every node of a class gets the same item, so it
+ * can be computed once and shared. null when the node is named by the service (it gets its own).
+ */
+export function nodeClass(dep: NodeDependence, node: ModelNode): string | null {
+  if (dep.names.has(node.name)) return null;
+  const zone = node.zone !== '' && dep.zones.has(node.zone) ? node.zone : '';
+  if (!dep.ranges) return zone;
+  const held = rangesHoldNode(dep.ranges, node);
+  return `${zone}\u0000${held.v4 ? 1 : 0}${held.v6 ? 1 : 0}`;
 }
 
 export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[], node: ModelNode, opts: ModelOptions = DEFAULT_MODEL_OPTIONS): Item {

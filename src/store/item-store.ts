@@ -5,15 +5,22 @@ import { encodeItem, type Item } from '../model/enls';
 import type { StateView } from '../sink/sink';
 import { Subscription } from './subscription';
 
-interface Entry { item: Item; hash: string }
+/** A stored item and its hash. Immutable: NodeStates share one entry for an item alike on many nodes. */
+export interface Entry { readonly item: Item; readonly hash: string }
 
 export function itemHash(item: Item): string {
   return createHash('sha1').update(encodeItem(item)).digest('base64');
 }
 
+export function makeEntry(item: Item): Entry {
+  return { item, hash: itemHash(item) };
+}
+
 export class ItemStore implements StateView {
   private readonly entries = new Map<string, Entry>();
   private sortedKeys: string[] | null = null;
+  /** For the keys put() since the last commit: their hash before the first put (undefined: absent). */
+  private readonly hashesBefore = new Map<string, string | undefined>();
   private rev = 0;
   private readonly subs = new Set<Subscription>();
   private syncedFlag = false;
@@ -40,7 +47,12 @@ export class ItemStore implements StateView {
   hashOf(key: string): string | undefined { return this.entries.get(key)?.hash; }
 
   *items(): Iterable<Item> {
-    for (const k of this.keys()) yield this.entries.get(k)!.item;
+    for (const k of this.keys()) yield this.get(k)!;
+  }
+
+  /** Every item in key order, as an array (a full batch's contents). */
+  itemList(): Item[] {
+    return [...this.items()];
   }
 
   keys(): readonly string[] {
@@ -60,22 +72,34 @@ export class ItemStore implements StateView {
     const prev = this.entries.get(key);
     if (!item) {
       if (!prev) return false;
-      this.entries.delete(key);
-      this.sortedKeys = null;
+      this.noteBefore(key, prev);
+      this.ownDelete(key);
       return true;
     }
-    const hash = itemHash(item);
-    if (prev?.hash === hash) return false;
-    if (!prev) this.sortedKeys = null;
-    this.entries.set(key, { item, hash });
+    const entry = makeEntry(item);
+    if (prev?.hash === entry.hash) return false;
+    this.noteBefore(key, prev);
+    this.ownSet(key, entry);
     return true;
   }
 
-  /** Ends a round of put()s: a new revision when anything changed, and subscribers are told. */
-  commit(changed: readonly string[]): void {
-    if (changed.length === 0) return;
-    this.rev++;
-    for (const s of this.subs) s.markDirty(changed);
+  private noteBefore(key: string, prev: Entry | undefined): void {
+    if (!this.hashesBefore.has(key)) this.hashesBefore.set(key, prev?.hash);
+  }
+
+  /**
+   * Ends a round of changes: a new revision when anything changed, and subscribers are told. `before`
+   * gives each changed key's hash before the round (default: as put() recorded it), so a subscriber
+   * can drop a change that came back to what its consumer already has.
+   */
+  commit(changed: readonly string[], before?: (key: string) => string | undefined): void {
+    const recorded = this.hashesBefore;
+    if (changed.length > 0) {
+      this.rev++;
+      const was = before ?? ((k: string) => recorded.get(k));
+      for (const s of this.subs) s.markDirty(changed, was);
+    }
+    recorded.clear();
   }
 
   /** Keys currently held (for a producer that replaces the whole state). */
@@ -83,5 +107,15 @@ export class ItemStore implements StateView {
 
   closeSubscribers(): void {
     for (const s of [...this.subs]) s.close();
+  }
+
+  /** For subclasses that keep part of their state elsewhere: the entries this store holds itself. */
+  protected ownEntry(key: string): Entry | undefined { return this.entries.get(key); }
+  protected ownSet(key: string, entry: Entry): void {
+    if (!this.entries.has(key)) this.sortedKeys = null;
+    this.entries.set(key, entry);
+  }
+  protected ownDelete(key: string): void {
+    if (this.entries.delete(key)) this.sortedKeys = null;
   }
 }

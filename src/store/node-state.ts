@@ -1,19 +1,28 @@
-// One node's ENLS, kept current from a ClusterStore. Only the services whose inputs changed
-// are recomputed; a change of this node's own Node object (zone, addresses) recomputes all.
-import { NODE_KEY, serviceKey } from '../model/enls';
-import { computeNodeItem, computeServiceItem } from '../model/compute';
+// One node's ENLS, kept current from a ClusterStore. The items most nodes have alike come from
+// SharedItems (one object for all of them); this state holds only the node's own: its node item
+// and the items of services that name it. Only the services whose inputs changed are looked at;
+// a change of this node's zone or addresses looks at the services that depend on them.
+import { NODE_KEY, type Item } from '../model/enls';
+import { computeNodeItem } from '../model/compute';
 import type { ModelNode } from '../model/compute';
 import type { ClusterChange, ClusterStore } from './cluster';
-import { ItemStore } from './item-store';
+import { ItemStore, makeEntry, type Entry } from './item-store';
+import { SharedItems, toItemKey, type ServiceRecord } from './shared-items';
 
 export { itemHash } from './item-store';
 
 export class NodeState extends ItemStore {
   private readonly unlisten: () => void;
+  private readonly shared: SharedItems;
+  private view: ModelNode;
 
   constructor(private readonly cluster: ClusterStore, node: string) {
     super(node);
-    this.recomputeAll();
+    this.shared = SharedItems.of(cluster);
+    this.view = this.readView();
+    this.ownSet(NODE_KEY, this.nodeEntry());
+    for (const key of this.shared.namingNode(node)) this.ownSet(key, this.shared.entryFor(this.shared.record(key)!, this.view).entry);
+    this.commit([NODE_KEY]); // revision 1: the first state (no subscriber can exist yet)
     this.unlisten = cluster.onChange((c) => this.onClusterChange(c));
     void cluster.whenSynced().then(() => this.markSynced());
   }
@@ -23,42 +32,100 @@ export class NodeState extends ItemStore {
     this.closeSubscribers();
   }
 
-  private view(): ModelNode {
+  override get size(): number { return this.shared.size; }
+  override keys(): readonly string[] { return this.shared.keys(); }
+  override allKeys(): IterableIterator<string> { return this.shared.keys().values(); }
+  override get(key: string): Item | undefined { return this.entry(key)?.item; }
+  override hashOf(key: string): string | undefined { return this.entry(key)?.hash; }
+
+  override *items(): Iterable<Item> {
+    yield* this.itemList();
+  }
+
+  /** The full state: own entries merged (both lists sorted) into the shared ones. */
+  override itemList(): Item[] {
+    const keys = this.shared.keys(), recs = this.shared.recordsInOrder();
+    const own = super.keys(); // exactly the node item and the services that name this node
+    const out = new Array<Item>(keys.length);
+    for (let i = 0, j = 0; i < keys.length; i++) {
+      if (j < own.length && own[j] === keys[i]) out[i] = this.ownEntry(own[j++])!.item;
+      else {
+        const rec = recs[i]!;
+        out[i] = ((rec.uniform && rec.generic) || this.shared.sharedFor(rec, this.view)).item;
+      }
+    }
+    return out;
+  }
+
+  /** Items are computed by the cluster, never put from outside. */
+  override put(): boolean {
+    throw new Error('NodeState is computed from its cluster store; put() is not for it');
+  }
+
+  /** Whether the item of `key` is this node's own (not shared with other nodes). For tests and figures. */
+  isOwn(key: string): boolean { return this.ownEntry(key) !== undefined; }
+
+  /** How many items this node holds itself (the rest are shared). */
+  get ownCount(): number { return [...super.allKeys()].length; }
+
+  private entry(key: string): Entry | undefined {
+    return this.ownEntry(key) ?? this.sharedEntry(this.shared.record(key), this.view);
+  }
+
+  private sharedEntry(rec: ServiceRecord | undefined, view: ModelNode): Entry | undefined {
+    return rec && this.shared.entryFor(rec, view).entry;
+  }
+
+  private readView(): ModelNode {
     const n = this.cluster.getNode(this.node);
     return { name: this.node, zone: n?.zone ?? '', primary: n?.primary ?? [] };
   }
 
+  private nodeEntry(): Entry {
+    return makeEntry(computeNodeItem(this.node, this.cluster.getNode(this.node), this.cluster.modelOptions));
+  }
+
   private onClusterChange(c: ClusterChange): void {
-    if (c.nodes.has(this.node)) return this.recomputeAll();
-    const view = this.view();
+    this.shared.apply(c);
+    const oldView = this.view;
+    const before = new Map<string, string | undefined>();
     const changed: string[] = [];
-    for (const key of c.services) if (this.recomputeService(key, view)) changed.push(toItemKey(key));
-    this.commit(changed);
-  }
+    const note = (key: string, was: Entry | undefined, now: Entry | undefined) => {
+      if (was?.hash === now?.hash) return;
+      before.set(key, was?.hash);
+      changed.push(key);
+    };
 
-  private recomputeAll(): void {
-    const view = this.view();
-    const changed: string[] = [];
-    if (this.put(NODE_KEY, computeNodeItem(this.node, this.cluster.getNode(this.node), this.cluster.modelOptions))) changed.push(NODE_KEY);
-    const live = new Set<string>([NODE_KEY]);
-    for (const key of this.cluster.serviceKeys()) {
-      live.add(toItemKey(key));
-      if (this.recomputeService(key, view)) changed.push(toItemKey(key));
+    const keys = new Set<string>();
+    for (const key of c.services) keys.add(toItemKey(key));
+    if (c.nodes.has(this.node)) {
+      const was = this.ownEntry(NODE_KEY)!;
+      const now = this.nodeEntry();
+      if (was.hash !== now.hash) this.ownSet(NODE_KEY, now);
+      note(NODE_KEY, was, now);
+      this.view = this.readView();
+      const moved = oldView.zone !== this.view.zone || oldView.primary.join() !== this.view.primary.join();
+      if (moved) {
+        for (const key of this.shared.dependingOnClass()) keys.add(key);
+        for (const key of this.shared.namingNode(this.node)) keys.add(key);
+      }
     }
-    for (const key of [...this.allKeys()]) {
-      if (!live.has(key) && this.put(key, null)) changed.push(key);
+
+    for (const key of keys) {
+      const was = this.ownEntry(key) ?? this.sharedEntry(this.shared.recordBefore(c, key), oldView);
+      const rec = this.shared.record(key);
+      let now: Entry | undefined;
+      if (!rec) {
+        this.ownDelete(key);
+      } else {
+        const e = this.shared.entryFor(rec, this.view);
+        now = e.own && was?.hash === e.entry.hash ? was : e.entry; // keep the object consumers hold
+        if (e.own) this.ownSet(key, now);
+        else this.ownDelete(key);
+      }
+      note(key, was, now);
     }
-    this.commit(changed);
+    changed.sort();
+    this.commit(changed, (k) => before.get(k));
   }
-
-  private recomputeService(key: string, view: ModelNode): boolean {
-    const svc = this.cluster.getService(key);
-    return this.put(toItemKey(key), svc ? computeServiceItem(svc, this.cluster.slicesOf(key), view, this.cluster.modelOptions) : null);
-  }
-}
-
-/** "ns/name" (cluster store key) to "svc/ns/name" (item key). */
-function toItemKey(key: string): string {
-  const i = key.indexOf('/');
-  return serviceKey(key.slice(0, i), key.slice(i + 1));
 }

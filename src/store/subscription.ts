@@ -1,27 +1,40 @@
 // A pull-based consumer of a node state (KPNG's model): the consumer asks for the next batch
 // when it has applied the last one; whatever changed meanwhile is coalesced into that batch.
+// Its memory is the keys changed since the last batch, never the whole state (a server holds
+// one per client: a thousand nodes must not cost a thousand copies of every key).
+import type { Item } from '../model/enls';
 import type { Batch, Change } from '../sink/sink';
 import type { ItemStore } from './item-store';
 
+/** A batch in compact form: an Item is a set, a string is the key of a delete (key order). */
+export interface OpsBatch {
+  revision: number;
+  reset: boolean;
+  ops: (Item | string)[];
+}
+
 export class Subscription {
-  /** Keys changed since the consumer's last batch. */
-  private dirty = new Set<string>();
-  /** Hash of each item as the consumer last received it. */
-  private readonly known = new Map<string, string>();
+  /** Keys changed since the consumer's last batch, each with the hash the consumer has (undefined: none). */
+  private dirty = new Map<string, string | undefined>();
   private resetPending = true;
   private waiter: (() => void) | null = null;
   private closed = false;
 
   constructor(private readonly state: ItemStore, private readonly onClose: () => void) {}
 
-  markDirty(keys: readonly string[]): void {
-    for (const k of keys) this.dirty.add(k);
+  /**
+   * Keys changed by one commit; `before` is each one's hash before that commit. The first change of
+   * a key since the last batch records what the consumer holds: the hash it had before that change.
+   */
+  markDirty(keys: readonly string[], before: (key: string) => string | undefined): void {
+    if (!this.resetPending) for (const k of keys) if (!this.dirty.has(k)) this.dirty.set(k, before(k));
     this.wake();
   }
 
   /** The consumer lost track (e.g. a failed kernel batch): the next batch is a full reset. */
   requestReset(): void {
     this.resetPending = true;
+    this.dirty.clear();
     this.wake();
   }
 
@@ -39,32 +52,30 @@ export class Subscription {
     }
   }
 
-  /** Takes the coalesced batch now (possibly with no changes if everything flapped back). */
-  take(): Batch {
-    const changes: Change[] = [];
+  /** Takes the coalesced batch now, compact (possibly with no ops if everything flapped back). */
+  takeOps(): OpsBatch {
+    let ops: (Item | string)[] = [];
     const reset = this.resetPending;
     if (reset) {
-      this.known.clear();
-      for (const item of this.state.items()) {
-        changes.push({ op: 'set', key: item.key, item });
-        this.known.set(item.key, this.state.hashOf(item.key)!);
-      }
+      ops = this.state.itemList();
     } else {
-      for (const key of [...this.dirty].sort()) {
-        const item = this.state.get(key);
-        if (item) {
-          const hash = this.state.hashOf(key)!;
-          if (this.known.get(key) === hash) continue;
-          this.known.set(key, hash);
-          changes.push({ op: 'set', key, item });
-        } else if (this.known.delete(key)) {
-          changes.push({ op: 'delete', key });
-        }
+      for (const key of [...this.dirty.keys()].sort()) {
+        const had = this.dirty.get(key);
+        const hash = this.state.hashOf(key);
+        if (hash === had) continue; // came back to what the consumer has (or absent on both sides)
+        ops.push(hash === undefined ? key : this.state.get(key)!);
       }
     }
-    this.dirty = new Set();
+    this.dirty = new Map();
     this.resetPending = false;
-    return { revision: this.state.revision, reset, changes };
+    return { revision: this.state.revision, reset, ops };
+  }
+
+  /** Takes the coalesced batch now (possibly with no changes if everything flapped back). */
+  take(): Batch {
+    const b = this.takeOps();
+    const changes: Change[] = b.ops.map((o) => (typeof o === 'string' ? { op: 'delete', key: o } : { op: 'set', key: o.key, item: o }));
+    return { revision: b.revision, reset: b.reset, changes };
   }
 
   /** ready() then take(), skipping batches that coalesced to nothing. */

@@ -1,0 +1,167 @@
+// Service items shared by every node state of one cluster store. A service's item depends on the
+// node only through its name, zone and (with source ranges) addresses (model/compute.ts,
+// nodeDependence): most nodes fall in one class per service and get the very same item, computed,
+// hashed and encoded once. Only nodes the service names (its endpoints' nodes and node hints) get
+// items of their own, which their NodeState keeps. So N node states cost the shared items once plus
+// what differs per node, not N x services.
+import { computeServiceItem, nodeClass, nodeDependence, type ModelNode, type NodeDependence } from '../model/compute';
+import { NODE_KEY, serviceKey } from '../model/enls';
+import type { ServiceSpec, SliceSpec } from '../model/objects';
+import type { ClusterChange, ClusterStore } from './cluster';
+import { makeEntry, type Entry } from './item-store';
+
+/** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
+export class ServiceRecord {
+  /** Item per node class, computed on first use. */
+  readonly byClass = new Map<string, Entry>();
+  /** Every node it does not name is in one class (no zone hints, no source ranges). */
+  readonly uniform: boolean;
+  /** The item of class "" (nodes not named, outside the hinted zones), once computed. */
+  generic: Entry | undefined;
+  constructor(readonly svc: ServiceSpec, readonly slices: readonly SliceSpec[], readonly dep: NodeDependence) {
+    this.uniform = dep.zones.size === 0 && dep.ranges === null;
+  }
+}
+
+/** What entryFor() gives: the entry, and whether it is this node's own (not shared). */
+export interface NodeEntry { entry: Entry; own: boolean }
+
+const perCluster = new WeakMap<ClusterStore, SharedItems>();
+
+export class SharedItems {
+  /** Current records by item key ("svc/ns/name"). */
+  private readonly records = new Map<string, ServiceRecord>();
+  /** Node name -> item keys of the services that name it. */
+  private readonly naming = new Map<string, Set<string>>();
+  /** Item keys of services whose items depend on the zone or the node's addresses. */
+  private readonly classDependent = new Set<string>();
+  private sorted: string[] | null = null;
+  /** The record of each of `sorted` (null for "node"); rebuilt after any record changed. */
+  private sortedRecs: (ServiceRecord | null)[] | null = null;
+  /** The change last applied, and the records it replaced (read while node states catch up with it). */
+  private lastChange: ClusterChange | null = null;
+  private replaced = new Map<string, ServiceRecord | undefined>();
+
+  /** The one instance of a cluster store (created on first use). */
+  static of(cluster: ClusterStore): SharedItems {
+    let s = perCluster.get(cluster);
+    if (!s) perCluster.set(cluster, (s = new SharedItems(cluster)));
+    return s;
+  }
+
+  private constructor(private readonly cluster: ClusterStore) {
+    for (const key of cluster.serviceKeys()) this.load(key);
+    // Follows the store even while no node state is open (the next one must not see stale records).
+    // Registered before any node state's listener, so it runs first on every flush.
+    cluster.onChange((c) => this.apply(c));
+  }
+
+  /**
+   * Brings the records up to a flush of the cluster store. Every node state also calls it first
+   * thing in its listener (one created during a flush may be called before this instance's own
+   * listener); only the first call for a change does the work.
+   */
+  apply(c: ClusterChange): void {
+    if (c === this.lastChange) return;
+    this.lastChange = c;
+    this.replaced = new Map();
+    for (const key of c.services) {
+      const itemKey = toItemKey(key);
+      this.replaced.set(itemKey, this.records.get(itemKey));
+      this.load(key);
+    }
+  }
+
+  /** The record of a service as it was before change `c` (the last one applied). */
+  recordBefore(c: ClusterChange, itemKey: string): ServiceRecord | undefined {
+    if (c !== this.lastChange) throw new Error('shared items: asked about a change that is not the last one');
+    return this.replaced.has(itemKey) ? this.replaced.get(itemKey) : this.records.get(itemKey);
+  }
+
+  record(itemKey: string): ServiceRecord | undefined { return this.records.get(itemKey); }
+
+  /** "node" and every service's item key, sorted (every node state has exactly these keys). */
+  keys(): readonly string[] {
+    if (!this.sorted) this.sorted = [NODE_KEY, ...this.records.keys()].sort();
+    return this.sorted;
+  }
+
+  /** The records in the order of keys() (null at "node"). */
+  recordsInOrder(): readonly (ServiceRecord | null)[] {
+    if (!this.sortedRecs) this.sortedRecs = this.keys().map((k) => (k === NODE_KEY ? null : this.records.get(k)!));
+    return this.sortedRecs;
+  }
+
+  get size(): number { return this.records.size + 1; }
+
+  /** Item keys of the services that name this node (it has items of its own for them). */
+  namingNode(node: string): ReadonlySet<string> { return this.naming.get(node) ?? EMPTY; }
+
+  /** Item keys of the services whose items depend on a node's zone or addresses. */
+  dependingOnClass(): ReadonlySet<string> { return this.classDependent; }
+
+  /** The item of a service version for a node: the shared one of its class, or one of its own. */
+  entryFor(rec: ServiceRecord, node: ModelNode): NodeEntry {
+    const cls = nodeClass(rec.dep, node);
+    if (cls === null) return { entry: this.compute(rec, node), own: true };
+    let entry = rec.byClass.get(cls);
+    if (!entry) {
+      rec.byClass.set(cls, (entry = this.compute(rec, node)));
+      if (cls === '') rec.generic = entry;
+    }
+    return { entry, own: false };
+  }
+
+  /**
+   * entryFor() for a node the caller knows the service does not name (a node state's hot path: a
+   * full state reads every service; most are uniform and this is one field read).
+   */
+  sharedFor(rec: ServiceRecord, node: ModelNode): Entry {
+    return (rec.uniform && rec.generic) || this.entryFor(rec, node).entry;
+  }
+
+  private compute(rec: ServiceRecord, node: ModelNode): Entry {
+    return makeEntry(computeServiceItem(rec.svc, rec.slices, node, this.cluster.modelOptions));
+  }
+
+  /** (Re)reads one service ("ns/name") from the cluster store. */
+  private load(key: string): void {
+    const itemKey = toItemKey(key);
+    const old = this.records.get(itemKey);
+    this.sortedRecs = null;
+    if (old) for (const n of old.dep.names) this.unname(n, itemKey);
+    const svc = this.cluster.getService(key);
+    if (!svc) {
+      if (old) this.sorted = null;
+      this.records.delete(itemKey);
+      this.classDependent.delete(itemKey);
+      return;
+    }
+    const slices = this.cluster.slicesOf(key);
+    const rec = new ServiceRecord(svc, slices, nodeDependence(svc, slices));
+    if (!old) this.sorted = null;
+    this.records.set(itemKey, rec);
+    for (const n of rec.dep.names) {
+      let s = this.naming.get(n);
+      if (!s) this.naming.set(n, (s = new Set()));
+      s.add(itemKey);
+    }
+    if (rec.dep.zones.size > 0 || rec.dep.ranges) this.classDependent.add(itemKey);
+    else this.classDependent.delete(itemKey);
+  }
+
+  private unname(node: string, itemKey: string): void {
+    const s = this.naming.get(node);
+    if (!s) return;
+    s.delete(itemKey);
+    if (s.size === 0) this.naming.delete(node);
+  }
+}
+
+const EMPTY: ReadonlySet<string> = new Set();
+
+/** "ns/name" (cluster store key) to "svc/ns/name" (item key). */
+export function toItemKey(key: string): string {
+  const i = key.indexOf('/');
+  return serviceKey(key.slice(0, i), key.slice(i + 1));
+}
