@@ -304,6 +304,7 @@ describe('Reflector, watch-list initial sync', () => {
     run = r.run(ac.signal);
     await until('relist', () => r.stats.relists === 1);
     expect(store.ops).toEqual(['apply a', 'apply b', 'replace b,c']);
+    expect(logs.some((l) => /kube: Services: resourceVersion 10 expired \(410 Gone\): relisting/.test(l))).toBe(true);
     expect([...store.objects.keys()].sort()).toEqual(['b', 'c']);
     expect(r.stats.gone).toBe(1);
     expect(r.stats.watchLists).toBe(2);

@@ -154,6 +154,8 @@ export class Reflector {
       } catch (e) {
         if (signal.aborted) break;
         const err = e as Error;
+        // Past its initial-events-end bookmark a watch-list is a plain watch.
+        if (phase === 'watch-list' && this.resourceVersion) phase = 'watch';
         if (err instanceof ApiError && err.gone) {
           this.stats.gone++;
           log.info(`kube: ${what}: ${phase === 'watch' ? `resourceVersion ${this.resourceVersion}` : phase === 'list' ? 'list continuation' : 'watch-list'} expired (410 Gone): relisting`);
