@@ -7,7 +7,7 @@ import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { loadKubeTarget } from './config';
 import type { Transport } from './http';
-import { reduceMemoryWhenIdle } from './memory';
+import { limitYoungGeneration, reduceMemoryWhenIdle } from './memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 
@@ -68,6 +68,8 @@ export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore,
 export type StartKubeSource = (opts: { store: ClusterStore; log: Logger; kubeconfig?: string; node: string; serviceProxyName: string; signal: AbortSignal }) => Promise<{ stop(): Promise<void> }>;
 
 export const startKubeSource: StartKubeSource = async (opts) => {
+  // Before the first lists: they are what would grow V8's young generation (memory.ts).
+  if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
   const target = loadKubeTarget(opts.kubeconfig);
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
   const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
