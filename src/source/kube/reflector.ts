@@ -179,7 +179,7 @@ export class Reflector {
         // An ERROR event other than 410 says the stream is unusable: start over from a list.
         if (err instanceof ApiError && err.reason === 'watch-error') this.resourceVersion = '';
         const delay = this.backoff.next();
-        const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : 'listing';
+        const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : this.opts.watchList?.usable ? 'watch-list again' : 'listing';
         log.warn(`kube: ${what}: ${phase} failed: ${err.message}; ${next} in ${delay} ms`);
         await sleep(delay, signal);
       }
