@@ -25,7 +25,8 @@ export class Lab {
   private readonly socketPath: string;
 
   private constructor(tag: string) {
-    this.netns = `kbv-${tag}`;
+    // KPNG_BENCH_NETNS_PREFIX: runs of this bench side by side (each deletes its own names' leftovers).
+    this.netns = `${process.env.KPNG_BENCH_NETNS_PREFIX || 'kbv'}-${tag}`;
     spawnSync('ip', ['netns', 'del', this.netns]); // a leftover of a killed run
     run('ip', ['netns', 'add', this.netns]);
     live.add(this);

@@ -36,8 +36,9 @@ describe('kube source (kpng kube) against a real API server', () => {
       await create('svc', service(`pre-${i}`));
       await create('slice', endpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }]));
     }
-    // Page size 2: the initial lists take several pages (limit/continue).
-    kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--stats', '--log-level', 'debug'], env: { KPNG_KUBE_PAGE_SIZE: '2' } });
+    // Paginated lists (not the watch-list, test/e2e/kube-watch-list.test.ts) with page size 2: the
+    // initial lists take several pages (limit/continue).
+    kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--stats', '--log-level', 'debug'], env: { KPNG_KUBE_PAGE_SIZE: '2', KPNG_KUBE_WATCH_LIST: '0' } });
     await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
   }, 180_000);
 

@@ -7,11 +7,14 @@ import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { loadKubeTarget } from './config';
 import type { Transport } from './http';
-import { reduceMemoryWhenIdle } from './memory';
-import { Reflector, type ReflectorOptions } from './reflector';
+import { limitYoungGeneration, reduceMemoryWhenIdle } from './memory';
+import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 
-export { Reflector } from './reflector';
+export { Reflector, WatchListSupport } from './reflector';
+
+/** Reflector settings a caller may tune; `watchList` false forces paginated initial lists. */
+export type KubeTuning = Partial<Pick<ReflectorOptions, 'pageSize' | 'minWatchTimeoutSeconds' | 'idleTimeoutMs' | 'requestTimeoutMs'>> & { watchList?: boolean };
 
 export interface KubeSourceOptions {
   store: ClusterStore;
@@ -25,10 +28,12 @@ export interface KubeSourceOptions {
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
 export function createReflectors(
   opts: Omit<KubeSourceOptions, 'kubeconfig' | 'signal'> & { transport: Transport },
-  tuning: Partial<Pick<ReflectorOptions, 'pageSize' | 'minWatchTimeoutSeconds' | 'idleTimeoutMs' | 'requestTimeoutMs'>> = {},
+  tuning: KubeTuning = {},
 ): Reflector[] {
   const sel = selectorsFor(opts.serviceProxyName);
-  const common = { transport: opts.transport, store: opts.store, log: opts.log, ...tuning };
+  const { watchList = true, ...rest } = tuning;
+  // One verdict on watch-list support for the three resources (one server).
+  const common = { transport: opts.transport, store: opts.store, log: opts.log, ...rest, watchList: new WatchListSupport(watchList) };
   return [
     new Reflector({ ...common, kind: 'Service', what: 'Services', path: '/api/v1/services', labelSelector: sel.services }),
     new Reflector({ ...common, kind: 'EndpointSlice', what: 'EndpointSlices', path: '/apis/discovery.k8s.io/v1/endpointslices', labelSelector: sel.endpointSlices }),
@@ -59,10 +64,12 @@ export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore,
   };
 }
 
-/** Lists then watches; calls store.markSynced() once every initial list has been applied. */
+/** Lists (watch-list or paginated) then watches; calls store.markSynced() once every initial list has been applied. */
 export type StartKubeSource = (opts: { store: ClusterStore; log: Logger; kubeconfig?: string; node: string; serviceProxyName: string; signal: AbortSignal }) => Promise<{ stop(): Promise<void> }>;
 
 export const startKubeSource: StartKubeSource = async (opts) => {
+  // Before the first lists: they are what would grow V8's young generation (memory.ts).
+  if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
   const target = loadKubeTarget(opts.kubeconfig);
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
   const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
@@ -70,14 +77,15 @@ export const startKubeSource: StartKubeSource = async (opts) => {
 };
 
 /** Test and bench knobs (not part of the CLI): KPNG_KUBE_WATCH_TIMEOUT_S, KPNG_KUBE_IDLE_TIMEOUT_MS,
- *  KPNG_KUBE_REQUEST_TIMEOUT_MS, KPNG_KUBE_PAGE_SIZE. */
-function tuningFromEnv(): Partial<ReflectorOptions> {
+ *  KPNG_KUBE_REQUEST_TIMEOUT_MS, KPNG_KUBE_PAGE_SIZE, KPNG_KUBE_WATCH_LIST=0 (paginated lists). */
+export function tuningFromEnv(): KubeTuning {
   const num = (name: string) => {
     const v = process.env[name];
     const n = v === undefined || v === '' ? NaN : Number(v);
     return Number.isFinite(n) && n >= 0 ? n : undefined;
   };
-  const t: Partial<ReflectorOptions> = {};
+  const t: KubeTuning = {};
+  if (process.env.KPNG_KUBE_WATCH_LIST === '0') t.watchList = false;
   const w = num('KPNG_KUBE_WATCH_TIMEOUT_S');
   if (w !== undefined && w > 0) t.minWatchTimeoutSeconds = w;
   const i = num('KPNG_KUBE_IDLE_TIMEOUT_MS');

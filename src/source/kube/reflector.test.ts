@@ -1,12 +1,13 @@
 // The reflector against a scripted HTTP server: pagination, bookmarks, 410 Gone as an HTTP status
 // and as an in-stream ERROR event (relist + replace deletes), other ERROR events, the watchdog,
-// and backoff on failures. (The real API server is exercised by test/e2e/kube-*.test.ts.)
+// backoff on failures, and the watch-list initial sync (and its fallback to lists). (The real API server is exercised by test/e2e/kube-*.test.ts.)
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { silentLogger } from '../../util/log';
 import { Backoff } from '../../util/backoff';
 import { createTransport, LineSplitter } from './http';
-import { Reflector, type ReflectorStore } from './reflector';
+import { INITIAL_EVENTS_END, Reflector, WatchListSupport, type ReflectorStore } from './reflector';
+import type { Logger } from '../../util/log';
 
 type Handler = (url: URL, res: http.ServerResponse) => void;
 
@@ -212,6 +213,133 @@ describe('Reflector', () => {
     ac.abort();
     await run;
     expect(Date.now() - t).toBeLessThan(500);
+  });
+});
+
+const endBookmark = (rv: string) => ({ type: 'BOOKMARK', object: { metadata: { resourceVersion: rv, annotations: { [INITIAL_EVENTS_END]: 'true' } } } });
+
+function capturingLogger(lines: string[]): Logger {
+  const put = (m: string) => { lines.push(m); };
+  return { ...silentLogger, info: put, warn: put, debug: () => {} } as Logger;
+}
+
+describe('Reflector, watch-list initial sync', () => {
+  let server: FakeServer;
+  let store: RecordingStore;
+  let ac: AbortController;
+  let run: Promise<void> | undefined;
+  let logs: string[];
+
+  const reflector = (support = new WatchListSupport()) =>
+    new Reflector({
+      kind: 'Service', what: 'Services', path: '/api/v1/services', labelSelector: '!service.kubernetes.io/service-proxy-name',
+      transport: createTransport(server.url, async () => {}), store, log: capturingLogger(logs),
+      backoff: new Backoff({ initialMs: 5, maxMs: 20, jitter: 0 }), watchList: support,
+    });
+
+  beforeEach(async () => {
+    server = new FakeServer();
+    await server.start();
+    store = new RecordingStore();
+    ac = new AbortController();
+    run = undefined;
+    logs = [];
+  });
+  afterEach(async () => {
+    ac.abort();
+    await server.stop();
+    await run;
+  });
+
+  test('one watch: objects applied as they arrive, listed at the initial-events-end bookmark, then changes on the same stream', async () => {
+    server.next(watch([
+      { type: 'ADDED', object: svc('a', '8') },
+      { type: 'BOOKMARK', object: { metadata: { resourceVersion: '9' } } }, // not the end: no resume point
+      { type: 'ADDED', object: svc('b', '9') },
+      endBookmark('10'),
+      { type: 'MODIFIED', object: svc('a', '11', 81) },
+    ], true));
+    server.otherwise(watch([], true));
+    const r = reflector();
+    run = r.run(ac.signal);
+    await r.whenListed();
+    expect(r.stats.watchLists).toBe(1);
+    await until('the change after the bookmark', () => r.resourceVersion === '11');
+    expect(store.ops).toEqual(['apply a', 'apply b', 'apply a']); // no replace, no list
+    expect(server.requests).toHaveLength(1);
+    const q = server.requests[0].searchParams;
+    expect(q.get('watch')).toBe('1');
+    expect(q.get('sendInitialEvents')).toBe('true');
+    expect(q.get('resourceVersionMatch')).toBe('NotOlderThan');
+    expect(q.get('allowWatchBookmarks')).toBe('true');
+    expect(q.get('resourceVersion')).toBeNull(); // a consistent read
+    expect(q.get('labelSelector')).toBe('!service.kubernetes.io/service-proxy-name');
+    expect(logs.some((l) => /kube: listed 2 Services \(resourceVersion 10, watch-list/.test(l))).toBe(true);
+  });
+
+  test('the resourceVersion is unset until the end bookmark; a stream that dies before it starts over', async () => {
+    server.next((_u, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write(JSON.stringify({ type: 'ADDED', object: svc('a', '8') }) + '\n');
+      setTimeout(() => res.destroy(), 20);
+    });
+    // The second attempt sees b instead of a: a relist, so it replaces (a vanished).
+    server.next(watch([{ type: 'ADDED', object: svc('b', '12') }, endBookmark('12')], true));
+    server.otherwise(watch([], true));
+    const r = reflector();
+    run = r.run(ac.signal);
+    await r.whenListed();
+    expect(store.ops).toEqual(['apply a', 'replace b']);
+    expect([...store.objects.keys()]).toEqual(['b']);
+    expect(r.resourceVersion).toBe('12');
+    expect(server.requests[1].searchParams.get('sendInitialEvents')).toBe('true');
+  });
+
+  test('410 relists by watch-list: objects buffered, the kind replaced at the bookmark (vanished ones deleted)', async () => {
+    server.next(watch([{ type: 'ADDED', object: svc('a', '5') }, { type: 'ADDED', object: svc('b', '6') }, endBookmark('10'),
+      { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' } }]));
+    server.next(watch([{ type: 'ADDED', object: svc('b', '6') }, { type: 'ADDED', object: svc('c', '35') }, endBookmark('40')], true));
+    server.otherwise(watch([], true));
+    const r = reflector();
+    run = r.run(ac.signal);
+    await until('relist', () => r.stats.relists === 1);
+    expect(store.ops).toEqual(['apply a', 'apply b', 'replace b,c']);
+    expect(logs.some((l) => /kube: Services: resourceVersion 10 expired \(410 Gone\): relisting/.test(l))).toBe(true);
+    expect([...store.objects.keys()].sort()).toEqual(['b', 'c']);
+    expect(r.stats.gone).toBe(1);
+    expect(r.stats.watchLists).toBe(2);
+    expect(logs.some((l) => /relisted 2 Services \(resourceVersion 40, watch-list/.test(l))).toBe(true);
+  });
+
+  test('a server that refuses it (422 Invalid) gets paginated lists, logged once for every reflector sharing the verdict', async () => {
+    const refuse = json({ kind: 'Status', code: 422, reason: 'Invalid', message: 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled' }, 422);
+    server.next(refuse, list('10', [svc('a', '8')]), watch([], true));
+    server.otherwise(watch([], true));
+    const support = new WatchListSupport();
+    const r = reflector(support);
+    run = r.run(ac.signal);
+    await r.whenListed();
+    expect(support.usable).toBe(false);
+    expect(r.stats.watchLists).toBe(0);
+    expect(store.ops).toEqual(['replace a']);
+    expect(server.requests[1].searchParams.get('watch')).toBeNull();
+    expect(server.requests[1].searchParams.get('limit')).toBe('500');
+    support.refuse(capturingLogger(logs), 'again');
+    expect(logs.filter((l) => /does not serve watch-list/.test(l))).toHaveLength(1);
+    expect(logs[0]).toMatch(/HTTP 422 Invalid: sendInitialEvents is forbidden/);
+  });
+
+  test('a server that twice ends the stream without the end bookmark (it ignored sendInitialEvents) gets lists', async () => {
+    server.next(watch([{ type: 'ADDED', object: svc('a', '8') }]), watch([{ type: 'ADDED', object: svc('a', '8') }]));
+    server.next(list('10', [svc('a', '8')]));
+    server.otherwise(watch([], true));
+    const support = new WatchListSupport();
+    const r = reflector(support);
+    run = r.run(ac.signal);
+    await r.whenListed();
+    expect(support.usable).toBe(false);
+    expect(server.requests[2].searchParams.get('limit')).toBe('500');
+    expect(logs.some((l) => /ended before its k8s.io\/initial-events-end bookmark/.test(l))).toBe(true);
   });
 });
 

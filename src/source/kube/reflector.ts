@@ -1,6 +1,15 @@
 // A reflector keeps one kind of object in the ClusterStore equal to what the API server holds,
 // the way client-go's does for kube-proxy, with what a service proxy needs to trust it:
 //
+//   watch-list  when the server serves it (WatchList, on by default since v1.32): one watch with
+//          sendInitialEvents=true&resourceVersionMatch=NotOlderThan (a consistent read) sends every
+//          object as an ADDED event, then a bookmark annotated k8s.io/initial-events-end whose
+//          resourceVersion the store is current at; the same stream then carries the changes. Each
+//          event is parsed from its own line, so the whole list is never held as one response. The
+//          first time, each object goes into the store as it arrives (the store is not synced yet, so
+//          no sink sees the partial state); a relist buffers the objects and replaces the kind at the
+//          bookmark, as a list does. A server that refuses it (HTTP 400/422, e.g. the gate off or a
+//          server older than v1.27) or twice ends the stream before the bookmark gets lists instead;
 //   list   consistent read (no resourceVersion), paginated with limit/continue; the whole result
 //          replaces the kind in the store, so objects that vanished meanwhile are deleted;
 //   watch  from the list's resourceVersion, with allowWatchBookmarks (the server says "you are
@@ -46,7 +55,29 @@ export interface ReflectorOptions {
   /** Bound on waiting for response headers, and on a whole list page. Default 60 s. */
   requestTimeoutMs?: number;
   backoff?: Backoff;
+  /** Initial syncs by watch-list while this says so (shared by a node's reflectors); lists without it. */
+  watchList?: WatchListSupport;
 }
+
+/** Whether the API server serves watch-list initial syncs; shared by the reflectors of one server. */
+export class WatchListSupport {
+  private logged = false;
+  constructor(public usable = true) {}
+
+  /** Lists from now on; logged once for all reflectors. */
+  refuse(log: Logger, why: string): void {
+    this.usable = false;
+    if (this.logged) return;
+    this.logged = true;
+    log.info(`kube: the API server does not serve watch-list initial syncs (${why}); using paginated lists`);
+  }
+}
+
+/** The annotation of the bookmark that ends a watch-list's initial events. */
+export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
+
+/** A watch-list stream that ended before its initial-events-end bookmark. */
+class IncompleteWatchList extends Error {}
 
 /** A failed API call: HTTP status (0 = no response) and the Status reason. */
 export class ApiError extends Error {
@@ -59,6 +90,8 @@ export class ApiError extends Error {
 /** Counters for logs and tests. */
 export interface ReflectorStats {
   lists: number;
+  /** Of those, initial syncs done by watch-list (the rest were paginated lists). */
+  watchLists: number;
   /** Lists after the first one (410 Gone, errors). */
   relists: number;
   gone: number;
@@ -69,15 +102,20 @@ export interface ReflectorStats {
   bookmarks: number;
 }
 
-interface WatchEvent { type?: string; object?: { metadata?: { resourceVersion?: string }; code?: number; reason?: string; message?: string } }
+interface WatchEvent {
+  type?: string;
+  object?: { metadata?: { namespace?: string; name?: string; resourceVersion?: string; annotations?: Record<string, string> }; code?: number; reason?: string; message?: string };
+}
 
 export class Reflector {
   /** The resourceVersion the store is current at ("" = a list is needed). */
   resourceVersion = '';
-  readonly stats: ReflectorStats = { lists: 0, relists: 0, gone: 0, watches: 0, watchFailures: 0, events: 0, bookmarks: 0 };
+  readonly stats: ReflectorStats = { lists: 0, watchLists: 0, relists: 0, gone: 0, watches: 0, watchFailures: 0, events: 0, bookmarks: 0 };
   private readonly listed: Promise<void>;
   private resolveListed!: () => void;
   private readonly backoff: Backoff;
+  /** Something of this kind went into the store (a later initial sync must replace, not add). */
+  private applied = false;
 
   constructor(private readonly opts: ReflectorOptions) {
     this.listed = new Promise((r) => (this.resolveListed = r));
@@ -91,33 +129,57 @@ export class Reflector {
   async run(signal: AbortSignal): Promise<void> {
     const { log, what } = this.opts;
     let goneInARow = 0;
+    let incompleteInARow = 0;
     while (!signal.aborted) {
-      let phase = 'list';
+      let phase: 'list' | 'watch-list' | 'watch' = 'watch';
       try {
-        if (!this.resourceVersion) await this.list(signal);
-        phase = 'watch';
+        let initial = false;
+        if (!this.resourceVersion) {
+          if (this.opts.watchList?.usable) {
+            phase = 'watch-list';
+            initial = true;
+          } else {
+            phase = 'list';
+            await this.list(signal);
+            phase = 'watch';
+          }
+        }
         const t0 = Date.now();
-        const events = await this.watch(signal);
+        const events = await this.watch(signal, initial);
         if (signal.aborted) break;
         goneInARow = 0;
+        incompleteInARow = 0;
         if (events === 0 && Date.now() - t0 < 1000) throw new Error('the server ended the watch at once');
         log.debug(`kube: ${what}: watch ended after ${((Date.now() - t0) / 1000).toFixed(0)} s (${events} events); resuming at resourceVersion ${this.resourceVersion}`);
       } catch (e) {
         if (signal.aborted) break;
         const err = e as Error;
+        // Past its initial-events-end bookmark a watch-list is a plain watch.
+        if (phase === 'watch-list' && this.resourceVersion) phase = 'watch';
         if (err instanceof ApiError && err.gone) {
           this.stats.gone++;
-          log.info(`kube: ${what}: ${phase === 'watch' ? `resourceVersion ${this.resourceVersion}` : 'list continuation'} expired (410 Gone): relisting`);
+          log.info(`kube: ${what}: ${phase === 'watch' ? `resourceVersion ${this.resourceVersion}` : phase === 'list' ? 'list continuation' : 'watch-list'} expired (410 Gone): relisting`);
           this.resourceVersion = '';
           // A relist at once; but never loop hot if the server keeps answering 410.
           if (++goneInARow > 1) await sleep(this.backoff.next(), signal);
           continue;
         }
-        if (phase === 'watch') this.stats.watchFailures++;
+        if (phase === 'watch-list' && this.opts.watchList) {
+          // The request itself was refused as invalid: the gate is off or the server predates it.
+          if (err instanceof ApiError && (err.status === 400 || err.status === 422)) {
+            this.opts.watchList.refuse(log, err.message);
+            continue;
+          }
+          if (err instanceof IncompleteWatchList && ++incompleteInARow >= 2) {
+            this.opts.watchList.refuse(log, err.message);
+            continue;
+          }
+        }
+        if (phase !== 'list') this.stats.watchFailures++;
         // An ERROR event other than 410 says the stream is unusable: start over from a list.
         if (err instanceof ApiError && err.reason === 'watch-error') this.resourceVersion = '';
         const delay = this.backoff.next();
-        const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : 'listing';
+        const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : this.opts.watchList?.usable ? 'watch-list again' : 'listing';
         log.warn(`kube: ${what}: ${phase} failed: ${err.message}; ${next} in ${delay} ms`);
         await sleep(delay, signal);
       }
@@ -189,24 +251,40 @@ export class Reflector {
     if (signal.aborted) return;
     if (!rv) throw new Error('list response has no resourceVersion');
     this.opts.store.replace(kind, items);
+    this.applied = true;
+    this.noteListed(rv, items.length, `${pages} page${pages === 1 ? '' : 's'}`, t0);
+  }
+
+  /** A list or watch-list's initial events are in the store: the store is current at `rv`. */
+  private noteListed(rv: string, count: number, how: string, t0: number): void {
     const first = this.stats.lists === 0;
     this.stats.lists++;
     if (!first) this.stats.relists++;
     this.resourceVersion = rv;
-    log.info(`kube: ${first ? 'listed' : 'relisted'} ${items.length} ${what} (resourceVersion ${rv}, ${pages} page${pages === 1 ? '' : 's'}, ${(performance.now() - t0).toFixed(0)} ms)`);
+    this.opts.log.info(`kube: ${first ? 'listed' : 'relisted'} ${count} ${this.opts.what} (resourceVersion ${rv}, ${how}, ${(performance.now() - t0).toFixed(0)} ms)`);
     if (first) this.resolveListed();
   }
 
-  /** One watch from this.resourceVersion. Resolves with the number of events when the server
-   *  ends it (timeoutSeconds); rejects on 410, errors, a dropped connection or the watchdog. */
-  private async watch(signal: AbortSignal): Promise<number> {
+  /** One watch from this.resourceVersion, or (`initial`) a watch-list that first sends every object.
+   *  Resolves with the number of events when the server ends it (timeoutSeconds); rejects on 410,
+   *  errors, a dropped connection, the watchdog, or a watch-list ended before its initial events. */
+  private async watch(signal: AbortSignal, initial = false): Promise<number> {
     const { what, log, kind, store } = this.opts;
     const min = this.opts.minWatchTimeoutSeconds ?? 300;
     const timeoutSeconds = Math.floor(min * (1 + Math.random()));
     const ac = new AbortController();
-    const res = await this.get(this.query({ watch: 1, resourceVersion: this.resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds }), signal, ac);
+    const t0 = performance.now();
+    const params = initial
+      ? { watch: 1, sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan', allowWatchBookmarks: 'true', timeoutSeconds }
+      : { watch: 1, resourceVersion: this.resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds };
+    const res = await this.get(this.query(params), signal, ac);
     this.stats.watches++;
-    log.debug(`kube: ${what}: watching from resourceVersion ${this.resourceVersion} (timeoutSeconds ${timeoutSeconds})`);
+    log.debug(`kube: ${what}: ${initial ? 'watch-list (initial events, then changes)' : `watching from resourceVersion ${this.resourceVersion}`} (timeoutSeconds ${timeoutSeconds})`);
+    // Until the initial-events-end bookmark: the first time, objects go straight into the store (it
+    // holds nothing of this kind); a relist buffers them by name and replaces the kind at the end.
+    let initialPhase = initial;
+    const buffer = initial && this.applied ? new Map<string, unknown>() : null;
+    let initialCount = 0;
     const idleMs = this.opts.idleTimeoutMs ?? 90_000;
     return new Promise<number>((resolve, reject) => {
       let events = 0;
@@ -242,13 +320,41 @@ export class Reflector {
           case 'MODIFIED':
           case 'DELETED':
             events++;
+            if (initialPhase) {
+              const deleted = ev.type === 'DELETED';
+              if (buffer) {
+                const key = `${obj?.metadata?.namespace ?? ''}/${obj?.metadata?.name ?? ''}`;
+                if (deleted) buffer.delete(key);
+                else buffer.set(key, obj);
+              } else {
+                store.apply(kind, obj, deleted);
+                this.applied = true;
+              }
+              if (!deleted) initialCount++;
+              return;
+            }
             this.stats.events++;
             store.apply(kind, obj, ev.type === 'DELETED');
             if (rv) this.resourceVersion = rv;
             return;
           case 'BOOKMARK':
             this.stats.bookmarks++;
-            if (rv) this.resourceVersion = rv;
+            if (!initialPhase) {
+              if (rv) this.resourceVersion = rv;
+              return;
+            }
+            // Before the end of the initial events a bookmark's resourceVersion is no resume point.
+            if (obj?.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return;
+            if (!rv) throw new Error('watch-list: initial-events-end bookmark without a resourceVersion');
+            initialPhase = false;
+            if (buffer) {
+              store.replace(kind, [...buffer.values()]);
+              initialCount = buffer.size;
+              buffer.clear();
+              this.applied = true;
+            }
+            this.stats.watchLists++;
+            this.noteListed(rv, initialCount, 'watch-list', t0);
             return;
           case 'ERROR': {
             const code = typeof obj?.code === 'number' ? obj.code : 0;
@@ -275,11 +381,11 @@ export class Reflector {
         } catch (e) {
           return finish(e as Error);
         }
-        finish();
+        finish(initialPhase && !signal.aborted ? new IncompleteWatchList(`watch-list ended before its ${INITIAL_EVENTS_END} bookmark (${initialCount} objects)`) : undefined);
       });
       res.on('aborted', () => finish(new Error('watch connection lost')));
       res.on('error', (e) => finish(new Error(`watch connection lost: ${e.message}`)));
-      res.on('close', () => finish(res.complete ? undefined : new Error('watch connection lost')));
+      res.on('close', () => finish(!res.complete ? new Error('watch connection lost') : initialPhase && !signal.aborted ? new IncompleteWatchList(`watch-list ended before its ${INITIAL_EVENTS_END} bookmark`) : undefined));
     });
   }
 }
