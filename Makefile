@@ -28,7 +28,8 @@ test: build controlplane
 	@npm run --silent typecheck
 	@mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
 	  hack/qemu/test-guest.sh || status=$$?; \
-	  node hack/test-summary.js .cache/jest-results.json .cache/jest-guest-results.json && exit $$status
+	  hack/image/make-test.sh || status=$$?; \
+	  node hack/test-summary.js .cache/jest-results.json .cache/jest-guest-results.json .cache/image-results.json && exit $$status
 
 # Only the tests that need a kernel with IPVS (*.guest.test.ts), inside a qemu guest (hack/qemu/).
 test-guest: build
