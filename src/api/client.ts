@@ -25,6 +25,11 @@ export interface WatchClientOptions extends TlsFiles {
   backoff?: BackoffOptions;
   /** Largest message accepted from the server (default 64 MiB). */
   maxMessageBytes?: number;
+  /**
+   * Give up (run() rejects) after this many failed attempts before the first batch was delivered;
+   * default: never (a node agent keeps waiting for its server). `kpng local --once` sets it.
+   */
+  giveUpAfterFailures?: number;
 }
 
 /** A batch as received: the Sink contract's Batch plus the item count the server announced. */
@@ -92,10 +97,17 @@ export class WatchClient {
   private async loop(handler: BatchHandler): Promise<void> {
     const { log, api, node } = this.opts;
     const creds = await clientCredentials(this.opts);
+    let everDelivered = false;
+    let failedBefore = 0;
     while (!this.ac.signal.aborted) {
       const { delivered, reason } = await this.streamOnce(creds, handler);
       if (this.ac.signal.aborted) break;
       this.stats.failures++;
+      everDelivered ||= delivered;
+      const giveUp = this.opts.giveUpAfterFailures;
+      if (!everDelivered && giveUp !== undefined && ++failedBefore >= giveUp) {
+        throw new Error(`cannot follow node ${node} on ${api} (${reason}); gave up after ${failedBefore} attempts`);
+      }
       if (delivered) this.backoff.reset();
       const delay = this.backoff.next();
       this.stats.lastBackoffMs = delay;
@@ -211,7 +223,7 @@ export interface ApiSource {
  * synced after the first Sync, a Reset replaces the state (only real differences reach the
  * store's subscribers, so a reconnection after a server restart costs them nothing).
  */
-export async function startApiSource(opts: WatchClientOptions): Promise<ApiSource> {
+export async function startApiSource(opts: WatchClientOptions & { onGiveUp?: (e: Error) => void }): Promise<ApiSource> {
   // Bad addresses and TLS files fail right away rather than in the background.
   await clientCredentials(opts);
   const state = new ItemStore(opts.node);
@@ -220,6 +232,9 @@ export async function startApiSource(opts: WatchClientOptions): Promise<ApiSourc
     const changed = applyBatch(state, batch);
     opts.log.debug(`api: node ${opts.node}: revision ${batch.revision}${batch.reset ? ' (full state)' : ''}: ${changed.length} of ${batch.changes.length} changes were new`);
   });
-  done.catch((e) => opts.log.error(`api: ${(e as Error).message}`));
+  done.catch((e) => {
+    opts.log.error(`api: ${(e as Error).message}`);
+    opts.onGiveUp?.(e as Error);
+  });
   return { state, client, stop: () => client.stop() };
 }

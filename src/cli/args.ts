@@ -69,7 +69,8 @@ ${backendsHelp([{ name: 'api', summary: 'serve every node\'s state over gRPC (--
 Options:
   --node NAME, --hostname-override NAME
                         the node whose state is computed (default: this host's name, ${os.hostname()})
-  --once                compute, emit one sync and exit
+  --once                compute, emit one sync and exit (kpng local: exit 1 if the server cannot be
+                        reached after 5 attempts, ~6 s)
   --stats               print "stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events"
                         on stderr once a second (ms, counts, CPU ms in the interval, % of one
                         core, MiB of resident memory, % of events that changed the state)

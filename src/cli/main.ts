@@ -15,6 +15,8 @@ import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSource
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
 
+/** `kpng local --once`: attempts to reach the server before giving up (backoff from 200 ms: ~6 s in all). */
+const ONCE_ATTEMPTS = 5;
 const out = (text: string) => { process.stdout.write(text); };
 
 async function createSink(def: BackendDefinition, opts: CliOptions, log: Logger): Promise<Sink> {
@@ -84,7 +86,11 @@ export async function main(argv: string[]): Promise<number> {
     let events = () => 0;
     if (opts.command === 'local') {
       const client = loadPlugin<ApiClientModule>('../api/client', 'the local (API) source');
-      const src = await client.startApiSource({ api: opts.api!, node: opts.node, log, signal: ac.signal, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey, tlsCA: opts.tlsCA });
+      const src = await client.startApiSource({
+        api: opts.api!, node: opts.node, log, signal: ac.signal, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey, tlsCA: opts.tlsCA,
+        // --once must end: a server that cannot be reached is an error, not a wait without end.
+        ...(opts.once ? { giveUpAfterFailures: ONCE_ATTEMPTS, onGiveUp: () => { process.exitCode = 1; ac.abort(); } } : {}),
+      });
       stops.push(() => src.stop());
       state = src.state;
     } else {
@@ -146,7 +152,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e) => {
+  main(process.argv.slice(2)).then((code) => { process.exitCode = code || process.exitCode; }, (e) => {
     process.stderr.write(`kpng: ${(e as Error).stack ?? String(e)}\n`);
     process.exitCode = 1;
   });

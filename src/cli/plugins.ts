@@ -18,7 +18,7 @@ export interface ApiServerModule {
 
 export interface ApiClientModule {
   /** Follows a node's state from a kpng API server into an ItemStore (synced after the first Sync). */
-  startApiSource(opts: TlsFiles & { api: string; node: string; log: Logger; signal: AbortSignal }): Promise<{ state: ItemStore; stop(): Promise<void> }>;
+  startApiSource(opts: TlsFiles & { api: string; node: string; log: Logger; signal: AbortSignal; giveUpAfterFailures?: number; onGiveUp?: (e: Error) => void }): Promise<{ state: ItemStore; stop(): Promise<void> }>;
 }
 
 export function loadPlugin<T>(modulePath: string, what: string): T {
