@@ -17,7 +17,7 @@ import type { FirstSyncResult } from './first-sync/child';
 
 interface Variant { name: string; env: Record<string, string>; nodeArgs: string[] }
 
-// kpng keeps V8's young generation at its initial size by itself (src/source/kube/memory.ts), unless
+// kpng keeps V8's young generation at its initial size by itself (src/util/memory.ts), unless
 // a semi-space flag is on the node command line: --semi-space-growth-factor=2 (V8's default) there
 // gives the "V8 default" rows, i.e. kpng before that change.
 const V8_DEFAULT = '--semi-space-growth-factor=2';

@@ -1,4 +1,4 @@
-// limitYoungGeneration (src/source/kube/memory.ts) in a fresh Node process each (V8 flags are
+// limitYoungGeneration (src/util/memory.ts) in a fresh Node process each (V8 flags are
 // process-wide): set at run time, it keeps the young generation from growing under a burst of
 // surviving allocations (as the first lists make; 32 MiB without it, a few MiB with it); a
 // semi-space flag of the user's wins. Runs the
@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { nodeBinary, repoRoot } from '../bench/events/kpng-child';
 
-const MEMORY_JS = path.join(repoRoot(), 'dist', 'src', 'source', 'kube', 'memory.js');
+const MEMORY_JS = path.join(repoRoot(), 'dist', 'src', 'util', 'memory.js');
 
 /** Peak committed young generation (MiB) during the burst, and what limitYoungGeneration returned. */
 function burst(limit: boolean, nodeArgs: string[] = []): { limited: boolean; peakNewMiB: number } {

@@ -46,6 +46,7 @@ export function kpng(backend: string): ProxySpec {
   return {
     name: `kpng ${backend}`,
     tag: `kpng-${backend}`,
-    argv: (kubeconfig, node, podCidr) => [nodeBinary(), kpngMain(), 'kube', '--kubeconfig', kubeconfig, '--node', node, '--to', backend, '--cluster-cidr', podCidr],
+    // KPNG_BENCH_NODE_ARGS: node options for kpng (e.g. V8 flags to compare), space-separated.
+    argv: (kubeconfig, node, podCidr) => [nodeBinary(), ...(process.env.KPNG_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), kpngMain(), 'kube', '--kubeconfig', kubeconfig, '--node', node, '--to', backend, '--cluster-cidr', podCidr],
   };
 }

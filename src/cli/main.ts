@@ -14,6 +14,7 @@ import { helpText, parseCli, pluginArgs, UsageError, type CliOptions } from './a
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
+import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
 
 /** `kpng local --once`: attempts to reach the server before giving up (backoff from 200 ms: ~6 s in all). */
 const ONCE_ATTEMPTS = 5;
@@ -76,6 +77,9 @@ export async function main(argv: string[]): Promise<number> {
   const log = createLogger(opts.logLevel);
   const ac = stopSignal();
   const stops: (() => Promise<void> | void)[] = [];
+  // The first state is built with nearly every allocation surviving: keep V8's young generation
+  // from growing to its maximum for it (1k services from a file: peak RSS 147 -> 113 MiB).
+  if (limitYoungGeneration()) log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
   try {
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version() });
@@ -93,6 +97,7 @@ export async function main(argv: string[]): Promise<number> {
       });
       stops.push(() => src.stop());
       state = src.state;
+      if (!opts.once) reduceMemoryWhenIdle(log, ac.signal);
     } else {
       const cluster = (store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model, observe: ops.observeObject }));
       events = () => cluster.events;
@@ -107,6 +112,7 @@ export async function main(argv: string[]): Promise<number> {
         const file = new FileSource({ file: opts.input!, store: cluster, log });
         await file.start(!opts.once);
         stops.push(() => file.stop());
+        if (!opts.once) reduceMemoryWhenIdle(log, ac.signal);
       } else {
         const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
         const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal });

@@ -4,6 +4,7 @@ import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from '../model/options';
 import { objectName, parseEndpointSlice, parseNode, parseService, type Parsed } from '../model/parse';
 import type { NodeSpec, ServiceSpec, SliceSpec } from '../model/objects';
 import { ObjectWarnings, type Logger } from '../util/log';
+import { sameJson } from '../util/same-json';
 
 export type Kind = 'Service' | 'EndpointSlice' | 'Node';
 
@@ -26,18 +27,18 @@ export interface ClusterStoreOptions {
 
 const nsName = (ns: string, name: string) => `${ns}/${name}`;
 
-/** Trimmed objects by key, with their JSON text to tell a real change from a no-op update. */
+/** Trimmed objects by key; a no-op update (an equal object) is told from a real change. */
 class TrimmedMap<T> {
-  private readonly entries = new Map<string, { value: T; text: string }>();
-  get(key: string): T | undefined { return this.entries.get(key)?.value; }
+  private readonly entries = new Map<string, T>();
+  get(key: string): T | undefined { return this.entries.get(key); }
   keys(): IterableIterator<string> { return this.entries.keys(); }
   get size(): number { return this.entries.size; }
   /** Stores (or with null, removes) a value; true when that changed anything. */
   set(key: string, value: T | null): boolean {
     if (value === null) return this.entries.delete(key);
-    const text = JSON.stringify(value);
-    if (this.entries.get(key)?.text === text) return false;
-    this.entries.set(key, { value, text });
+    const prev = this.entries.get(key);
+    if (prev !== undefined && sameJson(prev, value)) return false;
+    this.entries.set(key, value);
     return true;
   }
 }
@@ -46,8 +47,8 @@ export class ClusterStore {
   private readonly services = new TrimmedMap<ServiceSpec>();
   /** slices by owning service "ns/svc", then by slice name. */
   private readonly slicesByService = new Map<string, Map<string, SliceSpec>>();
-  /** slice "ns/name" -> { owner "ns/svc", trimmed text } */
-  private readonly slices = new Map<string, { owner: string; text: string }>();
+  /** slice "ns/name" -> owner "ns/svc" */
+  private readonly slices = new Map<string, string>();
   private readonly nodes = new TrimmedMap<NodeSpec>();
   private dirtyServices = new Set<string>();
   private dirtyNodes = new Set<string>();
@@ -146,16 +147,15 @@ export class ClusterStore {
     if (parsed?.ok) {
       const slice = parsed.value.slice;
       const owner = nsName(slice.namespace, slice.service);
-      const text = JSON.stringify(slice);
-      if (prev && prev.owner === owner && prev.text === text) return;
-      if (prev && prev.owner !== owner) this.dropSlice(key, prev.owner);
-      this.slices.set(key, { owner, text });
+      if (prev === owner && sameJson(this.slicesByService.get(owner)?.get(slice.name), slice)) return;
+      if (prev !== undefined && prev !== owner) this.dropSlice(key, prev);
+      this.slices.set(key, owner);
       let m = this.slicesByService.get(owner);
       if (!m) this.slicesByService.set(owner, (m = new Map()));
       m.set(slice.name, slice);
       this.dirtyServices.add(owner);
-    } else if (prev) {
-      this.dropSlice(key, prev.owner);
+    } else if (prev !== undefined) {
+      this.dropSlice(key, prev);
     }
   }
 

@@ -4,6 +4,7 @@ import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
 import { pushAll } from '../../util/push-all';
+import type { SlotState } from './slots';
 import type { Yielder } from './yielder';
 import { N, type Elem, type Fam, type Op, type Stmt } from './types';
 
@@ -11,10 +12,21 @@ import { N, type Elem, type Fam, type Op, type Stmt } from './types';
 /** Elements per add/delete op (the addon packs each op into netlink messages). */
 const ELEM_CHUNK = 1000;
 
+/**
+ * What the kernel holds for one service: not its rendered program (at 10k services x 10 endpoints
+ * the programs held 84 MiB) but what renders it again, identically: the service as the ENLS gave it
+ * (the store holds that object anyway), the node item it was rendered with, and its slot assignment.
+ */
+export interface Rendered {
+  svc: Service;
+  node: NodeInfo | undefined;
+  slots: Map<string, SlotState>;
+}
+
 export class TableModel {
-  readonly programs = new Map<string, Program>();
-  /** Reference counts of shared set elements ("set|id"): several services may hold one. */
-  readonly sharedRefs = new Map<string, number>();
+  readonly programs = new Map<string, Rendered>();
+  /** Reference counts of shared set elements (set -> id -> count): several services may hold one. */
+  readonly sharedRefs = new Map<string, Map<string, number>>();
   /** Picks map shards created in the kernel (created on first use, kept). */
   readonly shards = new Set<string>();
   /** Shared chains: services using each, and the ones the kernel has. */
@@ -117,19 +129,20 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
   for (const [name, t] of newP.sets) if (!oldP.sets.has(name)) c.addSet(name, t);
   // Shared set elements, reference counted.
   for (const [set, olds] of oldP.shared) {
+    const refs = model.sharedRefs.get(set);
     for (const [id, e] of olds) {
       if (newP.shared.get(set)?.has(id)) continue;
-      const k = `${set}|${id}`;
-      const n = (model.sharedRefs.get(k) ?? 1) - 1;
-      if (n <= 0) { model.sharedRefs.delete(k); c.delElem(set, e); } else model.sharedRefs.set(k, n);
+      const n = (refs?.get(id) ?? 1) - 1;
+      if (n <= 0) { refs?.delete(id); c.delElem(set, e); } else refs!.set(id, n);
     }
   }
   for (const [set, news] of newP.shared) {
+    let refs = model.sharedRefs.get(set);
+    if (!refs) model.sharedRefs.set(set, (refs = new Map()));
     for (const [id, e] of news) {
       if (oldP.shared.get(set)?.has(id)) continue;
-      const k = `${set}|${id}`;
-      const n = (model.sharedRefs.get(k) ?? 0) + 1;
-      model.sharedRefs.set(k, n);
+      const n = (refs.get(id) ?? 0) + 1;
+      refs.set(id, n);
       if (n === 1) c.addElem(set, e);
     }
   }
@@ -162,11 +175,13 @@ export function settleSharedChains(model: TableModel, c: OpCollector): void {
 
 /** Update one service in the model; returns its old and new programs. */
 export function updateService(model: TableModel, key: string, svc: Service | undefined, node: NodeInfo | undefined, c: OpCollector): { oldP: Program; newP: Program } {
-  const oldP = model.programs.get(key) ?? emptyProgram();
+  const old = model.programs.get(key);
+  // Rendering is a pure function of (service, node, slots): the old program is rendered again.
+  const oldP = old ? buildProgram(old.svc, model.fam, { node: old.node, prevSlots: old.slots }) : emptyProgram();
   const newP = svc ? buildProgram(svc, model.fam, { node, prevSlots: oldP.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
-  if (newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
-  else model.programs.set(key, newP);
+  if (!svc || newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
+  else model.programs.set(key, { svc, node, slots: newP.slots });
   return { oldP, newP };
 }
 

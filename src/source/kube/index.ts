@@ -7,7 +7,7 @@ import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { loadKubeTarget } from './config';
 import type { Transport } from './http';
-import { limitYoungGeneration, reduceMemoryWhenIdle } from './memory';
+import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 

@@ -9,7 +9,7 @@
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import { performance } from 'node:perf_hooks';
-import type { Logger } from '../../util/log';
+import type { Logger } from './log';
 
 type GcFn = (opts: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
 
