@@ -86,7 +86,11 @@ const LIMIT_UNIT = { second: 1, minute: 60, hour: 3600, day: 86400 };
 const REJECT_TYPE = { icmp: 0, tcpReset: 1, icmpx: 2 };
 
 /** A descriptor kept per op so kernel errors can be reported against the object that caused them. */
-export interface OpDesc { op: OpName; kind: KindName; object: string; elements?: NftElement[] }
+export interface OpDesc {
+  op: OpName; kind: KindName; object: string; elements?: NftElement[];
+  /** For element ops written with elementFrom(): names element i in an error report. */
+  elementText?: (i: number) => string;
+}
 
 /** Builds the binary batch. Use `add(op)` for object ops, or `beginElements` + `element` for bulk elements. */
 export class NftBatch {
@@ -267,10 +271,10 @@ export class NftBatch {
   }
 
   /** Starts an element op; follow with `element()` calls (any number; the addon splits messages). */
-  beginElements(op: NftOp['op'], e: Omit<NftElements, 'elements'>): number {
+  beginElements(op: NftOp['op'], e: Omit<NftElements, 'elements'>, elementText?: (i: number) => string): number {
     const idx = this.descs.length;
     this.begin(op as OpName, 'elements', e.family,
-      { op: op as OpName, kind: 'elements', object: `set ${e.family} ${e.table} ${e.set}` });
+      { op: op as OpName, kind: 'elements', object: `set ${e.family} ${e.table} ${e.set}`, elementText });
     this.attr(A.SET_TABLE, 'str', e.table);
     if (e.set) this.attr(A.SET_NAME, 'str', e.set);
     if (e.setId !== undefined) this.attr(A.SET_ID, 'u32', e.setId);
@@ -279,18 +283,32 @@ export class NftBatch {
 
   /** Appends one element to the current element op (netlink attributes written directly). */
   element(e: NftElement): void {
-    const v = e.verdict;
+    this.writeElement(e.key, e.key.length, e.keyEnd, e.data, e.data?.length ?? 0, e.verdict, e.intervalEnd, e.timeout, e.comment);
+  }
+
+  /**
+   * Appends one element from the first `keyLen` bytes of `key` and `dataLen` of `data` (map data) or a
+   * verdict: the allocation-free form of element() for callers that reuse scratch buffers.
+   */
+  elementFrom(key: Uint8Array, keyLen: number, data: Uint8Array | undefined, dataLen: number, verdict?: NftVerdict): void {
+    this.writeElement(key, keyLen, undefined, data, dataLen, verdict, undefined, undefined, undefined);
+  }
+
+  private writeElement(
+    key: Uint8Array, keyLen: number, keyEnd: Uint8Array | undefined, data: Uint8Array | undefined, dataLen: number,
+    v: NftVerdict | undefined, intervalEnd: boolean | undefined, timeout: number | undefined, commentText: string | undefined,
+  ): void {
     const chain = v !== undefined && typeof v === 'object' ? this.chainBytes('jump' in v ? v.jump : v.goto) : undefined;
-    const comment = e.comment ? udataComment(0, e.comment) : undefined;
+    const comment = commentText ? udataComment(0, commentText) : undefined;
     // upper bound of the encoded size
-    const max = 64 + e.key.length + (e.keyEnd?.length ?? 0) + (e.data?.length ?? 0) + (chain?.length ?? 0) + (comment?.length ?? 0);
+    const max = 64 + keyLen + (keyEnd?.length ?? 0) + dataLen + (chain?.length ?? 0) + (comment?.length ?? 0);
     const lenAt = this.item(TAG_ELEM, 0, 0) - 2; // the item length is patched below
     this.ensure(max);
     const start = this.pos;
     this.elemStart = start;
-    this.value(1, e.key); // NFTA_SET_ELEM_KEY
-    if (e.keyEnd) this.value(10, e.keyEnd); // NFTA_SET_ELEM_KEY_END
-    if (e.data) this.value(2, e.data); // NFTA_SET_ELEM_DATA
+    this.value(1, key, keyLen); // NFTA_SET_ELEM_KEY
+    if (keyEnd) this.value(10, keyEnd, keyEnd.length); // NFTA_SET_ELEM_KEY_END
+    if (data) this.value(2, data, dataLen); // NFTA_SET_ELEM_DATA
     if (v !== undefined) {
       const vlen = 4 + 8 + (chain ? 4 + ((chain.length + 3) & ~3) : 0);
       this.nla(2 | 0x8000, 4 + vlen); // NFTA_SET_ELEM_DATA
@@ -298,15 +316,15 @@ export class NftBatch {
       this.nla(1, 8); // NFTA_VERDICT_CODE (be32)
       this.dv.setInt32(this.pos, verdictCode(v), false);
       this.pos += 4;
-      if (chain) this.blob(2, chain); // NFTA_VERDICT_CHAIN
+      if (chain) this.blob(2, chain, chain.length); // NFTA_VERDICT_CHAIN
     }
-    if (e.intervalEnd) { this.nla(3, 8); this.dv.setUint32(this.pos, 1, false); this.pos += 4; } // NFTA_SET_ELEM_FLAGS
-    if (e.timeout !== undefined) { // NFTA_SET_ELEM_TIMEOUT (be64 ms)
+    if (intervalEnd) { this.nla(3, 8); this.dv.setUint32(this.pos, 1, false); this.pos += 4; } // NFTA_SET_ELEM_FLAGS
+    if (timeout !== undefined) { // NFTA_SET_ELEM_TIMEOUT (be64 ms)
       this.nla(4, 12);
-      this.dv.setBigUint64(this.pos, BigInt(e.timeout), false);
+      this.dv.setBigUint64(this.pos, BigInt(timeout), false);
       this.pos += 8;
     }
-    if (comment) this.blob(6, comment); // NFTA_SET_ELEM_USERDATA
+    if (comment) this.blob(6, comment, comment.length); // NFTA_SET_ELEM_USERDATA
     this.dv.setUint16(lenAt, this.pos - start, true);
   }
 
@@ -329,18 +347,21 @@ export class NftBatch {
     this.pos += 4;
   }
 
-  /** Attribute with a binary payload, padded to 4 bytes. */
-  private blob(type: number, bytes: Uint8Array): void {
-    this.nla(type, 4 + bytes.length);
-    this.buf.set(bytes, this.pos);
-    this.pos += bytes.length;
-    while ((this.pos - this.elemStart) & 3) this.buf[this.pos++] = 0;
+  /** Attribute with the first `len` bytes of `bytes` as payload, padded to 4 bytes. */
+  private blob(type: number, bytes: Uint8Array, len: number): void {
+    this.nla(type, 4 + len);
+    const buf = this.buf;
+    let p = this.pos;
+    // Element keys and data are a few bytes: a loop beats set() on a subarray view.
+    for (let i = 0; i < len; i++) buf[p++] = bytes[i];
+    while ((p - this.elemStart) & 3) buf[p++] = 0;
+    this.pos = p;
   }
 
   /** Nested { NFTA_DATA_VALUE bytes } under `type` (KEY, KEY_END, DATA). */
-  private value(type: number, bytes: Uint8Array): void {
-    this.nla(type | 0x8000, 8 + ((bytes.length + 3) & ~3));
-    this.blob(1, bytes);
+  private value(type: number, bytes: Uint8Array, len: number): void {
+    this.nla(type | 0x8000, 8 + ((len + 3) & ~3));
+    this.blob(1, bytes, len);
   }
 
   rule(op: NftOp['op'], r: NftRule): void {

@@ -128,6 +128,7 @@ function describeFailure(batch: NftBatch, f: RawFailure): NftFailure {
     out.element = f.element;
     const e = d?.elements?.[f.element];
     if (e) out.object += ` element ${Buffer.from(e.key).toString('hex')}`;
+    else if (d?.elementText) out.object += ` element ${d.elementText(f.element)}`;
   }
   if (f.message) out.message = f.message;
   return out;

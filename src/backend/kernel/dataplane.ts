@@ -19,6 +19,15 @@ export interface SyncReport {
   ms: number;
 }
 
+/**
+ * Thrown by Dataplane.update() before it sends its own part, when the change cannot be made in place
+ * (e.g. a fixed-capacity kernel set would overflow): the KernelSink does a full sync instead, and
+ * does not count it as a failure.
+ */
+export class NeedsFullSync extends Error {
+  override readonly name = 'NeedsFullSync';
+}
+
 export interface Dataplane {
   readonly name: string;
   /**

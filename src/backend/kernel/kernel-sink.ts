@@ -9,7 +9,7 @@ import type { ConntrackFilter } from '../../native/nft-types';
 import { NODE_KEY, type NodeInfo, type Service } from '../../model/enls';
 import type { Batch, Sink, StateView } from '../../sink/sink';
 import { fullSyncUdpFilters, staleUdpFilters } from './conntrack';
-import type { Dataplane, ServiceChange, SyncReport } from './dataplane';
+import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from './dataplane';
 
 export interface KernelSinkOptions {
   log: (msg: string) => void;
@@ -59,7 +59,13 @@ export class KernelSink implements Sink {
       changes.push({ key: ch.key, old: this.applied.get(ch.key) ?? null, new: next });
     }
     if (changes.length === 0) return;
-    const r = await this.guard(batch.revision, `incremental (${changes.length} services)`, () => this.dataplane.update(changes, this.node, batch.revision));
+    let r: SyncReport;
+    try {
+      r = await this.guard(batch.revision, `incremental (${changes.length} services)`, () => this.dataplane.update(changes, this.node, batch.revision));
+    } catch (e) {
+      if (e instanceof NeedsFullSync) return this.fullSync(batch, state, e.message);
+      throw e;
+    }
     this.stats.servicesSynced += changes.length;
     const stale: ConntrackFilter[] = [];
     for (const c of changes) {
@@ -95,6 +101,8 @@ export class KernelSink implements Sink {
       this.opts.log(`${this.name}: revision ${revision}: ${what} sync, ${r.messages} messages, ${r.bytes} bytes, ${r.ms.toFixed(1)} ms`);
       return r;
     } catch (e) {
+      // The change needs a full sync (nothing was sent): the caller does it now.
+      if (e instanceof NeedsFullSync) { this.needFull = true; throw e; }
       // The dataplane left the previous state in place: rebuild everything next time.
       this.stats.failures++;
       this.needFull = true;

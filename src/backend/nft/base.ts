@@ -79,9 +79,12 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
 }
 
 /** Ops that (re)create the table with its fixed objects. Helper chains come before the chains that use them. */
-export function baseOps(fam: Fam, opts: BaseOptions): Op[] {
+export function baseOps(fam: Fam, opts: BaseOptions, sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
   const ops: Op[] = [{ k: 'resetTable' }];
-  for (const set of SHARED_SETS) ops.push({ k: 'addSet', set });
+  for (const set of SHARED_SETS) {
+    const size = sizeOf(set.name);
+    ops.push({ k: 'addSet', set: size === undefined ? set : { ...set, size } });
+  }
   const chains = baseChains(fam, opts);
   // All chains first (a vmap/jump may name any of them), then the rules.
   for (const c of chains) ops.push({ k: 'addChain', chain: c.chain });

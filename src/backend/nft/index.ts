@@ -3,7 +3,7 @@ import type { NativeCallOptions } from '../../native/nft-types';
 import { NftBatch } from '../../native/encode';
 import * as native from '../../native';
 import type { Sink } from '../../sink/sink';
-import { toNftOps } from './netlink';
+import { ElemWriter, toNftOps } from './netlink';
 import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 import type { FamOps } from './types';
 import { Yielder } from './yielder';
@@ -31,9 +31,12 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
  */
 export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yielder()): Promise<NftBatch> {
   const batch = new NftBatch(1 << 20);
+  const elems = new ElemWriter();
   for (const f of famOps) {
     for (const op of f.ops) {
-      for (const o of toNftOps(f.fam, table, [op])) batch.add(o);
+      // Elements (nearly all of a full sync) are written straight into the batch.
+      if (op.k === 'addElems' || op.k === 'delElems') elems.write(batch, f.fam, table, op.k === 'addElems' ? 'add' : 'delete', op.set, op.elems);
+      else for (const o of toNftOps(f.fam, table, [op])) batch.add(o);
       if (y.due()) await y.turn();
     }
   }

@@ -3,7 +3,8 @@ import {
   CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host,
   type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
 } from '../../native/nft-types';
-import { MASQ_BIT, N, type Elem, type Fam, type Op, type SetSpec, type Stmt, type Verd } from './types';
+import type { NftBatch } from '../../native/encode';
+import { MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
 
 const IPS_DST_NAT = 0x20;
 
@@ -180,7 +181,7 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
 }
 
 function setObject(c: Ctx, spec: SetSpec): NftSet {
-  const base = { family: c.fam, table: c.table, name: spec.name };
+  const base = { family: c.fam, table: c.table, name: spec.name, ...(spec.size !== undefined && spec.kind !== 'affinity' ? { size: spec.size } : {}) };
   const a = addrType(c.fam);
   switch (spec.kind) {
     case 'vipMap': return { ...base, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' };
@@ -239,4 +240,126 @@ export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
     }
   }
   return out;
+}
+
+/**
+ * Writes Elems straight into a batch: the same bytes as elemObject() + NftBatch.element(), without
+ * the per-element Uint8Arrays and objects (a 50k-service full sync has ~1M elements).
+ */
+export class ElemWriter {
+  private readonly key = new Uint8Array(64);
+  private readonly data = new Uint8Array(32);
+  private readonly verdicts = new Map<string, NftVerdict>();
+  /** The address at the start of `key` (kept between pick elements). */
+  private keyAddr: string | undefined;
+  private keyAddrLen = 0;
+
+  /** One element op (add or delete) of `elems` in `set`. */
+  write(batch: NftBatch, fam: Fam, table: string, op: 'add' | 'delete', set: string, elems: Elem[]): void {
+    batch.beginElements(op, { family: fam, table, set }, (i) => (elems[i] ? elemText(elems[i]) : `#${i}`));
+    for (const e of elems) this.element(batch, e);
+  }
+
+  private element(batch: NftBatch, e: Elem): void {
+    const k = this.key, d = this.data;
+    switch (e.t) {
+      case 'vip': {
+        this.keyAddr = undefined;
+        let o = putAddr(k, 0, e.addr);
+        o = putProto(k, o, e.proto);
+        o = putPort(k, o, e.port);
+        batch.elementFrom(k, o, undefined, 0, this.verdict(e.v));
+        return;
+      }
+      case 'port': {
+        this.keyAddr = undefined;
+        const o = putPort(k, putProto(k, 0, e.proto), e.port);
+        batch.elementFrom(k, o, undefined, 0, this.verdict(e.v));
+        return;
+      }
+      case 'slot': {
+        this.keyAddr = undefined;
+        putU32host(k, 0, e.slot);
+        batch.elementFrom(k, 4, d, putPort(d, putAddr(d, 0, e.addr), e.port));
+        return;
+      }
+      case 'pick': {
+        // A destination's slots follow each other: its address is in the key already.
+        let o = 0;
+        if (e.addr !== undefined) {
+          if (e.addr === this.keyAddr) o = this.keyAddrLen;
+          else { o = putAddr(k, 0, e.addr); this.keyAddr = e.addr; this.keyAddrLen = o; }
+        } else this.keyAddr = undefined;
+        o = putPort(k, putProto(k, o, e.proto), e.port);
+        putU32host(k, o, e.i);
+        batch.elementFrom(k, o + 4, d, putPort(d, putAddr(d, 0, e.epAddr), e.epPort));
+        return;
+      }
+      case 'pair': {
+        this.keyAddr = undefined;
+        batch.elementFrom(k, putAddr(k, putAddr(k, 0, e.addr), e.addr), undefined, 0);
+        return;
+      }
+      case 'addr':
+        this.keyAddr = undefined;
+        batch.elementFrom(k, putAddr(k, 0, e.addr), undefined, 0);
+        return;
+    }
+  }
+
+  /** The NftVerdict of a Verd, one object per chain (elements of a map share a few chains). */
+  private verdict(v: Verd): NftVerdict {
+    if (v === 'drop') return 'drop';
+    let out = this.verdicts.get(v.goto);
+    if (!out) {
+      if (this.verdicts.size > 4096) this.verdicts.clear();
+      out = { goto: v.goto };
+      this.verdicts.set(v.goto, out);
+    }
+    return out;
+  }
+}
+
+/** How an element is named in an error report. */
+function elemText(e: Elem): string {
+  switch (e.t) {
+    case 'vip': return `${e.addr} . ${e.proto} . ${e.port}`;
+    case 'port': return `${e.proto} . ${e.port}`;
+    case 'slot': return `${e.slot} : ${e.addr} . ${e.port}`;
+    case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${e.epAddr} . ${e.epPort}`;
+    case 'pair': return `${e.addr} . ${e.addr}`;
+    case 'addr': return e.addr;
+  }
+}
+
+// Concatenated key fields, each padded to 4 bytes (as concat()); each returns the next offset.
+function putAddr(b: Uint8Array, o: number, addr: string): number {
+  if (addr.includes(':')) { b.set(ipAddr(addr), o); return o + 16; }
+  let part = 0, val = 0, digits = 0;
+  for (let i = 0; i <= addr.length; i++) {
+    const c = i < addr.length ? addr.charCodeAt(i) : 46;
+    if (c === 46) {
+      if (digits === 0 || val > 255 || part > 3) throw new Error(`bad IPv4 address: ${addr}`);
+      b[o + part++] = val;
+      val = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57 && digits < 3) {
+      val = val * 10 + (c - 48);
+      digits++;
+    } else throw new Error(`bad IPv4 address: ${addr}`);
+  }
+  if (part !== 4) throw new Error(`bad IPv4 address: ${addr}`);
+  return o + 4;
+}
+function putProto(b: Uint8Array, o: number, p: L4): number {
+  b[o] = IPPROTO[p]; b[o + 1] = 0; b[o + 2] = 0; b[o + 3] = 0;
+  return o + 4;
+}
+function putPort(b: Uint8Array, o: number, p: number): number {
+  b[o] = (p >> 8) & 0xff; b[o + 1] = p & 0xff; b[o + 2] = 0; b[o + 3] = 0;
+  return o + 4;
+}
+function putU32host(b: Uint8Array, o: number, v: number): void {
+  // Little-endian hosts only (the addon refuses others), as u32host().
+  b[o] = v & 0xff; b[o + 1] = (v >>> 8) & 0xff; b[o + 2] = (v >>> 16) & 0xff; b[o + 3] = (v >>> 24) & 0xff;
 }

@@ -2,7 +2,7 @@
 // hairpin reference counts) and the diff that turns a change of programs into the few ops needed.
 import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
-import { buildProgram, elemId, emptyProgram, sameElem, type Program } from './program';
+import { buildProgram, elemId, emptyProgram, indexElems, sameElem, type Program } from './program';
 import { pushAll } from '../../util/push-all';
 import type { SlotState } from './slots';
 import type { Yielder } from './yielder';
@@ -11,6 +11,16 @@ import { N, type Elem, type Fam, type Op, type Stmt } from './types';
 
 /** Elements per add/delete op (the addon packs each op into netlink messages). */
 const ELEM_CHUNK = 1000;
+
+/**
+ * The big sets get a capacity at creation (SetSpec.size): filling a resizable kernel hash with
+ * hundreds of thousands of elements in one transaction spends most of its time growing it
+ * (rhashtable_insert_slow). Half as much again as the elements they hold, at least MIN_CAPACITY;
+ * an update that would overflow one asks for a full sync, which sizes every set again.
+ */
+const MIN_CAPACITY = 1024;
+export const sizedSet = (name: string): boolean => name === N.hairpin || name === N.clusterIPs || name === N.vips || name.startsWith('picks-');
+export const capacityFor = (n: number): number => Math.max(MIN_CAPACITY, Math.ceil((n * 1.5) / 1024) * 1024);
 
 /**
  * What the kernel holds for one service: not its rendered program (at 10k services x 10 endpoints
@@ -34,7 +44,12 @@ export class TableModel {
   readonly liveChains = new Set<string>();
   /** Shared chains whose reference count changed since the last settleSharedChains(). */
   readonly touchedChains = new Map<string, Stmt[]>();
+  /** Sized sets: elements held and the capacity each was created with. */
+  readonly counts = new Map<string, number>();
+  readonly capacity = new Map<string, number>();
   constructor(readonly fam: Fam) {}
+  /** The capacity to create a set with (undefined: not a sized set). */
+  readonly sizeOf = (set: string): number | undefined => this.capacity.get(set);
 }
 
 /** Ops collected by kind, emitted in an order the kernel accepts within one transaction. */
@@ -52,6 +67,11 @@ export class OpCollector {
 
   delElem(map: string, e: Elem): void { push(this.delElems, map, e); }
   addElem(map: string, e: Elem): void { push(this.addElems, map, e); }
+  addAll(map: string, es: Elem[]): void {
+    const l = this.addElems.get(map);
+    if (!l) this.addElems.set(map, es.slice());
+    else for (let i = 0; i < es.length; i++) l.push(es[i]);
+  }
   flushChain(name: string): void { this.flush.push(name); this.changedChains++; }
   delChain(name: string): void { this.delChains.push(name); }
   delSet(name: string): void { this.delSets.push(name); }
@@ -60,18 +80,30 @@ export class OpCollector {
   addChain(name: string): void { this.addChains.push(name); this.changedChains++; }
   addRules(chain: string, stmts: Stmt[]): void { for (const stmt of stmts) this.rules.push({ chain, stmt }); }
 
+  /** Net change of each set's element count in this batch. */
+  elemDeltas(): Map<string, number> {
+    const d = new Map<string, number>();
+    for (const [set, l] of this.addElems) d.set(set, l.length);
+    for (const [set, l] of this.delElems) d.set(set, (d.get(set) ?? 0) - l.length);
+    return d;
+  }
+
   get empty(): boolean {
     return this.delElems.size + this.flush.length + this.delChains.length + this.delSets.length + this.addSets.length +
       this.addChains.length + this.rules.length + this.addElems.size === 0;
   }
 
-  ops(): Op[] {
+  /** The ops, sets created with the capacity `sizeOf` gives them. */
+  ops(sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
     const ops: Op[] = [];
     for (const [set, elems] of this.delElems) for (const c of chunks(elems)) ops.push({ k: 'delElems', set, elems: c });
     for (const name of this.flush) ops.push({ k: 'flushChain', name });
     for (const name of this.delChains) ops.push({ k: 'delChain', name });
     for (const name of this.delSets) ops.push({ k: 'delSet', name });
-    ops.push(...this.addSets);
+    for (const op of this.addSets) {
+      const size = op.k === 'addSet' ? sizeOf(op.set.name) : undefined;
+      ops.push(size === undefined || op.k !== 'addSet' ? op : { ...op, set: { ...op.set, size } });
+    }
     for (const name of this.addChains) ops.push({ k: 'addChain', chain: { name } });
     for (const r of this.rules) ops.push({ k: 'addRule', chain: r.chain, stmt: r.stmt });
     for (const [set, elems] of this.addElems) for (const c of chunks(elems)) ops.push({ k: 'addElems', set, elems: c });
@@ -94,17 +126,19 @@ function chunks<T>(l: T[]): T[][] {
 const sameRules = (a: Stmt[], b: Stmt[]): boolean => JSON.stringify(a) === JSON.stringify(b);
 
 /** Diff one service's program (old -> new) into `c`, and update the model's shared bookkeeping. */
-export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: OpCollector): void {
+export function diffProgram(model: TableModel, oldP: Program | undefined, newP: Program, c: OpCollector): void {
+  if (!oldP) { addProgram(model, newP, c); return; }
   // Elements of the shared maps.
-  for (const [map, olds] of oldP.elems) {
-    const news = newP.elems.get(map);
+  const oldElems = indexElems(oldP), newElems = indexElems(newP);
+  for (const [map, olds] of oldElems) {
+    const news = newElems.get(map);
     for (const [id, e] of olds) {
       const n = news?.get(id);
       if (!n || !sameElem(n, e)) c.delElem(map, e);
     }
   }
-  for (const [map, news] of newP.elems) {
-    const olds = oldP.elems.get(map);
+  for (const [map, news] of newElems) {
+    const olds = oldElems.get(map);
     for (const [id, e] of news) {
       const o = olds?.get(id);
       if (!o || !sameElem(o, e)) c.addElem(map, e);
@@ -159,6 +193,31 @@ export function diffProgram(model: TableModel, oldP: Program, newP: Program, c: 
   }
 }
 
+/** diffProgram from nothing (a full sync, a new service): everything of `p` is added. */
+function addProgram(model: TableModel, p: Program, c: OpCollector): void {
+  for (const [map, news] of p.elems) c.addAll(map, news);
+  for (const [name, rules] of p.chains) { c.addChain(name); c.addRules(name, rules); }
+  for (const map of p.elems.keys()) {
+    if (!map.startsWith('picks-') || model.shards.has(map)) continue;
+    model.shards.add(map);
+    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
+  }
+  for (const [name, t] of p.sets) c.addSet(name, t);
+  for (const [set, news] of p.shared) {
+    let refs = model.sharedRefs.get(set);
+    if (!refs) model.sharedRefs.set(set, (refs = new Map()));
+    for (const [id, e] of news) {
+      const n = (refs.get(id) ?? 0) + 1;
+      refs.set(id, n);
+      if (n === 1) c.addElem(set, e);
+    }
+  }
+  for (const [name, rules] of p.sharedChains) {
+    model.chainRefs.set(name, (model.chainRefs.get(name) ?? 0) + 1);
+    model.touchedChains.set(name, rules);
+  }
+}
+
 /**
  * Creates the shared chains that gained their first user and deletes those that lost their last one,
  * after every service of a batch was diffed (a chain one service drops and another takes stays).
@@ -173,16 +232,35 @@ export function settleSharedChains(model: TableModel, c: OpCollector): void {
   model.touchedChains.clear();
 }
 
+/**
+ * Counts the batch's elements into the sized sets; sets created by this batch (every set on a full
+ * sync) get their capacity. Returns a set the batch would overflow, if any (the caller then does a
+ * full sync instead).
+ */
+export function applyCapacity(model: TableModel, c: OpCollector, fresh: boolean): { set: string; count: number; capacity: number } | undefined {
+  let over: { set: string; count: number; capacity: number } | undefined;
+  if (fresh) for (const s of SHARED_SETS) if (sizedSet(s.name)) model.counts.set(s.name, 0);
+  for (const [set, d] of c.elemDeltas()) {
+    if (!sizedSet(set)) continue;
+    const count = (model.counts.get(set) ?? 0) + d;
+    model.counts.set(set, count);
+    const cap = model.capacity.get(set);
+    if (cap !== undefined && !fresh && count > cap) over ??= { set, count, capacity: cap };
+  }
+  for (const [set, count] of model.counts) if (fresh || !model.capacity.has(set)) model.capacity.set(set, capacityFor(count));
+  return over;
+}
+
 /** Update one service in the model; returns its old and new programs. */
 export function updateService(model: TableModel, key: string, svc: Service | undefined, node: NodeInfo | undefined, c: OpCollector): { oldP: Program; newP: Program } {
   const old = model.programs.get(key);
   // Rendering is a pure function of (service, node, slots): the old program is rendered again.
-  const oldP = old ? buildProgram(old.svc, model.fam, { node: old.node, prevSlots: old.slots }) : emptyProgram();
-  const newP = svc ? buildProgram(svc, model.fam, { node, prevSlots: oldP.slots }) : emptyProgram();
+  const oldP = old ? buildProgram(old.svc, model.fam, { node: old.node, prevSlots: old.slots }) : undefined;
+  const newP = svc ? buildProgram(svc, model.fam, { node, prevSlots: oldP?.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
   if (!svc || newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
   else model.programs.set(key, { svc, node, slots: newP.slots });
-  return { oldP, newP };
+  return { oldP: oldP ?? emptyProgram(), newP };
 }
 
 /** Ops that replace the table with the full state (one transaction: old table deleted, new one built). */
@@ -190,7 +268,8 @@ export function fullSyncOps(model: TableModel, services: Iterable<[string, Servi
   const c = new OpCollector();
   for (const [key, svc] of services) updateService(model, key, svc, node, c);
   settleSharedChains(model, c);
-  return [...baseOps(model.fam, baseOptions(model.fam, node)), ...c.ops()];
+  applyCapacity(model, c, true);
+  return [...baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf), ...c.ops(model.sizeOf)];
 }
 
 /** fullSyncOps, giving the event loop a turn whenever `y`'s budget is spent (same ops). */
@@ -202,8 +281,9 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
     if (++k % 16 === 0 && y.due()) await y.turn();
   }
   settleSharedChains(model, c);
-  const ops = baseOps(model.fam, baseOptions(model.fam, node));
-  pushAll(ops, c.ops());
+  applyCapacity(model, c, true);
+  const ops = baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf);
+  pushAll(ops, c.ops(model.sizeOf));
   return ops;
 }
 

@@ -12,8 +12,8 @@ export interface Program {
   chains: Map<string, Stmt[]>;
   /** Affinity sets (name -> timeout seconds). */
   sets: Map<string, number>;
-  /** Elements in shared maps: map name -> element id -> element. */
-  elems: Map<string, Map<string, Elem>>;
+  /** Elements in shared maps: map name -> elements (one per key: see indexElems for the ids). */
+  elems: Map<string, Elem[]>;
   /** Elements of shared sets that several services may hold (reference counted by the caller): set -> ids. */
   shared: Map<string, Map<string, Elem>>;
   /** Endpoint slots of each endpoint list (key: eps-/leps- + service port), for stable picks. */
@@ -56,6 +56,20 @@ function add(m: Map<string, Map<string, Elem>>, map: string, e: Elem): void {
   inner.set(elemId(e), e);
 }
 
+/** A program's elements by map and id (for diffs; a full sync does not need the ids). */
+export function indexElems(p: Program): Map<string, Map<string, Elem>> {
+  const out = new Map<string, Map<string, Elem>>();
+  for (const [map, l] of p.elems) {
+    const m = new Map<string, Elem>();
+    for (const e of l) m.set(elemId(e), e);
+    out.set(map, m);
+  }
+  return out;
+}
+
+/** One destination's endpoint picks: slot i -> endpoint, for every address of the destination. */
+interface PickDest { map: string; addr?: string; proto: L4; port: number; slots: string[]; eps: Map<string, Endpoint> }
+
 export interface BuildContext {
   /** This node's item (client classes: pod CIDRs). */
   node: NodeInfo | undefined;
@@ -88,8 +102,12 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   const podCidrs = ctx.node ? ofFamily(ctx.node.podCidrs, family) : [];
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
-  const shard = crypto.createHash('sha1').update(id).digest().readUInt32BE(0) % PICK_SHARDS;
+  const shard = shardOf(id);
   for (const a of clusterIPs) add(p.shared, N.clusterIPs, { t: 'addr', addr: a });
+  // Elements by map and id (one per key, the last one wins), except picks: their destinations are
+  // kept by key (the last one wins too) and expanded into elements at the end, without ids.
+  const elems = new Map<string, Map<string, Elem>>();
+  const picks = new Map<string, PickDest>();
 
   for (const sp of svc.ports) {
     if (sp.family !== family || !sp.port.port) continue;
@@ -111,15 +129,13 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
       const eps = uniqueSorted(list);
       if (eps.length === 0) return shared(p, N_EMPTY, []);
       const slotKey = `${local ? 'leps' : 'eps'}-${name}`;
-      const slots = p.slots.get(slotKey) ?? denseSlots(eps.map(epKey), ctx.prevSlots?.get(slotKey));
+      const byKey = new Map<string, Endpoint>();
+      for (const e of eps) byKey.set(epKey(e), e);
+      const slots = p.slots.get(slotKey) ?? denseSlots([...byKey.keys()], ctx.prevSlots?.get(slotKey));
       p.slots.set(slotKey, slots);
       const map = `${dest.kind === 'vip' ? (local ? N.picksVipLocal : N.picksVip) : (local ? N.picksPortLocal : N.picksPort)}-${shard}`;
-      slots.bySlot.forEach((k, i) => {
-        const cut = k.lastIndexOf('|');
-        const ep = { epAddr: k.slice(0, cut), epPort: Number(k.slice(cut + 1)) };
-        if (dest.kind === 'vip') for (const addr of dest.addrs) add(p.elems, map, { t: 'pick', addr, proto, port: sp.port.port, i, ...ep });
-        else add(p.elems, map, { t: 'pick', proto, port: dest.port, i, ...ep });
-      });
+      if (dest.kind === 'vip') for (const addr of dest.addrs) picks.set(`${map}|${addr}|${proto}|${sp.port.port}`, { map, addr, proto, port: sp.port.port, slots: slots.bySlot, eps: byKey });
+      else picks.set(`${map}||${proto}|${dest.port}`, { map, proto, port: dest.port, slots: slots.bySlot, eps: byKey });
       return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${eps.length}-${shard}`, [{ s: 'dnatPick', proto, n: eps.length, map, key: dest.kind }]);
     };
 
@@ -141,7 +157,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
         else throw new Error(`nft: ${name}: the node class cannot be refused while others are DNATed`);
       }
       if (isDnat(rs.other)) rules.push({ s: 'classGoto', from: 'any', masq: rs.other.masquerade, chain: selectionChain(rs.other.target, dest) });
-      return shared(p, `cls-${short(JSON.stringify(rules))}`, rules);
+      return shared(p, dispatchChainName(rules), rules);
     };
 
     const vips = (addrs: string[], rs: Routes | null): void => {
@@ -149,8 +165,8 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
       const chain = dispatch(rs, { kind: 'vip', addrs });
       const block = blockVerdict(rs, name);
       for (const addr of addrs) {
-        if (chain) add(p.elems, N.vips, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: chain } });
-        if (block) add(p.elems, N.noEndpoints, { t: 'vip', addr, proto, port: sp.port.port, v: block });
+        if (chain) add(elems, N.vips, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: chain } });
+        if (block) add(elems, N.noEndpoints, { t: 'vip', addr, proto, port: sp.port.port, v: block });
       }
     };
     vips(clusterIPs, sp.clusterIp);
@@ -159,21 +175,56 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     if (sp.nodePort && sp.port.nodePort) {
       const chain = dispatch(sp.nodePort, { kind: 'port', port: sp.port.nodePort });
       const block = blockVerdict(sp.nodePort, name);
-      if (chain) add(p.elems, N.nodePorts, { t: 'port', proto, port: sp.port.nodePort, v: { goto: chain } });
-      if (block) add(p.elems, N.noEndpointNodePorts, { t: 'port', proto, port: sp.port.nodePort, v: block });
+      if (chain) add(elems, N.nodePorts, { t: 'port', proto, port: sp.port.nodePort, v: { goto: chain } });
+      if (block) add(elems, N.noEndpointNodePorts, { t: 'port', proto, port: sp.port.nodePort, v: block });
     }
 
     // Load-balancer source ranges: a firewall chain per service port, checked before DNAT.
     if (sp.loadBalancerFirewall && allowed.length > 0 && lbIPs.length > 0) {
       const fwName = `fw-${name}`;
       p.chains.set(fwName, [...allowed.map((cidr): Stmt => ({ s: 'srcCidr', cidr, then: 'return' })), { s: 'drop' }]);
-      for (const addr of lbIPs) add(p.elems, N.firewall, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: fwName } });
+      for (const addr of lbIPs) add(elems, N.firewall, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: fwName } });
     }
 
     // Hairpin: every endpoint this port may DNAT to.
     for (const e of [...sp.clusterEndpoints, ...sp.localEndpoints]) add(p.shared, N.hairpin, { t: 'pair', addr: e.ip });
   }
+  for (const [map, m] of elems) p.elems.set(map, [...m.values()]);
+  for (const d of picks.values()) {
+    let l = p.elems.get(d.map);
+    if (!l) p.elems.set(d.map, (l = []));
+    for (let i = 0; i < d.slots.length; i++) {
+      const e = d.eps.get(d.slots[i])!;
+      l.push(d.addr !== undefined
+        ? { t: 'pick', addr: d.addr, proto: d.proto, port: d.port, i, epAddr: e.ip, epPort: e.port }
+        : { t: 'pick', proto: d.proto, port: d.port, i, epAddr: e.ip, epPort: e.port });
+    }
+  }
   return p;
+}
+
+/** The picks map shard of a service (FNV-1a of namespace/name): cheap and stable across runs. */
+export function shardOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % PICK_SHARDS;
+}
+
+/**
+ * The name of a class-dispatch chain: a hash of its rules. Most services share a few rule sets, so
+ * names are cached by a cheap key of the rules (the hash input stays the rules' JSON).
+ */
+const dispatchNames = new Map<string, string>();
+function dispatchChainName(rules: Stmt[]): string {
+  let key = '';
+  for (const r of rules) key += r.s === 'classGoto' ? `g|${typeof r.from === 'string' ? r.from : r.from.cidr}|${r.masq}|${r.chain};` : `${JSON.stringify(r)};`;
+  let name = dispatchNames.get(key);
+  if (name === undefined) {
+    name = `cls-${short(JSON.stringify(rules))}`;
+    if (dispatchNames.size >= 4096) dispatchNames.clear();
+    dispatchNames.set(key, name);
+  }
+  return name;
 }
 
 /** A chain shared by content: equal names have equal rules. */
@@ -186,6 +237,15 @@ function shared(p: Program, chain: string, rules: Stmt[]): string {
 const N_EMPTY = 'pick-none';
 
 function uniqueSorted(list: Endpoint[]): Endpoint[] {
+  // The model gives most lists sorted and without duplicates already: check that first (no copy).
+  let sorted = true;
+  let prev = '';
+  for (let i = 0; i < list.length; i++) {
+    const k = epKey(list[i]);
+    if (i > 0 && k <= prev) { sorted = false; break; }
+    prev = k;
+  }
+  if (sorted) return list;
   // Keys computed once (a comparator building them allocates two strings per comparison).
   const byKey = new Map(list.map((e) => [epKey(e), e]));
   return [...byKey.keys()].sort().map((k) => byKey.get(k)!);

@@ -138,3 +138,43 @@ describe('full sync in slices (the event loop gets turns)', () => {
     expect(y2.turns).toBeGreaterThanOrEqual(whole.length - 1);
   });
 });
+
+describe('set capacities', () => {
+  const hairpinSet = (ops: Op[]) => ops.find((o) => o.k === 'addSet' && o.set.name === 'hairpin') as Extract<Op, { k: 'addSet' }> | undefined;
+  const ips = (n: number) => Array.from({ length: n }, (_, i) => `10.244.${i >> 8}.${i & 255}`);
+
+  test('the big sets are created with a capacity; an update that would overflow one becomes a full sync, not a failure', async () => {
+    const k = new FakeKernel();
+    const logs: string[] = [];
+    const sink = nftKernelSink({ log: (m) => logs.push(m) }, k);
+    const a = svc('a', ips(10), ['10.244.0.0/16']);
+    await sink.apply(set(a, 1, true), view([a]));
+    const full = k.last();
+    expect(hairpinSet(full)?.set.size).toBe(1024);
+    for (const o of full) if (o.k === 'addSet' && o.set.name.startsWith('picks-')) expect(o.set.size).toBe(1024);
+    expect(full.some((o) => o.k === 'addSet' && o.set.name === 'vips' && o.set.size === 1024)).toBe(true);
+    expect(toNftText('ip', 'kpng', full)).toContain('add set ip kpng hairpin { type ipv4_addr . ipv4_addr; size 1024; }');
+
+    // 1,000 endpoints still fit: an incremental batch.
+    const b = svc('a', ips(1000), ['10.244.0.0/16']);
+    await sink.apply(set(b, 2), view([b]));
+    expect(k.last().some((o) => o.k === 'resetTable')).toBe(false);
+
+    // 100 more in another service do not (1,100 endpoints in the hairpin set): the sink does a full
+    // sync at once, which sizes the set for them.
+    const c = svc('c', ips(1100).slice(1000), ['10.244.0.0/16']);
+    await sink.apply(set(c, 3), view([b, c]));
+    const again = k.last();
+    expect(again[0]).toEqual({ k: 'resetTable' });
+    expect(hairpinSet(again)?.set.size).toBe(2048);
+    expect(sink.stats.failures).toBe(0);
+    expect(sink.stats.fullSyncs).toBe(2);
+    expect(logs.some((l) => /full \(2 services, set ip hairpin would hold 1100 elements, it was created for 1024\)/.test(l))).toBe(true);
+
+    // And the model went on from there: a small change is incremental again.
+    const d = svc('c', ips(1099).slice(1000), ['10.244.0.0/16']);
+    await sink.apply(set(d, 4), view([b, d]));
+    expect(k.last().some((o) => o.k === 'resetTable')).toBe(false);
+    expect(sink.stats.fullSyncs).toBe(2);
+  });
+});

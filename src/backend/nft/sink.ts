@@ -3,9 +3,9 @@
 // full sync replaces both tables in one transaction. Wrapped by the shared KernelSink.
 import type { ConntrackFilter } from '../../native/nft-types';
 import type { NodeInfo, Service } from '../../model/enls';
-import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
+import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
-import { fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
+import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
 import { Yielder } from './yielder';
 import type { Fam, FamOps } from './types';
 
@@ -42,8 +42,12 @@ export class NftDataplane implements Dataplane {
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
     const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
     for (const ch of changes) for (const fam of FAMS) updateService(this.models[fam], ch.key, ch.new ?? undefined, node, coll[fam]);
-    for (const fam of FAMS) settleSharedChains(this.models[fam], coll[fam]);
-    const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));
+    for (const fam of FAMS) {
+      settleSharedChains(this.models[fam], coll[fam]);
+      const over = applyCapacity(this.models[fam], coll[fam], false);
+      if (over) throw new NeedsFullSync(`set ${fam} ${over.set} would hold ${over.count} elements, it was created for ${over.capacity}`);
+    }
+    const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops(this.models[fam].sizeOf) }));
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     return this.kernel.apply(this.table, ops);
   }

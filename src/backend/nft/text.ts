@@ -41,6 +41,11 @@ export function stmtText(fam: Fam, st: Stmt): string {
 }
 
 function setText(fam: Fam, s: SetSpec): string {
+  const text = setBody(fam, s);
+  return s.size !== undefined && s.kind !== 'affinity' ? text.replace(/; }$/, `; size ${s.size}; }`) : text;
+}
+
+function setBody(fam: Fam, s: SetSpec): string {
   const addr = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
   switch (s.kind) {
     case 'vipMap': return `map ${s.name} { type ${addr} . inet_proto . inet_service : verdict; }`;

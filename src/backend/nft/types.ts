@@ -120,6 +120,11 @@ export interface SetSpec {
   kind: SetKind;
   /** affinity sets: element timeout in seconds. */
   timeoutSec?: number;
+  /**
+   * Capacity fixed at creation: the kernel then picks its fixed-size hash (no resizing while a big
+   * transaction fills it), and refuses elements beyond it (ENFILE). Absent: a resizable hash.
+   */
+  size?: number;
 }
 
 export interface ChainSpec {
