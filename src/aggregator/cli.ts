@@ -6,7 +6,7 @@
 //   kpng aggregator remove PRODUCER [--aggregator URL]   delete a producer's tables and forget it
 //   kpng aggregator status [--aggregator URL]            what each producer owns, its last commit
 import { promises as fsp, watchFile, unwatchFile } from 'node:fs';
-import { parse } from 'yaml';
+import { yaml } from '../util/lazy-yaml';
 import { aggregatorStatus, DeclareRefused, ProducerClient, removeProducer } from './client';
 import { parseObjects } from './objects';
 
@@ -38,7 +38,7 @@ function describe(e: unknown): string {
 }
 
 async function readDoc(file: string): Promise<unknown> {
-  const doc = parse(await fsp.readFile(file, 'utf8')) as unknown;
+  const doc = yaml().parse(await fsp.readFile(file, 'utf8')) as unknown;
   parseObjects(doc); // refuse a bad document here, with its path, before sending it
   return doc;
 }

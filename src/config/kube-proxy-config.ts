@@ -4,7 +4,7 @@
 // `ignored` (only when it is set to something: kubeadm writes every field, mostly zeros); a field of the
 // wrong type is an error naming it. Sections of proxy modes other than the chosen one are not read, as
 // kube-proxy does not read them.
-import { parseAllDocuments } from 'yaml';
+import { yaml } from '../util/lazy-yaml';
 import { parseGoDuration } from './duration';
 import { KUBE_PROXY_CONNTRACK_DEFAULTS, type ConntrackSettings } from './conntrack';
 
@@ -100,7 +100,7 @@ const TOP_LEVEL = new Set(['apiVersion', 'kind', 'featureGates', 'clientConnecti
 function configDocument(text: string, source: string): Obj {
   let docs: unknown[];
   try {
-    docs = parseAllDocuments(text).map((d) => {
+    docs = yaml().parseAllDocuments(text).map((d) => {
       if (d.errors.length) throw new Error(d.errors[0].message);
       return d.toJS() as unknown;
     }).filter((d) => d !== null && d !== undefined);

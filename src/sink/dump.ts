@@ -1,5 +1,5 @@
 // The dump view: the ENLS itself (the State message) as JSON or YAML, after every sync.
-import { stringify } from 'yaml';
+import { yaml } from '../util/lazy-yaml';
 import { pb, type Item } from '../model/enls';
 import type { Batch, Sink, StateView } from './sink';
 
@@ -13,7 +13,7 @@ export function stateObject(node: string, revision: number, items: Iterable<Item
 }
 
 export function formatDump(format: DumpFormat, obj: Record<string, unknown>): string {
-  return format === 'yaml' ? `---\n${stringify(obj)}` : JSON.stringify(obj, null, 2) + '\n';
+  return format === 'yaml' ? `---\n${yaml().stringify(obj)}` : JSON.stringify(obj, null, 2) + '\n';
 }
 
 export function createDumpSink(opts: { format: DumpFormat; write: (text: string) => void }): Sink {

@@ -1,7 +1,7 @@
 // Reads Kubernetes objects as `kubectl get nodes,services,endpointslices -A -o yaml|json`
 // prints them: a List (or any object with `items`), a single object, a JSON array, or a
 // multi-document YAML stream. Objects of other kinds are ignored.
-import { parseAllDocuments } from 'yaml';
+import { yaml } from '../util/lazy-yaml';
 import type { Kind } from '../store/cluster';
 
 export interface ObjectsByKind {
@@ -28,7 +28,7 @@ export function parseObjectsText(text: string): ObjectsByKind {
     try { value = JSON.parse(text); } catch { value = undefined; }
     if (value !== undefined) { collect(value, out, 0); return out; }
   }
-  const docs = parseAllDocuments(text);
+  const docs = yaml().parseAllDocuments(text);
   const list = Array.isArray(docs) ? docs : [docs];
   for (const doc of list) {
     if (doc.errors.length) throw new Error(`not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}`);
