@@ -15,8 +15,9 @@ if ! bah inspect --type image "$image" >/dev/null 2>&1; then
 fi
 
 netns="${prefix}img"
-ctr=""; work=""
+ctr=""; work=""; kpng_pid=""
 cleanup() {
+  if [ -n "$kpng_pid" ]; then stop_tree "$kpng_pid"; fi
   if [ -n "$ctr" ]; then bah umount "$ctr" >/dev/null 2>&1 || true; bah rm "$ctr" >/dev/null 2>&1 || true; fi
   ip netns del "$netns" 2>/dev/null || true
   if [ -n "$work" ]; then rm -rf "$work"; fi
@@ -24,6 +25,9 @@ cleanup() {
 trap cleanup EXIT
 work=$(mktemp -d "/tmp/${prefix}test-XXXXXX")
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# Stops a background job and everything under it, the innermost first: unshare --fork does not pass a
+# SIGTERM on to its child (kpng would outlive the check, reparented to init).
+stop_tree() { local c; for c in $(pgrep -P "$1"); do stop_tree "$c"; done; kill -TERM "$1" 2>/dev/null || true; }
 ok() { echo "ok: $*"; }
 
 # The image's configuration, as a container runtime reads it.
@@ -66,7 +70,7 @@ in_image() {
     *) break ;;
     esac
   done
-  # --kill-child: a SIGTERM to this process reaches kpng (stopped as a kubelet stops a pod).
+  # --kill-child: kpng dies with unshare (this script killed); a TERM to unshare is not passed on.
   "${pre[@]}" unshare --mount --propagation private --fork --kill-child=SIGTERM bash -euc '
     root=$1 mnt=$2 vol=$3 sa=$4 wd=$5 n=$6; envs=("${@:7:n}"); shift $((6 + n))
     mount --bind "$mnt" "$root"; mount -o remount,bind,ro "$root"
@@ -162,7 +166,10 @@ env_opts=(); for e in "${pod_env[@]}"; do env_opts+=(--env "$e"); done
 in_image --netns --vol "$pod/config" --sa "$pod/serviceaccount" "${env_opts[@]}" "$(cfg 'c.Entrypoint[0]')" "${pod_args[@]}" >"$work/kpng.log" 2>&1 &
 kpng_pid=$!
 status=0; wait "$ds_pid" || status=$?
-kill -TERM "$kpng_pid" 2>/dev/null || true; wait "$kpng_pid" 2>/dev/null || true
+stop_tree "$kpng_pid"; wait "$kpng_pid" 2>/dev/null || true
+for _ in 1 2 3 4 5 6 7 8 9 10; do pgrep -f -- "in_image $work/root" >/dev/null || break; sleep 0.5; done
+pgrep -f -- "in_image $work/root" >/dev/null && fail "kpng (the pod's process) is still running 5 s after it was stopped"
+kpng_pid=""
 grep -v '^ready$' "$work/ds.out" | sed 's/^/  /'
 head -6 "$work/kpng.log" | sed 's/^/  kpng: /'
 if [ $status -ne 0 ]; then echo "kpng's log:" >&2; tail -20 "$work/kpng.log" >&2; fail "deploy/kpng.yaml's pod, run from the image"; fi
