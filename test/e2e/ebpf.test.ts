@@ -294,6 +294,14 @@ d('eBPF backend: socket load balancing with real connections', () => {
     expect(names(rs)).toEqual(new Set(['pa', 'pb']));
   }, 30000);
 
+  test('a node port on the node\'s address, connected to from this node: balanced at connect() by the socket LB', async () => {
+    // The client's namespace has no route to the node address: only a rewritten connect() works.
+    expect(await lab.client('tcp', NODE_IP, 30080, 1, false)).toEqual([{ ok: false, err: 'ENETUNREACH' }]);
+    const rs = await lab.client('tcp', NODE_IP, 30080, 20);
+    expect(rs.filter((r) => !(r.ok && r.from === `${NODE_IP}:30080`))).toEqual([]);
+    expect(names(rs)).toEqual(new Set(['pa', 'pb']));
+  }, 30000);
+
   test('traffic from another host (a node port) is served by the nft part of --to ebpf', async () => {
     const rs = await lab.client('tcp', NODE_IP, 30080, 20, false, lab.ns.ext);
     expect(rs.filter((r) => !(r.ok && r.from === `${NODE_IP}:30080`))).toEqual([]);

@@ -41,6 +41,9 @@ export class EbpfDataplane implements Dataplane {
     return this.lb;
   }
 
+  /** The node item of the last full sync (node ports answer on its addresses). */
+  private node: NodeInfo | undefined;
+
   private plan(svc: Service): Planned {
     const beKeys = new Set<string>(), svcKeys = new Set<string>();
     const ids: Ids = {
@@ -57,7 +60,7 @@ export class EbpfDataplane implements Dataplane {
         return id;
       },
     };
-    return { ...planService(svc, ids), beKeys, svcKeys };
+    return { ...planService(svc, ids, this.node), beKeys, svcKeys };
   }
 
   private unaccount(p: Planned, touchedSvc: Set<string>, touchedBe: Set<number>): void {
@@ -70,8 +73,10 @@ export class EbpfDataplane implements Dataplane {
     for (const [id, v] of p.backends) { this.desiredBe.set(id, v); touchedBe.add(id); }
   }
 
-  async fullSync(services: Service[], _node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
+  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
     const lb = await this.loader();
+    // A node item change always comes as a full sync (KernelSink): updates plan with this one.
+    this.node = node;
     const t0 = performance.now();
     let syscalls = 0;
     // What the kernel has (the previous process's state after a restart).

@@ -1,13 +1,16 @@
 // What one ENLS service asks of the socket load balancer: service-map entries (slot 0 plus one slot per
-// backend) and backends, for every cluster IP, external IP and load-balancer IP of every service port.
-// The socket LB acts at connect() of a process of this node, so it reads the "pod" client class route
-// (what a pod of this node gets; for ClusterIPs the node class says the same). Node ports and traffic
-// from other hosts are not socket operations: the nft part of `--to ebpf` serves them.
+// backend) and backends, for every cluster IP, external IP and load-balancer IP of every service port,
+// and its node port on each of the node's addresses where node ports answer (the Node object's
+// addresses inside NodeInfo.nodePortAddresses). The socket LB acts at connect() of a process of this
+// node, so it reads the "pod" client class route (what a pod of this node gets; for ClusterIPs the
+// node class says the same). Traffic from other hosts is not a socket operation: the nft part of
+// `--to ebpf` serves it.
 //   CLUSTER -> the port's cluster endpoints, LOCAL -> its local endpoints (none: refused);
 //   REJECT -> refused (ECONNREFUSED at once);
 //   DROP -> refused too: a socket-level program cannot make a connect() hang the way a dropped SYN
 //   does, and failing at once is kinder than a timeout.
-import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type Route, type Routes, type Service } from '../../model/enls';
+import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
+import { cidrContains } from '../../model/ip';
 import { encodeBackend, encodeSvcKey, encodeSvcValue, FLAG_REFUSE } from './maps';
 
 export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
@@ -37,7 +40,15 @@ export function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoin
   }
 }
 
-export function planService(svc: Service, ids: Ids): EbpfPlan {
+/** The node's addresses of a family where node ports answer (none without a node item). */
+export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): string[] {
+  if (!node) return [];
+  const cidrs = ofFamily(node.nodePortAddresses, family);
+  return ofFamily({ v4: node.addresses.filter((a) => !a.includes(':')), v6: node.addresses.filter((a) => a.includes(':')) }, family)
+    .filter((a) => cidrs.some((c) => cidrContains(c, a)));
+}
+
+export function planService(svc: Service, ids: Ids, node?: NodeInfo): EbpfPlan {
   const plan: EbpfPlan = { svc: new Map(), backends: new Map() };
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const owner = `${svc.namespace}/${svc.name}`;
@@ -47,18 +58,19 @@ export function planService(svc: Service, ids: Ids): EbpfPlan {
     const fam = sp.family === IPFamily.IPV6 ? 6 : 4;
     const ofFam = (eps: Endpoint[]) => eps.filter((e) => e.ip.includes(':') === (fam === 6));
     const cluster = ofFam(sp.clusterEndpoints), local = ofFam(sp.localEndpoints);
-    const dests: Array<[string[], Routes | null]> = [
-      [ofFamily(svc.clusterIps, sp.family), sp.clusterIp],
-      [ofFamily(svc.externalIps, sp.family), sp.externalIp],
-      [ofFamily(svc.loadBalancerIps, sp.family), sp.loadBalancerIp],
+    const dests: Array<[string[], Routes | null, number]> = [
+      [ofFamily(svc.clusterIps, sp.family), sp.clusterIp, sp.port.port],
+      [ofFamily(svc.externalIps, sp.family), sp.externalIp, sp.port.port],
+      [ofFamily(svc.loadBalancerIps, sp.family), sp.loadBalancerIp, sp.port.port],
     ];
-    for (const [addrs, routes] of dests) {
+    if (sp.port.nodePort > 0) dests.push([nodePortAddrs(node, sp.family), sp.nodePort, sp.port.nodePort]);
+    for (const [addrs, routes, port] of dests) {
       if (!routes) continue;
       const eps = routeEndpoints(routes.pod, cluster, local);
       if (eps === undefined) continue;
       const list = eps ?? [];
       for (const addr of addrs) {
-        const head = { addr, port: sp.port.port, proto };
+        const head = { addr, port, proto };
         const hex0 = encodeSvcKey({ ...head, slot: 0 }).toString('hex');
         list.forEach((e, i) => {
           const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
