@@ -196,10 +196,39 @@ static __always_inline int fwd4(struct bpf_sock_addr *ctx) {
     return 1;
 }
 
+// A dual-stack (AF_INET6) socket talking to an IPv4 address uses ::ffff:a.b.c.d: it is balanced as the
+// IPv4 service and rewritten to the IPv4-mapped form of the IPv4 backend. What remember() keeps is in
+// the IPv4 form, as for an IPv4 socket: the kernel sends an unconnected datagram to a mapped address
+// through the IPv4 path (udp_sendmsg: sendmsg4, fwd4), so rev6 and the UDP iterator look a mapped
+// address up in its IPv4 form.
+static __always_inline int is_v4mapped(const __u32 *w) {
+    return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
+}
+
+static __always_inline int fwd6mapped(struct bpf_sock_addr *ctx, const __u32 *w) {
+    struct svc_key k = {};
+    __u32 ip = w[3];
+    __builtin_memcpy(k.addr, &ip, 4);
+    k.port = (__be16)ctx->user_port;
+    k.proto = (__u8)ctx->protocol;
+    k.family = AF_V4;
+    struct backend b = {};
+    enum verdict v = pick(ctx, &k, &b);
+    if (v == PASS) return 1;
+    if (v == REFUSE || b.family != AF_V4) return refuse();
+    remember(ctx, &b, k.addr, k.port);
+    __u32 mw[4] = { 0, 0, bpf_htonl(0x0000ffff), 0 };
+    __builtin_memcpy(&mw[3], b.addr, 4);
+    ctx->user_ip6[0] = mw[0]; ctx->user_ip6[1] = mw[1]; ctx->user_ip6[2] = mw[2]; ctx->user_ip6[3] = mw[3];
+    ctx->user_port = b.port;
+    return 1;
+}
+
 static __always_inline int fwd6(struct bpf_sock_addr *ctx) {
     struct svc_key k = {};
     __u32 w[4];
     w[0] = ctx->user_ip6[0]; w[1] = ctx->user_ip6[1]; w[2] = ctx->user_ip6[2]; w[3] = ctx->user_ip6[3];
+    if (is_v4mapped(w)) return fwd6mapped(ctx, w);
     __builtin_memcpy(k.addr, w, 16);
     k.port = (__be16)ctx->user_port;
     k.proto = (__u8)ctx->protocol;
@@ -235,8 +264,20 @@ static __always_inline int rev6(struct bpf_sock_addr *ctx) {
     rk.cookie = bpf_get_socket_cookie(ctx);
     __u32 w[4];
     w[0] = ctx->user_ip6[0]; w[1] = ctx->user_ip6[1]; w[2] = ctx->user_ip6[2]; w[3] = ctx->user_ip6[3];
-    __builtin_memcpy(rk.addr, w, 16);
     rk.port = (__be16)ctx->user_port;
+    if (is_v4mapped(w)) {
+        // Kept in IPv4 form (see fwd6mapped); answered in the mapped form.
+        __u32 ip = w[3];
+        __builtin_memcpy(rk.addr, &ip, 4);
+        rk.family = AF_V4;
+        struct rev_value *rv4 = bpf_map_lookup_elem(&kpng_rev, &rk);
+        if (!rv4) return 1;
+        __builtin_memcpy(&ip, rv4->addr, 4);
+        ctx->user_ip6[3] = ip;
+        ctx->user_port = rv4->port;
+        return 1;
+    }
+    __builtin_memcpy(rk.addr, w, 16);
     rk.family = AF_V6;
     struct rev_value *rv = bpf_map_lookup_elem(&kpng_rev, &rk);
     if (!rv) return 1;
@@ -288,8 +329,15 @@ int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
         __u32 w[4];
         w[0] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0]; w[1] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
         w[2] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[2]; w[3] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[3];
-        __builtin_memcpy(gk.addr, w, 16);
-        gk.family = AF_V6;
+        if (is_v4mapped(w)) {
+            // A dual-stack socket balanced to an IPv4 backend: kept in IPv4 form (fwd6mapped).
+            __u32 ip = w[3];
+            __builtin_memcpy(gk.addr, &ip, 4);
+            gk.family = AF_V4;
+        } else {
+            __builtin_memcpy(gk.addr, w, 16);
+            gk.family = AF_V6;
+        }
     } else {
         return 0;
     }
@@ -303,6 +351,7 @@ int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
     if (!rv) return 0;          // not a socket this program balanced
     __builtin_memcpy(gk.vip, rv->addr, 16);
     gk.vport = rv->port;
+
     if (!bpf_map_lookup_elem(&kpng_gone, &gk)) return 0;
     if (bpf_sock_destroy((struct sock_common *)sk) == 0) {
         char one = 1;

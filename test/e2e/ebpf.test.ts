@@ -265,6 +265,19 @@ d('eBPF backend: socket load balancing with real connections', () => {
     }
   }, 30000);
 
+  test('a dual-stack socket to an IPv4 service (::ffff:a.b.c.d): balanced as the IPv4 service, replies from that address', async () => {
+    for (const mode of ['tcp', 'udp', 'udpc'] as const) {
+      const port = mode === 'tcp' ? 80 : 53;
+      // Outside the cgroup the mapped address has no route either (the control).
+      expect(await lab.client(mode === 'tcp' ? 'tcp' : 'udpc', '::ffff:10.96.0.10', port, 1, false)).toEqual([{ ok: false, err: 'ENETUNREACH' }]);
+      const rs = await lab.client(mode, '::ffff:10.96.0.10', port, 20);
+      expect(rs.filter((r) => !(r.ok && r.from === `::ffff:10.96.0.10:${port}`))).toEqual([]);
+      expect(names(rs)).toEqual(new Set(['pa', 'pb']));
+    }
+    // No endpoints: refused at once, as for an IPv4 socket.
+    expect(await lab.client('tcp', '::ffff:10.96.0.40', 80, 1)).toEqual([{ ok: false, err: 'ECONNREFUSED' }]);
+  }, 60000);
+
   test('IPv6 cluster IP and an external IP', async () => {
     const v6 = await lab.client('tcp', 'fd00:96::10', 80, 20);
     expect(v6.filter((r) => !(r.ok && r.from === 'fd00:96::10:80'))).toEqual([]);
