@@ -150,3 +150,55 @@ export class Monitor {
   }
   stop(): void { stopChild(this.proc); }
 }
+
+// ---- The eBPF backend's maps (bpfmaps.py): its socket LB has no nftables generation to watch. ----
+
+/** The addresses that have a service entry in the socket LB's pinned service map. */
+export function bpfVips(pinDir: string): Promise<Set<string>> {
+  return new Promise((resolve, reject) => {
+    const script = path.join(repoRoot(), 'bench', 'vs-upstream', 'bpfmaps.py');
+    const p = spawn('python3', [script, 'vips', pinDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '', err = '';
+    p.stdout.setEncoding('utf8');
+    p.stdout.on('data', (c: string) => (text += c));
+    p.stderr.on('data', (c) => (err += c));
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve(new Set(text.split(/\s+/).filter(Boolean))) : reject(new Error(`bpfmaps.py vips ${pinDir}: exit ${code}: ${err.trim()}`))));
+  });
+}
+
+/**
+ * Every backend the eBPF backend adds from now on, with when the poller (every 2 ms) saw it. kpng
+ * writes a new backend, then the slots that point to it, then the service's count, in three batched
+ * map updates right after each other, so a backend's appearance is when the change reaches the kernel
+ * (early by at most those two syscalls).
+ */
+export class BackendWatcher {
+  readonly proc: ChildProcess;
+  private readonly waiters = new Map<string, (at: number) => void>();
+  readonly ready: Promise<void>;
+
+  constructor(pinDir: string) {
+    const script = path.join(repoRoot(), 'bench', 'vs-upstream', 'bpfmaps.py');
+    this.proc = spawn('python3', [script, 'backends', pinDir, '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    this.ready = new Promise((resolve, reject) => {
+      this.proc.once('exit', (code) => reject(new Error(`bpfmaps.py backends ${pinDir} exited (${code})`)));
+      onLines(this.proc.stdout!, (l) => {
+        if (l === 'ready') return resolve();
+        const m = /^be \d+ (\S+)$/.exec(l);
+        const w = m && this.waiters.get(m[1]);
+        if (w) { this.waiters.delete(m[1]); w(performance.now()); }
+      });
+    });
+  }
+
+  /** Resolves with performance.now() when a backend with this address appeared. */
+  waitForIp(ip: string, timeoutMs: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => { this.waiters.delete(ip); reject(new Error(`${ip} did not appear in the BPF maps within ${timeoutMs} ms`)); }, timeoutMs);
+      this.waiters.set(ip, (at) => { clearTimeout(timer); resolve(at); });
+    });
+  }
+
+  stop(): void { stopChild(this.proc); }
+}

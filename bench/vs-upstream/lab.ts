@@ -60,10 +60,15 @@ export class Lab {
     }
   }
 
-  /** Starts the proxy inside the namespace; its stdout/stderr lines are kept (the last 50). */
-  startProxy(argv: string[]): ChildProcess {
+  /**
+   * Starts the proxy inside the namespace; its stdout/stderr lines are kept (the last 50). `nsenter`:
+   * enter only the network namespace (`ip netns exec` also remounts /sys, which hides the cgroup v2
+   * and bpffs mounts an eBPF backend uses).
+   */
+  startProxy(argv: string[], nsenter = false): ChildProcess {
     this.startedAt = performance.now();
-    const p = spawn('ip', ['netns', 'exec', this.netns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const cmd = nsenter ? ['nsenter', `--net=/var/run/netns/${this.netns}`, ...argv] : ['ip', 'netns', 'exec', this.netns, ...argv];
+    const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proxy = p;
     const keep = (l: string) => { this.stderrTail.push(l); if (this.stderrTail.length > 50) this.stderrTail.shift(); };
     onLines(p.stdout!, keep);

@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { kpngMain, nodeBinary, repoRoot } from '../events/kpng-child';
+import { cgroup2Mount } from '../../src/backend/ebpf';
 
 export interface ProxySpec {
   /** Column name in the table. */
@@ -13,6 +14,19 @@ export interface ProxySpec {
   tag: string;
   /** The command run inside the namespace. */
   argv(kubeconfig: string, node: string, podCidr: string): string[];
+  /**
+   * kpng --to ebpf: the socket LB attaches to this cgroup (made for the run, never the root: that
+   * would balance the whole machine's connections) and pins its maps here; the run watches the maps.
+   */
+  ebpf?: { cgroup: string; pinDir: string };
+}
+
+/** A cgroup v2 directory and a bpffs pin directory of this run's own (see ProxySpec.ebpf). */
+export function ebpfPlaces(tag: string): { cgroup: string; pinDir: string } {
+  const mount = cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'));
+  if (!mount) throw new Error('--backends ebpf: no cgroup v2 hierarchy is mounted');
+  const name = `${process.env.KPNG_BENCH_NETNS_PREFIX || 'kbv'}-${tag}-${process.pid}`;
+  return { cgroup: path.join(mount, name), pinDir: path.join('/sys/fs/bpf', name) };
 }
 
 /** Builds (or finds cached) upstream kube-proxy at the control plane's version: hack/kube-proxy/build.sh. */
@@ -43,10 +57,15 @@ export function upstream(bin: string): ProxySpec {
 }
 
 export function kpng(backend: string): ProxySpec {
+  const ebpf = backend === 'ebpf' ? ebpfPlaces(`kpng-${backend}`) : undefined;
   return {
     name: `kpng ${backend}`,
     tag: `kpng-${backend}`,
+    ebpf,
     // KPNG_BENCH_NODE_ARGS: node options for kpng (e.g. V8 flags to compare), space-separated.
-    argv: (kubeconfig, node, podCidr) => [nodeBinary(), ...(process.env.KPNG_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), kpngMain(), 'kube', '--kubeconfig', kubeconfig, '--node', node, '--to', backend, '--cluster-cidr', podCidr],
+    argv: (kubeconfig, node, podCidr) => [
+      nodeBinary(), ...(process.env.KPNG_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), kpngMain(), 'kube', '--kubeconfig', kubeconfig,
+      '--node', node, '--to', backend, '--cluster-cidr', podCidr, ...(ebpf ? ['--cgroup', ebpf.cgroup, '--bpffs', ebpf.pinDir] : []),
+    ],
   };
 }

@@ -17,6 +17,9 @@
 //   memory      VmHWM (peak resident set) of the process, and its resident set after the churn
 //   netlink     a separate pass under strace (it slows the process down: no time is taken from it):
 //               bytes and messages exchanged with the kernel over netlink per second of churn
+// kpng --to ebpf (--backends nft,ebpf): its socket LB's work is in BPF maps, not nftables, so its start
+// and change are read from the pinned maps (bpfmaps.py: every cluster IP with a service entry; the new
+// endpoint's backend appearing); its programs attach to a cgroup made for the run, removed after.
 // It prints one table with ratios (upstream / kpng: above 1, kpng is ahead) and writes an SVG chart.
 // Figures, never pass/fail.
 import { spawnSync } from 'node:child_process';
@@ -26,8 +29,9 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
 import { repoRoot } from '../events/kpng-child';
+import { ebpfCleanup } from '../../src/native/ebpf';
 import { churn, createFromDump, createSynthetic, ipRange, POD_CIDR, replaceEndpoint, restoreReady, type Cluster } from './cluster';
-import { listedIps, Monitor } from './kernel';
+import { BackendWatcher, bpfVips, listedIps, Monitor } from './kernel';
 import { Lab } from './lab';
 import { SyscallCounter, percentile, procSample } from './proc';
 import { buildKubeProxy, kpng, upstream, type ProxySpec } from './proxies';
@@ -114,6 +118,29 @@ async function waitProgrammed(lab: Lab, ips: string[], timeoutS: number): Promis
   }
 }
 
+/**
+ * The eBPF backend's start: every cluster IP has a service entry in the pinned map. Resolves with the
+ * end of the first complete scan (ms after the proxy started: late by at most one scan, printed).
+ */
+async function waitProgrammedBpf(lab: Lab, pinDir: string, ips: string[], timeoutS: number): Promise<{ ms: number; scanMs: number }> {
+  const deadline = performance.now() + timeoutS * 1000;
+  let lastReport = performance.now();
+  for (;;) {
+    if (!lab.proxyRunning) throw new Error(`the proxy in ${lab.netns} exited:\n${lab.stderrTail.join('\n')}`);
+    if (performance.now() > deadline) throw new Error(`not every cluster IP in the BPF maps after ${timeoutS} s`);
+    if (!fs.existsSync(path.join(pinDir, 'kpng_svc'))) { await sleep(20); continue; }
+    const t0 = performance.now();
+    const have = await bpfVips(pinDir).catch(() => new Set<string>());
+    const t1 = performance.now();
+    const missing = ips.filter((ip) => !have.has(ip)).length;
+    if (missing === 0) return { ms: t1 - lab.startedAt, scanMs: t1 - t0 };
+    if (performance.now() - lastReport > 10_000) {
+      lastReport = performance.now();
+      out(`  ... ${((performance.now() - lab.startedAt) / 1000).toFixed(0)} s: ${ips.length - missing}/${ips.length} cluster IPs in the BPF maps`);
+    }
+  }
+}
+
 /** Waits until no transaction was committed for quietMs (at most maxMs). */
 async function quiet(lab: Lab, quietMs: number, maxMs = 60_000): Promise<void> {
   const end = performance.now() + maxMs;
@@ -124,45 +151,80 @@ async function quiet(lab: Lab, quietMs: number, maxMs = 60_000): Promise<void> {
   }
 }
 
+/** Endpoint replacements, API write -> the commit naming the new address (nft monitor + generation poller). */
+async function probesNft(lab: Lab, cp: ControlPlane, cluster: Cluster, opts: Options, probeIp: () => string): Promise<number[]> {
+  const monitor = new Monitor(lab.netns);
+  const lat: number[] = [];
+  try {
+    await monitor.ready(lab.netns);
+    await sleep(500); // the proxy's own commits are done; nothing else writes now
+    for (let i = 0; i < opts.probes; i++) {
+      const s = cluster.slices[Math.floor(Math.random() * cluster.slices.length)];
+      const ip = probeIp();
+      const seen = monitor.waitForIp(ip, 30_000);
+      const t = performance.now();
+      await replaceEndpoint(cp, s, ip, true);
+      try {
+        const gen = await seen;
+        // The commit's time as the generation poller saw it (every 2 ms), not the monitor's.
+        for (let w = 0; lab.gens.seenAt(gen) === undefined && w < 100; w++) await sleep(10);
+        const at = lab.gens.seenAt(gen);
+        if (at === undefined) throw new Error(`generation ${gen} not seen by the poller`);
+        lat.push(at - t);
+      } catch (e) {
+        out(`  probe ${i}: ${(e as Error).message}`);
+      }
+      await sleep(Math.max(0, 1200 - (performance.now() - t)));
+    }
+  } finally {
+    monitor.stop();
+  }
+  return lat;
+}
+
+/** Endpoint replacements, API write -> the new endpoint's backend in the socket LB's map (every 2 ms). */
+async function probesBpf(pinDir: string, cp: ControlPlane, cluster: Cluster, opts: Options, probeIp: () => string): Promise<number[]> {
+  const be = new BackendWatcher(pinDir);
+  const lat: number[] = [];
+  try {
+    await be.ready;
+    for (let i = 0; i < opts.probes; i++) {
+      const s = cluster.slices[Math.floor(Math.random() * cluster.slices.length)];
+      const ip = probeIp();
+      const seen = be.waitForIp(ip, 30_000);
+      const t = performance.now();
+      await replaceEndpoint(cp, s, ip, true);
+      try { lat.push((await seen) - t); } catch (e) { out(`  probe ${i}: ${(e as Error).message}`); }
+      await sleep(Math.max(0, 1200 - (performance.now() - t)));
+    }
+  } finally {
+    be.stop();
+  }
+  return lat;
+}
+
 async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string): Promise<Result> {
   out(`\n## ${spec.name}`);
   const lab = await Lab.create(spec.tag, apiPort);
   try {
     await sleep(200); // the generation watcher's first reading
-    const proxy = lab.startProxy(spec.argv(cp.kubeconfigPath, cluster.node, POD_CIDR));
+    if (spec.ebpf) fs.mkdirSync(spec.ebpf.cgroup, { recursive: true });
+    const proxy = lab.startProxy(spec.argv(cp.kubeconfigPath, cluster.node, POD_CIDR), !!spec.ebpf);
     const pid = proxy.pid!;
-    const startMs = await waitProgrammed(lab, cluster.clusterIps, opts.startTimeout);
-    out(`  start -> all ${cluster.clusterIps.length} cluster IPs programmed: ${(startMs / 1000).toFixed(2)} s`);
+    let startMs: number;
+    if (spec.ebpf) {
+      const r = await waitProgrammedBpf(lab, spec.ebpf.pinDir, cluster.clusterIps, opts.startTimeout);
+      startMs = r.ms;
+      out(`  start -> all ${cluster.clusterIps.length} cluster IPs in the socket LB's service map: ${(startMs / 1000).toFixed(2)} s (end of the first complete map scan; a scan took ${r.scanMs.toFixed(0)} ms)`);
+    } else {
+      startMs = await waitProgrammed(lab, cluster.clusterIps, opts.startTimeout);
+      out(`  start -> all ${cluster.clusterIps.length} cluster IPs programmed: ${(startMs / 1000).toFixed(2)} s`);
+    }
     await quiet(lab, 2000);
     const afterStart = procSample(pid);
 
     // One endpoint change at a time, API write -> kernel.
-    const monitor = new Monitor(lab.netns);
-    const lat: number[] = [];
-    try {
-      await monitor.ready(lab.netns);
-      await sleep(500); // the proxy's own commits are done; nothing else writes now
-      for (let i = 0; i < opts.probes; i++) {
-        const s = cluster.slices[Math.floor(Math.random() * cluster.slices.length)];
-        const ip = probeIp();
-        const seen = monitor.waitForIp(ip, 30_000);
-        const t = performance.now();
-        await replaceEndpoint(cp, s, ip, true);
-        try {
-          const gen = await seen;
-          // The commit's time as the generation poller saw it (every 2 ms), not the monitor's.
-          for (let w = 0; lab.gens.seenAt(gen) === undefined && w < 100; w++) await sleep(10);
-          const at = lab.gens.seenAt(gen);
-          if (at === undefined) throw new Error(`generation ${gen} not seen by the poller`);
-          lat.push(at - t);
-        } catch (e) {
-          out(`  probe ${i}: ${(e as Error).message}`);
-        }
-        await sleep(Math.max(0, 1200 - (performance.now() - t)));
-      }
-    } finally {
-      monitor.stop();
-    }
+    const lat = spec.ebpf ? await probesBpf(spec.ebpf.pinDir, cp, cluster, opts, probeIp) : await probesNft(lab, cp, cluster, opts, probeIp);
     lat.sort((a, b) => a - b);
     out(`  one endpoint change, API write -> kernel: p50 ${percentile(lat, 50).toFixed(1)} ms, p99 ${percentile(lat, 99).toFixed(1)} ms (${lat.length}/${opts.probes})`);
 
@@ -208,8 +270,20 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
     return r;
   } finally {
     await lab.stop();
+    if (spec.ebpf) await cleanEbpf(spec.ebpf);
     await restoreReady(cp, cluster.slices, opts.concurrency);
   }
+}
+
+/** Detaches and unpins what kpng --to ebpf left (it keeps balancing after exit by design), removes the cgroup. */
+async function cleanEbpf(places: { cgroup: string; pinDir: string }): Promise<void> {
+  try {
+    const removed = await ebpfCleanup(places.pinDir);
+    out(`  clean-up: detached and unpinned ${removed.length} objects under ${places.pinDir}`);
+  } catch (e) {
+    out(`  clean-up of ${places.pinDir} failed: ${(e as Error).message}`);
+  }
+  try { fs.rmdirSync(places.cgroup); } catch (e) { out(`  rmdir ${places.cgroup}: ${(e as Error).message}`); }
 }
 
 async function main(): Promise<void> {
@@ -262,6 +336,7 @@ async function main(): Promise<void> {
     out(`\n${shape}; churn ${opts.duration} s at ${opts.rate} endpoint writes/s; ${opts.probes} probes`);
     out(table(names, figures));
     out(`(ratios: upstream / kpng, above 1 = kpng ahead; kernel transactions/s under churn: ${results.map((r) => `${r.name} ${r.txPerS.toFixed(2)}`).join(', ')}; kube-proxy's peak RSS does not include its short-lived nft children)`);
+    if (specs.some((sp) => sp.ebpf)) out('(kpng ebpf: start and one change are read from the socket LB\'s pinned BPF maps, the others\' from nftables; its netlink figures are its nftables part\'s: node ports and LB IPs from other hosts)');
     fs.mkdirSync(opts.out, { recursive: true });
     const svg = path.join(opts.out, `vs-upstream-${opts.input ? path.basename(opts.input).replace(/\W+/g, '_') : `${opts.services}x${opts.endpoints}`}.svg`);
     writeSvg(svg, `kpng vs kube-proxy ${version.gitVersion} (nftables): ${shape}`, names, figures);

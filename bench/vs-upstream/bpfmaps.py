@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+# Reads kpng's pinned socket-LB maps through the bpf(2) syscall (ctypes; no bpftool), so the benchmark
+# sees the eBPF backend's work in the kernel the way nfgen.py sees nftables commits.
+#   python3 bpfmaps.py vips PINDIR            one line: the addresses that have a service entry (slot 0)
+#   python3 bpfmaps.py backends PINDIR [MS]   "be ID ADDR" for every backend added from now on, polling
+#                                             the next backend id every MS ms (kpng never reuses ids and
+#                                             writes a new backend before the slots that point to it)
+# Layouts: native/bpf/sock_lb.bpf.c (struct svc_key, struct backend).
+import ctypes, ipaddress, os, struct, sys, time
+
+SYS_BPF = 321  # x86_64
+BPF_MAP_LOOKUP_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_OBJ_GET = 1, 4, 7
+SVC_KEY, SVC_VALUE, BE_VALUE = 24, 20, 20
+AF_V4, AF_V6 = 4, 6
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+
+def bpf(cmd, attr):
+    r = libc.syscall(SYS_BPF, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    return r, ctypes.get_errno()
+
+
+def obj_get(path):
+    attr = (ctypes.c_uint8 * 128)()
+    p = ctypes.create_string_buffer(path.encode())
+    struct.pack_into('=Q', attr, 0, ctypes.addressof(p))
+    fd, err = bpf(BPF_OBJ_GET, attr)
+    if fd < 0:
+        raise OSError(err, f'{os.strerror(err)}: {path}')
+    return fd
+
+
+def lookup(fd, key, vsize):
+    kb = ctypes.create_string_buffer(key, len(key))
+    vb = ctypes.create_string_buffer(vsize)
+    attr = (ctypes.c_uint8 * 128)()
+    struct.pack_into('=IIQQQ', attr, 0, fd, 0, ctypes.addressof(kb), ctypes.addressof(vb), 0)
+    r, _ = bpf(BPF_MAP_LOOKUP_ELEM, attr)
+    return vb.raw if r == 0 else None
+
+
+def keys(fd, ksize):
+    cur = None
+    nb = ctypes.create_string_buffer(ksize)
+    while True:
+        attr = (ctypes.c_uint8 * 128)()
+        kb = ctypes.create_string_buffer(cur, ksize) if cur is not None else None
+        struct.pack_into('=IIQQ', attr, 0, fd, 0, ctypes.addressof(kb) if kb is not None else 0, ctypes.addressof(nb))
+        r, _ = bpf(BPF_MAP_GET_NEXT_KEY, attr)
+        if r != 0:
+            return
+        cur = nb.raw
+        yield cur
+
+
+def addr(raw, family):
+    return str(ipaddress.IPv4Address(raw[:4])) if family == AF_V4 else str(ipaddress.IPv6Address(raw[:16]))
+
+
+def vips(pin):
+    fd = obj_get(os.path.join(pin, 'kpng_svc'))
+    out = set()
+    for k in keys(fd, SVC_KEY):
+        family, slot = k[19], struct.unpack_from('=H', k, 20)[0]
+        if slot == 0:
+            out.add(addr(k, family))
+    print(' '.join(sorted(out)), flush=True)
+
+
+def backends(pin, interval):
+    fd = obj_get(os.path.join(pin, 'kpng_be'))
+    nxt = 1 + max((struct.unpack('=I', k)[0] for k in keys(fd, 4)), default=0)
+    print('ready', flush=True)
+    while True:
+        v = lookup(fd, struct.pack('=I', nxt), BE_VALUE)
+        if v is None:
+            # An id allocated and never written (a plan replaced before it was applied) would stop
+            # this reader: look a few ids ahead before waiting.
+            ahead = next((i for i in range(nxt + 1, nxt + 9) if lookup(fd, struct.pack('=I', i), BE_VALUE)), None)
+            if ahead is None:
+                time.sleep(interval)
+                continue
+            nxt = ahead
+            v = lookup(fd, struct.pack('=I', nxt), BE_VALUE)
+        print(f'be {nxt} {addr(v, v[18])}', flush=True)
+        nxt += 1
+
+
+if __name__ == '__main__':
+    mode, pin = sys.argv[1], sys.argv[2]
+    if mode == 'vips':
+        vips(pin)
+    else:
+        backends(pin, float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.002)
