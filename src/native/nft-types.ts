@@ -272,12 +272,18 @@ export const NFT_REG32 = (n: number): number => 8 + n;
 /** IPv4 address "10.0.0.1" -> 4 bytes (network order). */
 export function ipv4(addr: string): Uint8Array {
   const b = new Uint8Array(4);
+  writeIPv4(b, 0, addr);
+  return b;
+}
+
+/** Writes an IPv4 address's 4 bytes (network order) at b[o..o+3], without allocating. */
+export function writeIPv4(b: Uint8Array, o: number, addr: string): void {
   let part = 0, val = 0, digits = 0;
   for (let i = 0; i <= addr.length; i++) {
     const c = i < addr.length ? addr.charCodeAt(i) : 46;
     if (c === 46) { // '.'
       if (digits === 0 || val > 255 || part > 3) throw new Error(`bad IPv4 address: ${addr}`);
-      b[part++] = val;
+      b[o + part++] = val;
       val = 0;
       digits = 0;
     } else if (c >= 48 && c <= 57 && digits < 3) {
@@ -288,7 +294,6 @@ export function ipv4(addr: string): Uint8Array {
     }
   }
   if (part !== 4) throw new Error(`bad IPv4 address: ${addr}`);
-  return b;
 }
 
 /** IPv6 address (any textual form incl. "::", embedded IPv4) -> 16 bytes. */

@@ -1,6 +1,6 @@
 // Render the backend's ops as NftOp[] for the native addon (one atomic netlink batch).
 import {
-  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host,
+  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host, writeIPv4,
   type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
 } from '../../native/nft-types';
 import type { NftBatch } from '../../native/encode';
@@ -335,20 +335,7 @@ function elemText(e: Elem): string {
 // Concatenated key fields, each padded to 4 bytes (as concat()); each returns the next offset.
 function putAddr(b: Uint8Array, o: number, addr: string): number {
   if (addr.includes(':')) { b.set(ipAddr(addr), o); return o + 16; }
-  let part = 0, val = 0, digits = 0;
-  for (let i = 0; i <= addr.length; i++) {
-    const c = i < addr.length ? addr.charCodeAt(i) : 46;
-    if (c === 46) {
-      if (digits === 0 || val > 255 || part > 3) throw new Error(`bad IPv4 address: ${addr}`);
-      b[o + part++] = val;
-      val = 0;
-      digits = 0;
-    } else if (c >= 48 && c <= 57 && digits < 3) {
-      val = val * 10 + (c - 48);
-      digits++;
-    } else throw new Error(`bad IPv4 address: ${addr}`);
-  }
-  if (part !== 4) throw new Error(`bad IPv4 address: ${addr}`);
+  writeIPv4(b, o, addr);
   return o + 4;
 }
 function putProto(b: Uint8Array, o: number, p: L4): number {
