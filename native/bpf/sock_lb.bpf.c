@@ -177,18 +177,25 @@ static __always_inline int refuse(void) {
     return 0;
 }
 
-static __always_inline int fwd4(struct bpf_sock_addr *ctx) {
+// Balances an IPv4 service address (ip, with ctx's port and protocol). Returns 1: not a service,
+// leave it; 0: refused (the return value is set); 2: *b is the backend, remembered for the way back.
+static __always_inline int balance4(struct bpf_sock_addr *ctx, __u32 ip, struct backend *b) {
     struct svc_key k = {};
-    __u32 ip = ctx->user_ip4;
     __builtin_memcpy(k.addr, &ip, 4);
     k.port = (__be16)ctx->user_port;
     k.proto = (__u8)ctx->protocol;
     k.family = AF_V4;
-    struct backend b = {};
-    enum verdict v = pick(ctx, &k, &b);
+    enum verdict v = pick(ctx, &k, b);
     if (v == PASS) return 1;
-    if (v == REFUSE || b.family != AF_V4) return refuse();
-    remember(ctx, &b, k.addr, k.port);
+    if (v == REFUSE || b->family != AF_V4) return refuse();
+    remember(ctx, b, k.addr, k.port);
+    return 2;
+}
+
+static __always_inline int fwd4(struct bpf_sock_addr *ctx) {
+    struct backend b = {};
+    int r = balance4(ctx, ctx->user_ip4, &b);
+    if (r != 2) return r;
     __u32 nip;
     __builtin_memcpy(&nip, b.addr, 4);
     ctx->user_ip4 = nip;
@@ -206,17 +213,9 @@ static __always_inline int is_v4mapped(const __u32 *w) {
 }
 
 static __always_inline int fwd6mapped(struct bpf_sock_addr *ctx, const __u32 *w) {
-    struct svc_key k = {};
-    __u32 ip = w[3];
-    __builtin_memcpy(k.addr, &ip, 4);
-    k.port = (__be16)ctx->user_port;
-    k.proto = (__u8)ctx->protocol;
-    k.family = AF_V4;
     struct backend b = {};
-    enum verdict v = pick(ctx, &k, &b);
-    if (v == PASS) return 1;
-    if (v == REFUSE || b.family != AF_V4) return refuse();
-    remember(ctx, &b, k.addr, k.port);
+    int r = balance4(ctx, w[3], &b);
+    if (r != 2) return r;
     __u32 mw[4] = { 0, 0, bpf_htonl(0x0000ffff), 0 };
     __builtin_memcpy(&mw[3], b.addr, 4);
     ctx->user_ip6[0] = mw[0]; ctx->user_ip6[1] = mw[1]; ctx->user_ip6[2] = mw[2]; ctx->user_ip6[3] = mw[3];
