@@ -2,9 +2,10 @@
 // OIDC plugins, proxies) without loading what kpng never calls. Its config.js imports the generated
 // API (dist/gen/index.js: every model and API class, ~75 MiB of RSS and ~0.5 s of start-up) only for
 // makeApiClient(), and undici only for fetch dispatchers; kpng uses neither (its transport is
-// node:https with applyToHTTPSOptions). A module resolve hook hands config.js stand-ins for those
-// two imports that load the real modules on first use, so a plugin that does call makeApiClient()
-// still gets the real thing. Without module.registerHooks (Node < 22.15) the whole package loads.
+// node:https with applyToHTTPSOptions). The OIDC authenticator (openid-client, jose) and the socks
+// proxy modules serve only kubeconfigs that ask for them. A module resolve hook hands config.js
+// stand-ins for those imports that load the real modules on first use, so a plugin that does call
+// makeApiClient(), or a kubeconfig with an OIDC user, still gets the real thing. Without module.registerHooks (Node < 22.15) the whole package loads.
 import * as nodeModule from 'node:module';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -14,6 +15,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 const STAND_INS: Record<string, string> = {
   './gen/index.js': 'client-node-gen.js',
   undici: 'client-node-undici.js',
+  './oidc_auth.js': 'client-node-oidc.js',
+  socks: 'client-node-socks.js',
+  'socks-proxy-agent': 'client-node-socks.js',
 };
 
 let kubeConfig: typeof KubeConfig | undefined;
