@@ -11,9 +11,9 @@ import { Netns, canUseNetns } from './helpers/netns';
 
 const maybe = canUseNetns() ? describe : describe.skip;
 
-/** The ENLS item of service ns/<name> (TCP 80 -> 8080) with `n` endpoints from `from` on. */
+/** The ENLS item of service ns/<name> (TCP 80 -> 8080) with `n` endpoints on this node (n1) from `from` on. */
 function svc(name: string, from: number, n: number): Item {
-  const eps = Array.from({ length: n }, (_, i) => ep(`10.244.${(from + i) >> 8}.${(from + i) & 255}`, { node: 'n2' }));
+  const eps = Array.from({ length: n }, (_, i) => ep(`10.244.${(from + i) >> 8}.${(from + i) & 255}`, { node: 'n1' }));
   // EndpointSlices hold at most 1,000 endpoints.
   const slices = [];
   for (let i = 0; i < eps.length; i += 1000) slices.push(slice(`${name}-${i}`, name, eps.slice(i, i + 1000), { ns: 'ns', ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }));

@@ -53,7 +53,7 @@ export interface VirtualPlan {
 export interface ServicePlan {
   dests: DestPlan[];
   virtuals: VirtualPlan[];
-  /** Endpoint addresses a connection may be sent back to its own source through (hairpin masquerade). */
+  /** Endpoint addresses on this node a connection may be sent back to its own source through (hairpin masquerade). */
   endpointIPs: Array<{ fam: Fam; ip: string }>;
 }
 
@@ -131,8 +131,9 @@ export function planService(svc: Service, ctx: PlanContext & { nodePortAddrs: Re
     destination(ofFamily(svc.loadBalancerIps, sp.family), sp.loadBalancerIp, sp.port.port, { bind: true, firewall: lbFirewall });
     if (sp.port.nodePort) destination(ctx.nodePortAddrs[fam], sp.nodePort, sp.port.nodePort, { bind: false, firewall: false });
 
+    // Only endpoints on this node can be their own client here (as upstream's KUBE-LOOP-BACK set).
     for (const e of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
-      if (!ips.has(e.ip)) { ips.add(e.ip); plan.endpointIPs.push({ fam, ip: e.ip }); }
+      if (e.local && !ips.has(e.ip)) { ips.add(e.ip); plan.endpointIPs.push({ fam, ip: e.ip }); }
     }
   }
   return plan;

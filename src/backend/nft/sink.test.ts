@@ -12,11 +12,14 @@ import { Yielder } from './yielder';
 import { encodeFamOps } from './index';
 import { encodeOps } from '../../native/encode';
 
-/** The ENLS item of service ns/<name> (UDP 53 -> 5353) with these endpoints, computed by the model. */
-function svc(name: string, eps: string[], clusterCIDRs: string[] = []): Item {
+/**
+ * The ENLS item of service ns/<name> (UDP 53 -> 5353) with these endpoints, computed by the model for
+ * node n1. The endpoints run on n1 unless `remote` names them (only local ones enter the hairpin set).
+ */
+function svc(name: string, eps: string[], clusterCIDRs: string[] = [], remote: string[] = []): Item {
   const c = cluster('n1', [
     svcObj(name, { ns: 'ns', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }),
-    slice(`${name}-1`, name, eps.map((ip) => ep(ip, { node: 'n2' })), { ns: 'ns', ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }),
+    slice(`${name}-1`, name, eps.map((ip) => ep(ip, { node: remote.includes(ip) ? 'n2' : 'n1' })), { ns: 'ns', ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }),
   ], { model: modelOptions({ clusterCIDRs }) });
   return c.state.get(`svc/ns/${name}`)!;
 }
@@ -136,6 +139,26 @@ describe('full sync in slices (the event loop gets turns)', () => {
     const b = encodeOps(toNftOps('ip', 'kpng', whole)).finish();
     expect(Buffer.compare(a, b)).toBe(0);
     expect(y2.turns).toBeGreaterThanOrEqual(whole.length - 1);
+  });
+});
+
+describe('hairpin', () => {
+  test('only endpoints on this node enter the hairpin set, and moving one away deletes its element', async () => {
+    const k = new FakeKernel();
+    const sink = nftKernelSink({ log: () => {} }, k);
+    const hairpinElems = (ops: Op[], kind: 'addElems' | 'delElems') =>
+      ops.flatMap((o) => (o.k === kind && o.set === 'hairpin' ? o.elems : []));
+    const a = svc('a', ['10.244.1.1', '10.244.2.1', '10.244.2.2'], ['10.244.0.0/16'], ['10.244.2.1', '10.244.2.2']);
+    await sink.apply(set(a, 1, true), view([a]));
+    expect(hairpinElems(k.last(), 'addElems')).toEqual([{ t: 'pair', addr: '10.244.1.1' }]);
+    expect(toNftText('ip', 'kpng', k.last())).toContain('add element ip kpng hairpin { 10.244.1.1 . 10.244.1.1 }');
+
+    // 10.244.1.1 now runs elsewhere and 10.244.2.1 here: the set follows, the picks do not move.
+    const b = svc('a', ['10.244.1.1', '10.244.2.1', '10.244.2.2'], ['10.244.0.0/16'], ['10.244.1.1', '10.244.2.2']);
+    await sink.apply(set(b, 2), view([b]));
+    expect(hairpinElems(k.last(), 'delElems')).toEqual([{ t: 'pair', addr: '10.244.1.1' }]);
+    expect(hairpinElems(k.last(), 'addElems')).toEqual([{ t: 'pair', addr: '10.244.2.1' }]);
+    expect(k.last().every((o) => !('set' in o) || o.set === 'hairpin')).toBe(true);
   });
 });
 
