@@ -2,7 +2,7 @@
 // hairpin reference counts) and the diff that turns a change of programs into the few ops needed.
 import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
-import { buildProgram, elemId, emptyProgram, indexElems, sameElem, type Program } from './program';
+import { buildProgram, elemId, emptyProgram, inFamily, indexElems, sameElem, type Program } from './program';
 import { pushAll } from '../../util/push-all';
 import type { SlotState } from './slots';
 import type { Yielder } from './yielder';
@@ -266,7 +266,8 @@ export function updateService(model: TableModel, key: string, svc: Service | und
 /** Ops that replace the table with the full state (one transaction: old table deleted, new one built). */
 export function fullSyncOps(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined): Op[] {
   const c = new OpCollector();
-  for (const [key, svc] of services) updateService(model, key, svc, node, c);
+  // A service without an address of this family has nothing here (a fresh model has nothing of it).
+  for (const [key, svc] of services) if (inFamily(svc, model.fam)) updateService(model, key, svc, node, c);
   settleSharedChains(model, c);
   applyCapacity(model, c, true);
   return [...baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf), ...c.ops(model.sizeOf)];
@@ -277,6 +278,7 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
   const c = new OpCollector();
   let k = 0;
   for (const [key, svc] of services) {
+    if (!inFamily(svc, model.fam)) continue; // as in fullSyncOps
     updateService(model, key, svc, node, c);
     if (++k % 16 === 0 && y.due()) await y.turn();
   }

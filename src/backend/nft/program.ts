@@ -67,8 +67,8 @@ export function indexElems(p: Program): Map<string, Map<string, Elem>> {
   return out;
 }
 
-/** One destination's endpoint picks: slot i -> endpoint, for every address of the destination. */
-interface PickDest { map: string; addr?: string; proto: L4; port: number; slots: string[]; eps: Map<string, Endpoint> }
+/** One destination's endpoint picks: slot i -> eps[i], for every address of the destination. */
+interface PickDest { map: string; addr?: string; proto: L4; port: number; eps: Endpoint[] }
 
 export interface BuildContext {
   /** This node's item (client classes: pod CIDRs). */
@@ -90,6 +90,9 @@ function blockVerdict(rs: Routes, where: string): Verd | null {
   return blocked[0].target === Target.DROP ? 'drop' : { goto: N.reject };
 }
 
+/** Whether the service has a cluster IP of this family (otherwise its program there is empty). */
+export const inFamily = (svc: Service, fam: Fam): boolean => ofFamily(svc.clusterIps, fam === 'ip' ? IPFamily.IPV4 : IPFamily.IPV6).length > 0;
+
 /** The program of one service in one family; an empty program when the service has no IP of it. */
 export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program {
   const p = emptyProgram();
@@ -108,6 +111,8 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   // kept by key (the last one wins too) and expanded into elements at the end, without ids.
   const elems = new Map<string, Map<string, Elem>>();
   const picks = new Map<string, PickDest>();
+  // Slot list key -> the endpoint in each slot (see selectionChain).
+  let slotLists: Map<string, Endpoint[]> | undefined;
 
   for (const sp of svc.ports) {
     if (sp.family !== family || !sp.port.port) continue;
@@ -126,17 +131,24 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
         if (!p.chains.has(chain)) p.chains.set(chain, selection(p, ctx, chain, `${name}${local ? '/local' : ''}`, proto, list, affinity));
         return chain;
       }
-      const eps = uniqueSorted(list);
-      if (eps.length === 0) return shared(p, N_EMPTY, []);
       const slotKey = `${local ? 'leps' : 'eps'}-${name}`;
-      const byKey = new Map<string, Endpoint>();
-      for (const e of eps) byKey.set(epKey(e), e);
-      const slots = p.slots.get(slotKey) ?? denseSlots([...byKey.keys()], ctx.prevSlots?.get(slotKey));
-      p.slots.set(slotKey, slots);
+      // A list serves every destination of the port (cluster IP, external IPs, node port): sorted once.
+      let slotEps = slotLists?.get(slotKey);
+      if (!slotEps) {
+        const { eps, keys } = uniqueSorted(list);
+        if (eps.length === 0) return shared(p, N_EMPTY, []);
+        const prev = ctx.prevSlots?.get(slotKey);
+        const bySlot = prev ? denseSlots(keys, prev).bySlot : keys;
+        // Slot i's endpoint: the sorted list itself when nothing was placed before (a full sync).
+        slotEps = bySlot === keys ? eps : endpointsBySlot(bySlot, keys, eps);
+        p.slots.set(slotKey, { bySlot });
+        (slotLists ??= new Map()).set(slotKey, slotEps);
+      }
+      const n = slotEps.length;
       const map = `${dest.kind === 'vip' ? (local ? N.picksVipLocal : N.picksVip) : (local ? N.picksPortLocal : N.picksPort)}-${shard}`;
-      if (dest.kind === 'vip') for (const addr of dest.addrs) picks.set(`${map}|${addr}|${proto}|${sp.port.port}`, { map, addr, proto, port: sp.port.port, slots: slots.bySlot, eps: byKey });
-      else picks.set(`${map}||${proto}|${dest.port}`, { map, proto, port: dest.port, slots: slots.bySlot, eps: byKey });
-      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${eps.length}-${shard}`, [{ s: 'dnatPick', proto, n: eps.length, map, key: dest.kind }]);
+      if (dest.kind === 'vip') for (const addr of dest.addrs) picks.set(`${map}|${addr}|${proto}|${sp.port.port}`, { map, addr, proto, port: sp.port.port, eps: slotEps });
+      else picks.set(`${map}||${proto}|${dest.port}`, { map, proto, port: dest.port, eps: slotEps });
+      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${n}-${shard}`, [{ s: 'dnatPick', proto, n, map, key: dest.kind }]);
     };
 
     // Dispatch of one destination: straight to a selection chain when every client class is treated
@@ -197,8 +209,8 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   for (const d of picks.values()) {
     let l = p.elems.get(d.map);
     if (!l) p.elems.set(d.map, (l = []));
-    for (let i = 0; i < d.slots.length; i++) {
-      const e = d.eps.get(d.slots[i])!;
+    for (let i = 0; i < d.eps.length; i++) {
+      const e = d.eps[i];
       l.push(d.addr !== undefined
         ? { t: 'pick', addr: d.addr, proto: d.proto, port: d.port, i, epAddr: e.ip, epPort: e.port }
         : { t: 'pick', proto: d.proto, port: d.port, i, epAddr: e.ip, epPort: e.port });
@@ -240,25 +252,34 @@ function shared(p: Program, chain: string, rules: Stmt[]): string {
 /** The chain of destinations whose endpoint list is empty (packets fall through, not DNATed). */
 const N_EMPTY = 'pick-none';
 
-function uniqueSorted(list: Endpoint[]): Endpoint[] {
+/** The endpoints sorted by key without duplicates, and their keys ("addr|port"). */
+function uniqueSorted(list: Endpoint[]): { eps: Endpoint[]; keys: string[] } {
   // The model gives most lists sorted and without duplicates already: check that first (no copy).
+  const keys = new Array<string>(list.length);
   let sorted = true;
-  let prev = '';
   for (let i = 0; i < list.length; i++) {
-    const k = epKey(list[i]);
-    if (i > 0 && k <= prev) { sorted = false; break; }
-    prev = k;
+    keys[i] = epKey(list[i]);
+    if (i > 0 && keys[i] <= keys[i - 1]) { sorted = false; break; }
   }
-  if (sorted) return list;
+  if (sorted) return { eps: list, keys };
   // Keys computed once (a comparator building them allocates two strings per comparison).
   const byKey = new Map(list.map((e) => [epKey(e), e]));
-  return [...byKey.keys()].sort().map((k) => byKey.get(k)!);
+  const sortedKeys = [...byKey.keys()].sort();
+  return { eps: sortedKeys.map((k) => byKey.get(k)!), keys: sortedKeys };
 }
+
+/** The endpoint in each slot, from the slot keys and the sorted endpoints with their keys. */
+function endpointsBySlot(bySlot: string[], keys: string[], eps: Endpoint[]): Endpoint[] {
+  const byKey = new Map<string, Endpoint>();
+  for (let i = 0; i < keys.length; i++) byKey.set(keys[i], eps[i]);
+  return bySlot.map((k) => byKey.get(k)!);
+}
+
 
 /** ClientIP affinity: one chain + one timeout set per endpoint (rare, small). */
 function selection(p: Program, _ctx: BuildContext, chain: string, name: string, proto: L4, list: Endpoint[], affinity: number): Stmt[] {
   void chain;
-  const eps = uniqueSorted(list);
+  const { eps } = uniqueSorted(list);
   if (eps.length === 0) return [];
   {
     const out: Stmt[] = [];

@@ -42,7 +42,7 @@ export const N = {
   picksPort: 'picks-port',
   picksVipLocal: 'picks-lvip',
   picksPortLocal: 'picks-lport',
-  /** saddr . daddr for every endpoint address: a connection DNATed back to its own source is masqueraded. */
+  /** saddr . daddr for every endpoint address on this node: a connection DNATed back to its own source is masqueraded. */
   hairpin: 'hairpin',
   /** Every cluster IP: new connections still addressed to one after DNAT (a port it does not serve) are rejected. */
   clusterIPs: 'cluster-ips',
