@@ -70,7 +70,10 @@ export class Lab {
     const cmd = nsenter ? ['nsenter', `--net=/var/run/netns/${this.netns}`, ...argv] : ['ip', 'netns', 'exec', this.netns, ...argv];
     const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proxy = p;
-    const keep = (l: string) => { this.stderrTail.push(l); if (this.stderrTail.length > 50) this.stderrTail.shift(); };
+    // KPNG_BENCH_PROXY_LOG=DIR: every proxy's whole output also goes to DIR/<netns>.log.
+    const logDir = process.env.KPNG_BENCH_PROXY_LOG;
+    const file = logDir ? fs.createWriteStream(path.join(logDir, `${this.netns}.log`), { flags: 'a' }) : undefined;
+    const keep = (l: string) => { file?.write(`${l}\n`); this.stderrTail.push(l); if (this.stderrTail.length > 50) this.stderrTail.shift(); };
     onLines(p.stdout!, keep);
     onLines(p.stderr!, keep);
     return p;

@@ -11,7 +11,7 @@
 import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, decodeSvcValue, encodeId, SVC_KEY_SIZE, SVC_MAP, slotOfHex } from './maps';
+import { BACKEND_MAP, backendIdOfHex, SVC_KEY_SIZE, SVC_MAP, slotOfHex } from './maps';
 import { planService, type EbpfPlan, type Ids } from './plan';
 
 interface Planned extends EbpfPlan { beKeys: Set<string>; svcKeys: Set<string> }
@@ -19,11 +19,17 @@ interface Planned extends EbpfPlan { beKeys: Set<string>; svcKeys: Set<string> }
 export class EbpfDataplane implements Dataplane {
   readonly name = 'ebpf';
   private lb: EbpfLoader | undefined;
-  private plans = new Map<string, Planned>();
-  private desiredSvc = new Map<string, Buffer>();
-  private desiredBe = new Map<number, Buffer>();
-  private appliedSvc = new Map<string, Buffer>();
-  private appliedBe = new Map<number, Buffer>();
+  /**
+   * The services planned, by key. Not their plans: planning is a pure function of the service, the
+   * node and the ids (which stay while used), so an update plans the old service again to find what
+   * it had. At 10k services the plans' maps and sets held ~12 MiB.
+   */
+  private services = new Map<string, Service>();
+  // Map contents as hex text (keys and values): desired (the plans) and applied (what the kernel has).
+  private desiredSvc = new Map<string, string>();
+  private desiredBe = new Map<number, string>();
+  private appliedSvc = new Map<string, string>();
+  private appliedBe = new Map<number, string>();
   private backendIds = new Map<string, number>();
   private serviceIds = new Map<string, number>();
   private nextBackend = 1;
@@ -86,25 +92,25 @@ export class EbpfDataplane implements Dataplane {
     this.appliedSvc = new Map();
     for (let i = 0; i < svcDump.count; i++) {
       const k = svcDump.keys.subarray(i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE).toString('hex');
-      const v = Buffer.from(svcDump.values.subarray(i * svcDump.valueSize, (i + 1) * svcDump.valueSize));
-      this.appliedSvc.set(k, v);
-      if (slotOfHex(k) === 0) this.nextService = Math.max(this.nextService, decodeSvcValue(v).svcId + 1);
+      const v = svcDump.values.subarray(i * svcDump.valueSize, (i + 1) * svcDump.valueSize);
+      this.appliedSvc.set(k, v.toString('hex'));
+      if (slotOfHex(k) === 0) this.nextService = Math.max(this.nextService, v.readUInt32LE(12) + 1);   // svc_value.svc_id
     }
     this.appliedBe = new Map();
     for (let i = 0; i < beDump.count; i++) {
       const id = beDump.keys.readUInt32LE(i * 4);
-      this.appliedBe.set(id, Buffer.from(beDump.values.subarray(i * beDump.valueSize, (i + 1) * beDump.valueSize)));
+      this.appliedBe.set(id, beDump.values.subarray(i * beDump.valueSize, (i + 1) * beDump.valueSize).toString('hex'));
       this.nextBackend = Math.max(this.nextBackend, id + 1);
     }
     // Ids of this process are kept while still used, so a periodic resync rewrites nothing.
-    this.plans.clear();
+    this.services.clear();
     this.desiredSvc.clear();
     this.desiredBe.clear();
     const usedBe = new Set<string>(), usedSvc = new Set<string>();
     for (const svc of services) {
       const key = `svc/${svc.namespace}/${svc.name}`;
       const p = this.plan(svc);
-      this.plans.set(key, p);
+      this.services.set(key, svc);
       this.account(p, new Set(), new Set());
       p.beKeys.forEach((k) => usedBe.add(k));
       p.svcKeys.forEach((k) => usedSvc.add(k));
@@ -121,12 +127,13 @@ export class EbpfDataplane implements Dataplane {
     const lb = await this.loader();
     const touchedSvc = new Set<string>(), touchedBe = new Set<number>();
     for (const ch of changes) {
-      const old = this.plans.get(ch.key);
+      const oldSvc = this.services.get(ch.key);
+      const old = oldSvc && this.plan(oldSvc);
       if (old) this.unaccount(old, touchedSvc, touchedBe);
-      this.plans.delete(ch.key);
+      this.services.delete(ch.key);
       const next = ch.new ? this.plan(ch.new) : undefined;
       if (next) {
-        this.plans.set(ch.key, next);
+        this.services.set(ch.key, ch.new!);
         this.account(next, touchedSvc, touchedBe);
       }
       // Endpoints that left free their id for good (never reused: affinity entries may still name it).
@@ -144,24 +151,24 @@ export class EbpfDataplane implements Dataplane {
     const slotUp: string[] = [], headUp: string[] = [], headDel: string[] = [], slotDel: string[] = [];
     for (const id of touchedBe) {
       const want = this.desiredBe.get(id), have = this.appliedBe.get(id);
-      if (want && !(have && have.equals(want))) beUp.push(id);
-      else if (!want && have) beDel.push(id);
+      if (want !== undefined && want !== have) beUp.push(id);
+      else if (want === undefined && have !== undefined) beDel.push(id);
     }
     for (const k of touchedSvc) {
       const want = this.desiredSvc.get(k), have = this.appliedSvc.get(k);
       const head = slotOfHex(k) === 0;
-      if (want && !(have && have.equals(want))) (head ? headUp : slotUp).push(k);
-      else if (!want && have) (head ? headDel : slotDel).push(k);
+      if (want !== undefined && want !== have) (head ? headUp : slotUp).push(k);
+      else if (want === undefined && have !== undefined) (head ? headDel : slotDel).push(k);
     }
     const svcGroup = (op: 'update' | 'delete', keys: string[]): EbpfMapGroup => ({
       map: SVC_MAP, op, count: keys.length,
-      keys: Buffer.concat(keys.map((k) => Buffer.from(k, 'hex'))),
-      ...(op === 'update' ? { values: Buffer.concat(keys.map((k) => this.desiredSvc.get(k)!)) } : {}),
+      keys: Buffer.from(keys.join(''), 'hex'),
+      ...(op === 'update' ? { values: Buffer.from(keys.map((k) => this.desiredSvc.get(k)!).join(''), 'hex') } : {}),
     });
     const beGroup = (op: 'update' | 'delete', ids: number[]): EbpfMapGroup => ({
       map: BACKEND_MAP, op, count: ids.length,
-      keys: Buffer.concat(ids.map(encodeId)),
-      ...(op === 'update' ? { values: Buffer.concat(ids.map((id) => this.desiredBe.get(id)!)) } : {}),
+      keys: idsBuffer(ids),
+      ...(op === 'update' ? { values: Buffer.from(ids.map((id) => this.desiredBe.get(id)!).join(''), 'hex') } : {}),
     });
     const groups = [beGroup('update', beUp), svcGroup('update', slotUp), svcGroup('update', headUp),
       svcGroup('delete', headDel), svcGroup('delete', slotDel), beGroup('delete', beDel)].filter((g) => g.count > 0);
@@ -196,16 +203,16 @@ export class EbpfDataplane implements Dataplane {
    * service addresses had in the kernel and no longer have in the desired state.
    */
   private goneUdpPairs(touched: Set<string>): Buffer[] {
-    const backendsOf = (svc: Map<string, Buffer>, be: Map<number, Buffer>) => {
+    const backendsOf = (svc: Map<string, string>, be: Map<number, string>) => {
       const out = new Map<string, Set<string>>();
       for (const k of touched) {
         if (k.slice(36, 38) !== '11' || slotOfHex(k) === 0) continue;   // proto byte 17: UDP; slots only
         const v = svc.get(k);
-        const b = v && be.get(decodeSvcValue(v).backendId);
+        const b = v && be.get(backendIdOfHex(v));
         if (!b) continue;
         const vip = k.slice(0, 36);   // addr[16] + port
         if (!out.has(vip)) out.set(vip, new Set());
-        out.get(vip)!.add(b.toString('hex'));
+        out.get(vip)!.add(b);
       }
       return out;
     };
@@ -234,4 +241,11 @@ export class EbpfDataplane implements Dataplane {
     await this.lb?.close();
     this.lb = undefined;
   }
+}
+
+/** Backend ids as the map's u32 keys (little-endian), one buffer. */
+function idsBuffer(ids: number[]): Buffer {
+  const b = Buffer.allocUnsafe(ids.length * 4);
+  for (let i = 0; i < ids.length; i++) b.writeUInt32LE(ids[i], i * 4);
+  return b;
 }

@@ -40,6 +40,17 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
 /** The slot of an encoded key (hex text, as the dataplane keys its maps). */
 export const slotOfHex = (hex: string): number => parseInt(hex.slice(42, 44) + hex.slice(40, 42), 16);
 
+/**
+ * encodeSvcValue as hex text. The dataplane holds every desired and applied entry (110k at 10k
+ * services x 10 endpoints): as 40-character strings they take ~56 bytes each, as 20-byte Buffers
+ * ~400 (each Buffer.alloc has its own ArrayBuffer and backing store). Made by Buffer#toString, so the
+ * string is flat (concatenating parts would keep a tree of them alive).
+ */
+export const svcValueHex = (v: SvcValue): string => encodeSvcValue(v).toString('hex');
+
+/** The backend id of an svc value in hex text. */
+export const backendIdOfHex = (hex: string): number => parseInt(hex.slice(6, 8) + hex.slice(4, 6) + hex.slice(2, 4) + hex.slice(0, 2), 16);
+
 export function encodeSvcValue(v: SvcValue): Buffer {
   const b = Buffer.alloc(SVC_VALUE_SIZE);
   b.writeUInt32LE(v.backendId, 0);
@@ -64,10 +75,4 @@ export function encodeBackend(v: BackendValue): Buffer {
 
 export function decodeBackend(b: Buffer, o = 0): BackendValue {
   return { addr: addrText(b, o, b[o + 18] === 6 ? 10 : 2), port: b.readUInt16BE(o + 16) };
-}
-
-export function encodeId(id: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(id, 0);
-  return b;
 }

@@ -30,7 +30,7 @@ const heads = (s: Service, n?: NodeInfo) => {
   for (const [k, v] of planService(s, ids, n).svc) {
     const key = decodeSvcKey(Buffer.from(k, 'hex'));
     if (key.slot !== 0) continue;
-    const val = decodeSvcValue(v);
+    const val = decodeSvcValue(Buffer.from(v, 'hex'));
     out.set(`${key.addr}:${key.port}`, val.flags & FLAG_REFUSE ? -1 : val.count);
   }
   return out;

@@ -11,7 +11,7 @@
 //   does, and failing at once is kinder than a timeout.
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
 import { cidrContains } from '../../model/ip';
-import { encodeBackend, encodeSvcKey, encodeSvcValue, FLAG_REFUSE } from './maps';
+import { encodeBackend, encodeSvcKey, FLAG_REFUSE, svcValueHex } from './maps';
 
 export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
 
@@ -23,10 +23,10 @@ export interface Ids {
 }
 
 export interface EbpfPlan {
-  /** Encoded service-map key (hex) -> encoded value. */
-  svc: Map<string, Buffer>;
-  /** Backend id -> encoded backend. */
-  backends: Map<number, Buffer>;
+  /** Encoded service-map key -> encoded value, both as hex text (compact: see svcValueHex). */
+  svc: Map<string, string>;
+  /** Backend id -> encoded backend (hex text). */
+  backends: Map<number, string>;
 }
 
 /** The endpoints a route sends to, or null when the route refuses. */
@@ -74,10 +74,10 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): EbpfPlan {
         const hex0 = encodeSvcKey({ ...head, slot: 0 }).toString('hex');
         list.forEach((e, i) => {
           const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
-          plan.backends.set(id, encodeBackend({ addr: e.ip, port: e.port }));
-          plan.svc.set(encodeSvcKey({ ...head, slot: i + 1 }).toString('hex'), encodeSvcValue({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
+          plan.backends.set(id, encodeBackend({ addr: e.ip, port: e.port }).toString('hex'));
+          plan.svc.set(encodeSvcKey({ ...head, slot: i + 1 }).toString('hex'), svcValueHex({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
         });
-        plan.svc.set(hex0, encodeSvcValue({
+        plan.svc.set(hex0, svcValueHex({
           backendId: 0, count: list.length, affinitySeconds: affinity, svcId: ids.service(hex0),
           flags: eps === null || list.length === 0 ? FLAG_REFUSE : 0,
         }));
