@@ -12,7 +12,8 @@
         "native/rtnl.cc",
         "native/sysctl.cc",
         "native/ebpf.cc",
-        "native/peercred.cc"
+        "native/peercred.cc",
+        "native/malloc.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],

@@ -54,6 +54,8 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("ebpfClose", Napi::Function::New(env, EbpfClose, "ebpfClose"));
   exports.Set("ebpfCleanup", Napi::Function::New(env, EbpfCleanup, "ebpfCleanup"));
   exports.Set("peerCredentials", Napi::Function::New(env, PeerCredentials, "peerCredentials"));
+  exports.Set("mallocTune", Napi::Function::New(env, MallocTune, "mallocTune"));
+  exports.Set("mallocTrim", Napi::Function::New(env, MallocTrim, "mallocTrim"));
   exports.Set("constants", Constants(env));
   exports.Set("abi", Napi::Number::New(env, 1));
   return exports;

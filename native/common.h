@@ -113,5 +113,7 @@ Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info);
 Napi::Value EbpfClose(const Napi::CallbackInfo& info);
 Napi::Value EbpfCleanup(const Napi::CallbackInfo& info);
 Napi::Value PeerCredentials(const Napi::CallbackInfo& info);
+Napi::Value MallocTune(const Napi::CallbackInfo& info);
+Napi::Value MallocTrim(const Napi::CallbackInfo& info);
 
 }  // namespace kpng

@@ -23,7 +23,9 @@ const socks = () => urls.some((u) => /\\/node_modules\\/socks(-proxy-agent)?\\//
 const KubeConfig = require(process.argv[1]).kubeConfigClass();
 const kc = new KubeConfig();
 kc.loadFromFile(process.argv[2]);
-const out = { server: kc.getCurrentCluster().server, afterLoad: { gen: gen(), undici: undici(), oidc: oidc(), socks: socks() } };
+// Builtins Node loads only for an ESM facade of http/https/tls (see esm-builtins.ts).
+const facadeOnly = ['http2', 'worker_threads', 'internal/deps/undici/undici', 'internal/repl/history'].filter((b) => process.moduleLoadList.includes('NativeModule ' + b));
+const out = { server: kc.getCurrentCluster().server, facadeOnly, afterLoad: { gen: gen(), undici: undici(), oidc: oidc(), socks: socks() } };
 const opts = {};
 kc.applyToHTTPSOptions(opts).then(async () => {
   out.token = opts.headers && opts.headers.Authorization;
@@ -70,6 +72,7 @@ describe('client-node loaded for config and auth only', () => {
       expect(r.stderr).toBe('');
       const out = JSON.parse(r.stdout.trim());
       expect(out.server).toBe('https://127.0.0.1:6443');
+      expect(out.facadeOnly).toEqual([]);
       expect(out.token).toBe('Bearer secret-token');
       expect(out.afterLoad).toEqual({ gen: false, undici: false, oidc: false, socks: false });
       expect(out.afterApply).toEqual({ gen: false, undici: false, oidc: false, socks: false });

@@ -15,6 +15,7 @@ import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSource
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
+import { ARENA_MAX, limitMallocArenas, trimMallocEvery } from '../native/malloc';
 
 /** `kpng local --once`: attempts to reach the server before giving up (backoff from 200 ms: ~6 s in all). */
 const ONCE_ATTEMPTS = 5;
@@ -80,6 +81,10 @@ export async function main(argv: string[]): Promise<number> {
   // The first state is built with nearly every allocation surviving: keep V8's young generation
   // from growing to its maximum for it (1k services from a file: peak RSS 147 -> 113 MiB).
   if (limitYoungGeneration()) log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
+  // Before the sources and backends start threads that allocate.
+  const arenas = limitMallocArenas();
+  log.debug(arenas === 'set' ? `memory: malloc arenas capped at ${ARENA_MAX}` : arenas === 'user' ? 'memory: malloc arenas as MALLOC_ARENA_MAX says' : 'memory: malloc arenas not capped (no addon or no glibc)');
+  if (arenas !== 'unavailable' && !opts.once) trimMallocEvery(5000, ac.signal);
   try {
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version() });

@@ -26,6 +26,10 @@ export interface NativeAddon {
   nftListTables(netns?: string): Promise<RawTable[]>;
   conntrackDelete(f: RawCtFilter | RawCtFilter[], netns?: string): Promise<{ deleted: number; scanned: number }>;
   peerCredentials(fd: number): { pid: number; uid: number; gid: number };
+  /** glibc mallopt(): the parameters it accepted (none without glibc). See native/malloc.cc. */
+  mallocTune(o: { trimThreshold?: number; mmapThreshold?: number; arenaMax?: number }): { applied: string[] };
+  /** glibc malloc_trim(0) in a worker: whether memory went back to the kernel. */
+  mallocTrim(): Promise<boolean>;
   constants: Record<string, number>;
   abi: number;
 }

@@ -10,6 +10,7 @@ import * as nodeModule from 'node:module';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { builtinStandIn, builtinStandInSource } from './esm-builtins';
 
 /** config.js's import specifier -> the stand-in module next to this file. */
 const STAND_INS: Record<string, string> = {
@@ -39,10 +40,16 @@ export function kubeConfigClass(): typeof KubeConfig {
   }
   const parent = pathToFileURL(configJs).href;
   const standIns = new Map(Object.entries(STAND_INS).map(([spec, file]) => [spec, pathToFileURL(path.join(__dirname, file)).href]));
+  // Builtins imported by client-node and the packages beside it (see esm-builtins.ts).
+  const modules = pathToFileURL(path.resolve(clientNodeDist(), '..', '..', '..')).href + '/';
   registerHooks({
     resolve(specifier, context, next) {
-      const url = context.parentURL === parent ? standIns.get(specifier) : undefined;
+      const url = (context.parentURL === parent ? standIns.get(specifier) : undefined) ?? builtinStandIn(specifier, context.parentURL, modules);
       return url ? { url, format: 'commonjs', shortCircuit: true } : next(specifier, context);
+    },
+    load(url, context, next) {
+      const source = builtinStandInSource(url);
+      return source !== undefined ? { format: 'commonjs', source, shortCircuit: true } : next(url, context);
     },
   });
   // eslint-disable-next-line @typescript-eslint/no-require-imports

@@ -1,0 +1,17 @@
+// The malloc arena cap and trim through the addon (real glibc; the bench shows the effect on RSS).
+import { ARENA_MAX, limitMallocArenas, trimMalloc } from './malloc';
+import { loadNative, nativeAvailable } from './index';
+
+const maybe = nativeAvailable() ? test : test.skip;
+
+test('MALLOC_ARENA_MAX in the environment wins: kpng leaves the arenas alone', () => {
+  expect(limitMallocArenas({ MALLOC_ARENA_MAX: '8' })).toBe('user');
+});
+
+maybe('on glibc the cap is set, trim runs in a worker, and bad options are refused', async () => {
+  expect(limitMallocArenas({})).toBe('set');
+  expect(ARENA_MAX).toBe(2);
+  expect(typeof (await trimMalloc())).toBe('boolean');
+  expect(loadNative().mallocTune({ trimThreshold: -1 }).applied).toEqual([]);
+  expect(() => (loadNative().mallocTune as unknown as (x: unknown) => unknown)(42)).toThrow(/expects an object/);
+});
