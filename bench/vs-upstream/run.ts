@@ -42,8 +42,8 @@ import { stracePass, type NetlinkFigures } from './strace';
 interface Options {
   services: number; endpoints: number; duration: number; rate: number; probes: number; input?: string; node?: string;
   backends: string[]; straceSeconds: number; out: string; concurrency: number; startTimeout: number;
-  /** The API server's --service-cluster-ip-range: large, because a random allocator in a nearly full
-   *  range retries (a /16 made 50k services crawl at 5 per second past 35k). */
+  /** The API server's --service-cluster-ip-range: a /12 by default, so that more than 65k services
+   *  fit (the control plane's default /16 holds 65,534). */
   serviceCidr: string;
 }
 
