@@ -52,7 +52,7 @@ function table(title: string, head: string[], rows: (string | number)[][]): void
 }
 
 /** Timings of the last apply, split by stage. */
-interface Split { calledAt: number; toOpsMs: number; encodeMs: number; buildMs: number; kernelMs: number; wallMs: number }
+interface Split { calledAt: number; toOpsMs: number; encodeMs: number; buildMs: number; kernelMs: number; wallMs: number; queueMs: number; returnMs: number }
 
 /** The production kernel (index.ts nativeKernel), with each stage timed. */
 function timedKernel(nsPath: string, last: Split): NftKernel {
@@ -67,6 +67,8 @@ function timedKernel(nsPath: string, last: Split): NftKernel {
       last.encodeMs = r.encodeMs;
       last.buildMs = r.buildMs ?? 0;
       last.kernelMs = r.ms - last.buildMs;
+      last.queueMs = r.queueMs ?? 0;
+      last.returnMs = r.returnMs ?? 0;
       return { messages: r.messages, bytes: r.bytes, ms: r.ms + r.encodeMs };
     },
     conntrackDelete: (filters) => native.conntrackDelete(filters, { netns: nsPath }),
@@ -88,7 +90,7 @@ function sliceOf(i: number, swap: number) {
 
 async function run(n: number, last: boolean): Promise<(string | number)[]> {
   const ns = netns();
-  const split: Split = { calledAt: 0, toOpsMs: 0, encodeMs: 0, buildMs: 0, kernelMs: 0, wallMs: 0 };
+  const split: Split = { calledAt: 0, toOpsMs: 0, encodeMs: 0, buildMs: 0, kernelMs: 0, wallMs: 0, queueMs: 0, returnMs: 0 };
   const sink = nftKernelSink({ log: () => undefined }, timedKernel(`/var/run/netns/${ns}`, split));
   const store = new ClusterStore({ log: silentLogger, model: modelOptions({ clusterCIDRs: ['10.244.0.0/16'] }) });
   const state = new NodeState(store, 'n1');
@@ -132,7 +134,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
     native.nftCloseSockets();
     ref.push(performance.now() - t);
   }
-  const wall: number[] = [], total: number[] = [], js: number[] = [], enc: number[] = [], kern: number[] = [], msgs: number[] = [];
+  const wall: number[] = [], queue: number[] = [], ret: number[] = [], total: number[] = [], js: number[] = [], enc: number[] = [], kern: number[] = [], msgs: number[] = [];
   for (let c = 1; c <= CHANGES; c++) {
     const i = Math.floor(Math.random() * n);
     const t = performance.now();
@@ -145,6 +147,8 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
     enc.push(split.buildMs);
     kern.push(split.kernelMs);
     wall.push(split.wallMs);
+    queue.push(split.queueMs);
+    ret.push(split.returnMs);
     msgs.push(sink.stats.lastMessages);
   }
   if (last && HOLD) {
@@ -155,7 +159,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   state.close();
   native.nftCloseSockets(); // an open socket would keep the deleted namespace alive
   cleanup();
-  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, `${f2(pct(js, 50))} / ${f2(pct(js, 99))}`, f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), `${f2(pct(wall, 50))} / ${f2(pct(wall, 99))}`, pct(msgs, 50)];
+  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, `${f2(pct(js, 50))} / ${f2(pct(js, 99))}`, f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), `${f2(pct(wall, 50))} / ${f2(pct(wall, 99))}`, `${f2(pct(queue, 99))} / ${f2(pct(ret, 99))}`, pct(msgs, 50)];
 }
 
 (async () => {
@@ -167,5 +171,5 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
     if (globalThis.gc) globalThis.gc();
   }
   table('nft: full sync from the store, then one endpoint change (EndpointSlice into the store -> kernel ack), 10 endpoints per service',
-    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50 / p99', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50 / p99', 'msgs/change'], rows);
+    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50 / p99', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50 / p99', 'queue / return p99', 'msgs/change'], rows);
 })().catch((e) => { console.error(e); process.exitCode = 1; }).finally(() => { if (!HOLD) cleanup(); });

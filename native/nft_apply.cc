@@ -507,11 +507,13 @@ class ApplyWorker : public Napi::AsyncWorker {
     inputRef_ = Napi::Persistent(input.As<Napi::Object>());
     data_ = input.Data();
     size_ = input.Length();
+    queuedAt_ = NowMs();
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
     double t0 = NowMs();
+    queueMs_ = t0 - queuedAt_;
     BatchBuilder b(NextSeqBase());
     if (!b.Build(data_, size_)) {
       buildError_ = b.error;
@@ -590,6 +592,7 @@ class ApplyWorker : public Napi::AsyncWorker {
     ms_ = NowMs() - t0;
     // Reuse only a socket whose conversation ended cleanly; others are closed (off the JS thread).
     if (done && !overflow_ && !sysErr_) SocketPool::Get().Put(poolKey, fd.release());
+    finishedAt_ = NowMs();
   }
 
   void OnOK() override {
@@ -609,6 +612,9 @@ class ApplyWorker : public Napi::AsyncWorker {
     r.Set("bytes", Napi::Number::New(env, (double)bytes_));
     r.Set("ms", Napi::Number::New(env, ms_));
     r.Set("buildMs", Napi::Number::New(env, buildMs_));
+    // Hand-off delays: queued -> a worker thread started it; it finished -> back on the JS thread.
+    r.Set("queueMs", Napi::Number::New(env, queueMs_));
+    r.Set("returnMs", Napi::Number::New(env, NowMs() - finishedAt_));
     r.Set("overflow", Napi::Boolean::New(env, overflow_));
     r.Set("incomplete", Napi::Boolean::New(env, incomplete_));
     Napi::Array failed = Napi::Array::New(env, failures_.size());
@@ -640,6 +646,7 @@ class ApplyWorker : public Napi::AsyncWorker {
   std::string sysWhat_;
   size_t messages_ = 0, bytes_ = 0;
   double ms_ = 0, buildMs_ = 0;
+  double queuedAt_ = 0, queueMs_ = 0, finishedAt_ = 0;
   bool overflow_ = false, incomplete_ = false;
   std::vector<Failure> failures_;
 };

@@ -16,7 +16,7 @@ export * from './nft-types';
 export { NftBatch } from './encode';
 
 interface RawFailure { index: number; element?: number; errno: number; code: string; message?: string }
-interface RawApply { messages: number; bytes: number; ms: number; buildMs?: number; failed: RawFailure[]; overflow: boolean; incomplete: boolean }
+interface RawApply { messages: number; bytes: number; ms: number; buildMs?: number; queueMs?: number; returnMs?: number; failed: RawFailure[]; overflow: boolean; incomplete: boolean }
 
 export interface NativeAddon {
   nftApply(batch: Buffer, netns?: string): Promise<RawApply>;
@@ -111,7 +111,7 @@ export async function nftApply(ops: NftOp[] | NftBatch, opts?: NativeCallOptions
     err.failed = failed;
     throw err;
   }
-  return { messages: raw.messages, bytes: raw.bytes, ms: raw.ms, encodeMs, buildMs: raw.buildMs };
+  return { messages: raw.messages, bytes: raw.bytes, ms: raw.ms, encodeMs, buildMs: raw.buildMs, queueMs: raw.queueMs, returnMs: raw.returnMs };
 }
 
 /**

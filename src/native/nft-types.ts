@@ -185,6 +185,9 @@ export interface ApplyResult {
   encodeMs: number;
   /** Of `ms`: the addon building the netlink messages (libnftnl); the rest is socket + kernel. */
   buildMs?: number;
+  /** Hand-off: queued -> a worker thread took it, and the worker finished -> the JS thread ran the result. */
+  queueMs?: number;
+  returnMs?: number;
 }
 
 /** One object the kernel refused. `index` is the op's position in the ops array (or NftBatch). */
