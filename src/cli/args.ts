@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import os from 'node:os';
 import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backend/registry';
 import { modelOptions, OptionError, type ModelOptions } from '../model/options';
+import { JIT_CPU_SHARE, JIT_MODES, JIT_OBJECTS, type JitMode } from '../util/jit';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -28,6 +29,8 @@ export interface CliOptions {
   plugins: string[];
   serviceProxyName: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** adaptive: V8's optimizing compilers only once the cluster is large or the process busy (util/jit.ts). */
+  jit: JitMode;
   input?: string;
   kubeconfig?: string;
   api?: string;
@@ -80,6 +83,10 @@ Options:
                         also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
                         (services with another name are always left alone)
   --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
+  --jit adaptive|on     V8's optimizing compilers: adaptive (default) turns them on once the cluster
+                        has ${JIT_OBJECTS} Services + EndpointSlices or kpng uses ${JIT_CPU_SHARE * 100}% of a core for 30 s
+                        (below that they cost ~20 MiB and save little); on: from the start.
+                        --to api always runs with them
  the model (these change the ENLS every backend renders):
   --cluster-cidr CIDR   pod network(s), repeatable or comma separated: sources inside are pods
                         (not masqueraded to cluster IPs; short-circuited to externalTrafficPolicy
@@ -150,6 +157,7 @@ export function parseCli(argv: string[]): CliOptions {
         'masquerade-all': { type: 'boolean' },
         'service-proxy-name': { type: 'string' },
         'log-level': { type: 'string' },
+        jit: { type: 'string' },
         kubeconfig: { type: 'string' },
         api: { type: 'string' },
         listen: { type: 'string' },
@@ -191,6 +199,8 @@ export function parseCli(argv: string[]): CliOptions {
   }
   const logLevel = (v['log-level'] ?? 'info') as CliOptions['logLevel'];
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new UsageError(`--log-level ${JSON.stringify(logLevel)}: expected debug, info, warn or error`);
+  const jit = (v.jit ?? 'adaptive') as JitMode;
+  if (!JIT_MODES.includes(jit)) throw new UsageError(`--jit ${JSON.stringify(v.jit)}: expected ${JIT_MODES.join(' or ')}`);
   const burst = Number(v['sync-burst'] ?? '2');
   if (!Number.isInteger(burst) || burst < 1) throw new UsageError(`--sync-burst ${JSON.stringify(v['sync-burst'])}: expected a whole number >= 1`);
   if (command === 'file' && !v.input) throw new UsageError('kpng file needs --input FILE');
@@ -211,6 +221,7 @@ export function parseCli(argv: string[]): CliOptions {
     plugins: v.plugin ?? [],
     serviceProxyName: v['service-proxy-name'] ?? '',
     logLevel,
+    jit,
     input: v.input,
     kubeconfig: v.kubeconfig,
     api: v.api,

@@ -1,4 +1,5 @@
 // `kpng`: wires a source (file, kube, local) to a sink (routes, dump, trace, nft, api).
+import './early';
 import { ClusterStore } from '../store/cluster';
 import { NodeState } from '../store/node-state';
 import type { ItemStore } from '../store/item-store';
@@ -15,6 +16,7 @@ import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSource
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
+import { enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
 import { ARENA_MAX, limitMallocArenas, trimMallocEvery } from '../native/malloc';
 
 /** `kpng local --once`: attempts to reach the server before giving up (backoff from 200 ms: ~6 s in all). */
@@ -85,6 +87,17 @@ export async function main(argv: string[]): Promise<number> {
   const arenas = limitMallocArenas();
   log.debug(arenas === 'set' ? `memory: malloc arenas capped at ${ARENA_MAX}` : arenas === 'user' ? 'memory: malloc arenas as MALLOC_ARENA_MAX says' : 'memory: malloc arenas not capped (no addon or no glibc)');
   if (arenas !== 'unavailable' && !opts.once) trimMallocEvery(5000, ac.signal);
+  // early.ts deferred V8's optimizing compilers unless --jit on or --to api (the API server fans
+  // states out to many nodes: it always wants them).
+  let objects = () => 0;
+  let jit: JitPolicy | undefined;
+  if (optimizingCompilersDeferred()) {
+    if (opts.jit === 'on' || opts.to === 'api') enableOptimizingCompilers();
+    else {
+      log.debug('jit: optimizing compilers off until the cluster or the load needs them (--jit on: from the start)');
+      jit = optimizeWhenBusy({ log, signal: ac.signal, objects: () => objects() });
+    }
+  }
   try {
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version() });
@@ -102,10 +115,15 @@ export async function main(argv: string[]): Promise<number> {
       });
       stops.push(() => src.stop());
       state = src.state;
+      objects = () => src.state.size;
       if (!opts.once) reduceMemoryWhenIdle(log, ac.signal);
     } else {
       const cluster = (store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model, observe: ops.observeObject }));
       events = () => cluster.events;
+      objects = () => cluster.serviceCount + cluster.sliceCount;
+      // Checked as objects arrive, before the node state computes them: a large first list is
+      // then modelled and rendered by optimized code.
+      if (jit) { const j = jit; const off = cluster.onChange(() => { if (j.check()) off(); }); }
       if (opts.to === 'api') {
         // The API serves every node: no node state here, and the process runs until stopped.
         const api = loadPlugin<ApiServerModule>('../api/server', 'the API server');

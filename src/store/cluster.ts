@@ -90,6 +90,7 @@ export class ClusterStore {
   getService(key: string): ServiceSpec | undefined { return this.services.get(key); }
   serviceKeys(): IterableIterator<string> { return this.services.keys(); }
   get serviceCount(): number { return this.services.size; }
+  get sliceCount(): number { return this.slices.size; }
   slicesOf(key: string): SliceSpec[] { return [...(this.slicesByService.get(key)?.values() ?? [])]; }
   getNode(name: string): NodeSpec | undefined { return this.nodes.get(name); }
 
