@@ -490,7 +490,8 @@ export function udataComment(type: number, comment: string): Uint8Array {
 /** Encodes a list of ops. */
 export function encodeOps(ops: NftOp[] | NftBatch): NftBatch {
   if (ops instanceof NftBatch) return ops;
-  const b = new NftBatch();
+  // Sized for the ops (it doubles when short): a small batch does not hold 64 KiB outside the heap.
+  const b = new NftBatch(Math.min(1 << 16, Math.max(4096, ops.length * 256)));
   for (const o of ops) b.add(o);
   return b;
 }

@@ -2,6 +2,7 @@
 // (elemObject -> NftBatch.element), which the addon and the kernel already accept.
 import { NftBatch } from '../../native/encode';
 import { ElemWriter, elemObject } from './netlink';
+import { batchSizeHint, encodeFamOps } from './index';
 import type { Elem, Fam } from './types';
 
 const v4: Elem[] = [
@@ -55,5 +56,28 @@ describe('ElemWriter', () => {
   test('a malformed address is refused, not encoded', () => {
     expect(() => viaWriter('ip', 'add', [{ t: 'addr', addr: '10.0.0' }])).toThrow(/bad IPv4 address/);
     expect(() => viaWriter('ip', 'add', [{ t: 'addr', addr: '10.0.0.256' }])).toThrow(/bad IPv4 address/);
+  });
+});
+
+describe('encodeFamOps', () => {
+  const many: Elem[] = Array.from({ length: 2000 }, (_, i) => ({ t: 'pair' as const, addr: `10.244.${i >> 8}.${i & 255}` }));
+
+  test('sizes its first buffer for the batch: small for one change, at most 1 MiB', () => {
+    expect(batchSizeHint([{ fam: 'ip', ops: [{ k: 'addElems', set: 'm', elems: v4.slice(0, 1) }] }])).toBe(4096);
+    expect(batchSizeHint([{ fam: 'ip', ops: [{ k: 'addElems', set: 'm', elems: many }] }])).toBe(256 + 2000 * 48);
+    expect(batchSizeHint([{ fam: 'ip', ops: Array.from({ length: 100 }, () => ({ k: 'addElems' as const, set: 'm', elems: many })) }])).toBe(1 << 20);
+  });
+
+  test('the hint is within 2x of the bytes, which are those of one large buffer', async () => {
+    const picks: Elem[] = Array.from({ length: 2000 }, (_, i) => ({ t: 'pick' as const, addr: `10.96.${i >> 8}.${i & 255}`, proto: 'tcp' as const, port: 443, i: i % 7, epAddr: `10.244.${i >> 8}.${i & 255}`, epPort: 8443 }));
+    const famOps = [{ fam: 'ip' as const, ops: [{ k: 'addElems' as const, set: 'm', elems: picks }, { k: 'delElems' as const, set: 'm', elems: picks.slice(0, 500) }] }];
+    const b = new NftBatch(1 << 22);
+    const w = new ElemWriter();
+    w.write(b, 'ip', 'kpng', 'add', 'm', picks);
+    w.write(b, 'ip', 'kpng', 'delete', 'm', picks.slice(0, 500));
+    const small = (await encodeFamOps('kpng', famOps)).finish();
+    expect(small.length).toBeGreaterThan(batchSizeHint(famOps) / 2);
+    expect(small.length).toBeLessThan(batchSizeHint(famOps) * 2);
+    expect(small.equals(b.finish())).toBe(true);
   });
 });

@@ -26,11 +26,22 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
 }
 
 /**
+ * A first buffer near the batch's size (it doubles when short). A fixed 1 MiB for every batch made
+ * each one-endpoint change (a few hundred bytes) allocate 1 MiB outside the JS heap, and that
+ * external memory drove V8 into a full GC every few dozen changes (bench:nft-change, 10k services).
+ */
+export function batchSizeHint(famOps: FamOps[]): number {
+  let n = 0;
+  for (const f of famOps) for (const op of f.ops) n += 256 + (op.k === 'addElems' || op.k === 'delElems' ? op.elems.length * 48 : 0);
+  return Math.min(1 << 20, Math.max(4096, n));
+}
+
+/**
  * The addon's batch for ops of both families, built in slices: a full sync's hundreds of thousands
  * of objects are converted and encoded with a turn of the event loop every few milliseconds.
  */
 export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yielder()): Promise<NftBatch> {
-  const batch = new NftBatch(1 << 20);
+  const batch = new NftBatch(batchSizeHint(famOps));
   const elems = new ElemWriter();
   for (const f of famOps) {
     for (const op of f.ops) {
