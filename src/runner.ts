@@ -33,10 +33,12 @@ export class SyncLimiter {
   constructor(private readonly periodMs: number, private readonly burst: number) {
     this.tokens = Math.max(1, burst);
   }
-  /** Resolves when a sync may run, and uses up a token. */
+  /** Resolves when a sync may run, and uses up a token; at once when `signal` aborts. */
   async acquire(signal?: AbortSignal): Promise<void> {
     if (this.periodMs <= 0) return;
     for (;;) {
+      // An aborted signal makes sleep() return at once: without this the loop spun until a token came.
+      if (signal?.aborted) return;
       const now = Date.now();
       this.tokens = Math.min(Math.max(1, this.burst), this.tokens + (now - this.last) / this.periodMs);
       this.last = now;

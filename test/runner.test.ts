@@ -59,3 +59,19 @@ test('the limiter allows a burst, then one sync per period (fake clock)', async 
     jest.useRealTimers();
   }
 });
+
+test('a stop while waiting for a token returns at once, without spinning until the token comes', async () => {
+  const l = new SyncLimiter(60_000, 1);
+  await l.acquire();
+  const ac = new AbortController();
+  const now = jest.spyOn(Date, 'now');
+  try {
+    const p = l.acquire(ac.signal);
+    ac.abort();
+    await p;
+    // Before: every turn of the loop read the clock again (thousands of times in a minute's wait).
+    expect(now.mock.calls.length).toBeLessThan(5);
+  } finally {
+    now.mockRestore();
+  }
+});
