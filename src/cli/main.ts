@@ -1,5 +1,5 @@
 // `kpng`: wires a source (file, kube, local) to a sink (routes, dump, trace, nft, api).
-import './early';
+import { compileCache } from './early';
 import { ClusterStore } from '../store/cluster';
 import { NodeState } from '../store/node-state';
 import type { ItemStore } from '../store/item-store';
@@ -16,6 +16,7 @@ import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSource
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
+import { flushCompileCache } from '../util/compile-cache';
 import { enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
 import { ARENA_MAX, limitMallocArenas, trimMallocEvery } from '../native/malloc';
 
@@ -89,6 +90,7 @@ export async function main(argv: string[]): Promise<number> {
   if (arenas !== 'unavailable' && !opts.once) trimMallocEvery(5000, ac.signal);
   // early.ts deferred V8's optimizing compilers unless --jit on or --to api (the API server fans
   // states out to many nodes: it always wants them).
+  if (compileCache) log.debug(compileCache.enabled ? `compile cache: ${compileCache.directory}` : `compile cache: off (${compileCache.reason}${compileCache.directory ? `: ${compileCache.directory}` : ''})`);
   let objects = () => 0;
   let jit: JitPolicy | undefined;
   if (optimizingCompilersDeferred()) {
@@ -152,13 +154,19 @@ export async function main(argv: string[]): Promise<number> {
     const sink = ops.attach(state, await createSink(def, opts, log), store);
     stops.push(() => sink.close?.());
     if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
+    let cacheFlushed = false;
     const result = await runSink(state, sink, {
       log,
       minSyncPeriodMs: opts.once ? 0 : opts.minSyncPeriodMs,
       burst: opts.syncBurst,
       once: opts.once,
       fullSyncPeriodMs: def.kernel && !opts.once ? opts.syncPeriodMs : 0,
-      onApplied: (b, ms) => log.debug(`${sink.name}: synced revision ${b.revision} (${b.changes.length} changes${b.reset ? ', full' : ''}) in ${ms.toFixed(1)} ms`),
+      onApplied: (b, ms) => {
+        log.debug(`${sink.name}: synced revision ${b.revision} (${b.changes.length} changes${b.reset ? ', full' : ''}) in ${ms.toFixed(1)} ms`);
+        // Every module of the steady state is loaded by the first sync: keep their bytecode for
+        // the next start now (node would write it only at a clean exit).
+        if (!cacheFlushed && compileCache?.enabled) { cacheFlushed = true; flushCompileCache(); }
+      },
     }, ac.signal);
     if (opts.once && result.syncs === 0) {
       log.error(`${sink.name}: no successful sync`);
