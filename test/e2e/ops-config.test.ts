@@ -22,11 +22,12 @@ async function inNs(ns: Netns, url: string): Promise<{ status: number; text: str
   return JSON.parse(ns.exec(process.execPath, ['-e', script]));
 }
 
-async function until(ns: Netns, url: string, p: KpngProcess): Promise<{ status: number; text: string }> {
+/** Polls `url` until it answers 200 (and its body satisfies `ready`, when given). */
+async function until(ns: Netns, url: string, p: KpngProcess, ready: (text: string) => boolean = () => true): Promise<{ status: number; text: string }> {
   const t0 = Date.now();
   for (;;) {
     const r = await inNs(ns, url);
-    if (r.status === 200) return r;
+    if (r.status === 200 && ready(r.text)) return r;
     if (Date.now() - t0 > 15000) throw new Error(`${url}: ${JSON.stringify(r)}\n${p.stderr}`);
     await new Promise((res) => setTimeout(res, 100));
   }
@@ -63,10 +64,12 @@ maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and
     // kube-proxy's flags only, kube-proxy's default ports: metrics 127.0.0.1:10249, healthz 0.0.0.0:10256.
     p = new KpngProcess(['--config', path.join(ROOT, 'test/ops/fixtures/kubeadm-kube-proxy.yaml'), '--hostname-override=N1', 'file', '--input', state,
       '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '0.0.0.0:10256'], { cmd: ['ip', 'netns', 'exec', ns.name] });
-    const metrics = await until(ns, 'http://127.0.0.1:10249/metrics', p);
+    // The metrics server answers before the first sync is done: wait for the sync to be recorded.
+    const synced = 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}';
+    const metrics = await until(ns, 'http://127.0.0.1:10249/metrics', p, (t) => t.includes(synced));
     // The probes above run synchronously: give the event loop a turn to read kpng's stderr.
     await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
-    expect(metrics.text).toContain('kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}');
+    expect(metrics.text).toContain(synced);
     expect((await until(ns, 'http://192.168.50.1:10256/healthz', p)).text).toContain('"nodeEligible":true');
     expect((await inNs(ns, 'http://127.0.0.1:10249/proxyMode')).text).toBe('nft');
     await waitFor('the nft table', () => { try { return ns.nft('list', 'table', 'ip', 'kpng').includes('10.96.7.7'); } catch { return false; } });
