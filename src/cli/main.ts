@@ -88,9 +88,9 @@ export async function main(argv: string[]): Promise<number> {
   const arenas = limitMallocArenas();
   log.debug(arenas === 'set' ? `memory: malloc arenas capped at ${ARENA_MAX}` : arenas === 'user' ? 'memory: malloc arenas as MALLOC_ARENA_MAX says' : 'memory: malloc arenas not capped (no addon or no glibc)');
   if (arenas !== 'unavailable' && !opts.once) trimMallocEvery(5000, ac.signal);
+  if (compileCache) log.debug(compileCache.enabled ? `compile cache: ${compileCache.directory}` : `compile cache: off (${compileCache.reason}${compileCache.directory ? `: ${compileCache.directory}` : ''})`);
   // early.ts deferred V8's optimizing compilers unless --jit on or --to api (the API server fans
   // states out to many nodes: it always wants them).
-  if (compileCache) log.debug(compileCache.enabled ? `compile cache: ${compileCache.directory}` : `compile cache: off (${compileCache.reason}${compileCache.directory ? `: ${compileCache.directory}` : ''})`);
   let objects = () => 0;
   let jit: JitPolicy | undefined;
   if (optimizingCompilersDeferred()) {
