@@ -18,7 +18,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { serveApi } from '../src/api/server';
-import { WatchClient } from '../src/api/client';
+import { DEFAULT_FLOW_CONTROL_WINDOW, WatchClient } from '../src/api/client';
 import { decodeOpBatch, encodeRequest, WATCH_METHOD } from '../src/api/codec';
 import { computeNodeItem, computeServiceItem } from '../src/model/compute';
 import { NODE_KEY } from '../src/model/enls';
@@ -137,7 +137,7 @@ function runWorker(): void {
 function runLightClients(api: string, nodes: string[], first: number): void {
   const target = `unix:${api.slice('unix://'.length)}`;
   const calls = nodes.map((node, k) => {
-    const client = new Client(target, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+    const client = new Client(target, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc-node.flow_control_window': DEFAULT_FLOW_CONTROL_WINDOW });
     const c = { client, call: null as ClientDuplexStream<Buffer, Buffer> | null, stopped: false };
     let bytes = 0, messages = 0, reconnects = 0, port1000 = 0;
     const start = () => {
@@ -241,6 +241,7 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   }
   const profile = process.env.BENCH_PROFILE ? await startProfile() : null;
   const cpu = threadCpu();
+  const processCpu0 = process.cpuUsage();
   const t0 = LIGHT ? performance.now() : tConnect;
   if (LIGHT) for (const w of workers) w.postMessage('go');
   const sum = (f: (n: BatchNote) => number) => last.reduce((a, n) => a + (n ? f(n) : 0), 0);
@@ -254,12 +255,14 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   const bytes1 = sum((n) => n.bytes);
   const msgs1 = sum((n) => n.messages);
   const serverCpuMs = threadCpu() - cpu;
+  const pc = process.cpuUsage(processCpu0);
+  const clientsCpuMs = (pc.user + pc.system) / 1000 - serverCpuMs;
   if (profile) await profile(`${process.env.BENCH_PROFILE}.${shape.replace(/\W+/g, '-')}.cpuprofile`);
   const peak = meter.stop();
   const states = server.nodes().length;
   const heap1 = heap();
   rows.push({ shape, what: 'first full state to all', ms: tFirst, bytes: bytes1, messages: msgs1,
-    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap after GC ${mib(heap1)} (${mib(heap0)} before the server), peak ${mib(peak.heap)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
+    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s, the rest of the process (clients' threads, GC helpers) ${fmt(clientsCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap after GC ${mib(heap1)} (${mib(heap0)} before the server), peak ${mib(peak.heap)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
 
   // One change: a service's endpoints move; every node's state for it changes.
   const t1 = performance.now();

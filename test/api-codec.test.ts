@@ -43,4 +43,11 @@ test('encodeBatch messages equal protobufjs OpBatch encodings, in chunks', () =>
     check(true, other, chunk);
     check(true, items, chunk);
   }
+  // Messages made of shared runs only are then the same buffers for every full state (no copy).
+  const a = check(true, items, 64 * 1024), b = check(true, items, 64 * 1024);
+  const reused = a.filter((m, k) => m === b[k]).length;
+  expect(a.length).toBeGreaterThan(3);
+  expect(reused).toBe(a.length - 2);
+  expect(a[0]).not.toBe(b[0]); // the first message holds Reset, the last one Sync: built each time
+  expect(a[a.length - 1]).not.toBe(b[b.length - 1]);
 });

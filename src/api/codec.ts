@@ -82,7 +82,7 @@ const RESET_OP = frame(w.Op.encode({ reset: {} }).finish());
  * instead of RUN cached ops (a thousand nodes x 10k services is 10M ops). Built the second time a
  * run is met (a run only one node has is not worth keeping); keyed by its first item.
  */
-interface Run { items: Item[]; framed: Buffer; ends: Int32Array; sizes: Int32Array }
+interface Run { items: Item[]; framed: Buffer; ends: Int32Array; sizes: Int32Array; size: number }
 const RUN = 64;
 const runs = new WeakMap<Item, Run>();
 const runSeen = new WeakMap<Item, Item[]>();
@@ -103,43 +103,89 @@ function runAt(ops: readonly (Item | string)[], i: number): Run | undefined {
   runSeen.delete(first);
   const parts = items.map(setOp);
   const ends = new Int32Array(RUN), sizes = new Int32Array(RUN);
-  let end = 0;
-  parts.forEach((p, j) => { end += p.framed.length; ends[j] = end; sizes[j] = p.opLength + 6; });
-  const built: Run = { items, framed: Buffer.concat(parts.map((p) => p.framed), end), ends, sizes };
+  let end = 0, size = 0;
+  parts.forEach((p, j) => { end += p.framed.length; ends[j] = end; sizes[j] = p.opLength + 6; size += sizes[j]; });
+  const built: Run = { items, framed: Buffer.concat(parts.map((p) => p.framed), end), ends, sizes, size };
   runs.set(first, built);
   return built;
 }
 
 /**
+ * A whole message made of runs only, kept as one buffer: the same message recurs in the full
+ * state of every node that has nothing of its own there, and is then handed to gRPC as it is
+ * (no copy of ours; at 1,000 nodes x 10k services that is 1.7 GB not copied). Built the second
+ * time it is met, like a run; keyed by its first run.
+ */
+interface Page { runs: Run[]; message: Buffer }
+const pages = new WeakMap<Run, Page>();
+const pageSeen = new WeakMap<Run, Run[]>();
+
+function pageMessage(pageRuns: Run[], parts: Buffer[], length: number): Buffer {
+  const first = pageRuns[0]!;
+  const same = (rs: Run[]) => rs.length === pageRuns.length && rs.every((r, k) => r === pageRuns[k]);
+  const page = pages.get(first);
+  if (page && same(page.runs)) return page.message;
+  const message = Buffer.concat(parts, length);
+  const seen = pageSeen.get(first);
+  if (seen && same(seen)) {
+    pageSeen.delete(first);
+    pages.set(first, { runs: pageRuns, message });
+  } else {
+    pageSeen.set(first, pageRuns);
+  }
+  return message;
+}
+
+/**
  * Encodes a batch as OpBatch messages of about `chunkBytes` each: Reset first when the batch
  * is a reset, then the ops (an Item is a set, a string the key of a delete), then Sync. Returns
- * the messages lazily so a slow client's stream encodes only as fast as it drains; each message is
- * cached bytes (ops, or runs of ops) copied once.
+ * the messages lazily so a slow client's stream encodes only as fast as it drains. A full state's
+ * messages are cut before a run of shared ops rather than inside it, so that most of them are made
+ * of whole runs and are the same buffers on every node (see Page).
  */
 export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | string)[]; revision: number }, items: number, chunkBytes = 64 * 1024): Generator<Buffer> {
   let parts: Buffer[] = [];
   let size = 0; // as counted for chunking (6 bytes of prefix per op, as always)
   let length = 0;
+  /** The runs the message holds so far, while it holds nothing else; null once it does. */
+  let pageRuns: Run[] | null = [];
   const add = (op: FramedOp) => {
     parts.push(op.framed);
     size += op.opLength + 6;
     length += op.framed.length;
+    pageRuns = null;
+  };
+  const take = (): Buffer => {
+    const message = pageRuns && pageRuns.length > 0 ? pageMessage(pageRuns, parts, length) : Buffer.concat(parts, length);
+    parts = [];
+    size = length = 0;
+    pageRuns = [];
+    return message;
   };
   if (batch.reset) add(RESET_OP);
   const ops = batch.ops;
   for (let i = 0; i < ops.length;) {
     const run = batch.reset ? runAt(ops, i) : undefined;
+    if (run && run.size < chunkBytes) {
+      if (size + run.size > chunkBytes) yield take();
+      parts.push(run.framed);
+      length += run.framed.length;
+      size += run.size;
+      pageRuns?.push(run);
+      i += RUN;
+      continue;
+    }
     if (run) {
-      // The same message boundaries as op by op: cut the run where the size reaches chunkBytes.
+      // A run bigger than a message (large items): cut it where the size reaches chunkBytes.
+      pageRuns = null;
       let from = 0, start = 0;
       for (let j = 0; j < RUN; j++) {
         size += run.sizes[j];
         if (size < chunkBytes) continue;
         parts.push(run.framed.subarray(start, run.ends[j]));
         length += run.ends[j] - start;
-        yield Buffer.concat(parts, length);
-        parts = [];
-        size = length = 0;
+        yield take();
+        pageRuns = null;
         from = j + 1;
         start = run.ends[j];
       }
@@ -152,14 +198,10 @@ export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | stri
     }
     const o = ops[i++];
     add(typeof o === 'string' ? frame(w.Op.encode({ delete: { key: o } }).finish()) : setOp(o));
-    if (size >= chunkBytes) {
-      yield Buffer.concat(parts, length);
-      parts = [];
-      size = length = 0;
-    }
+    if (size >= chunkBytes) yield take();
   }
   add(frame(w.Op.encode({ sync: { revision: batch.revision, items } }).finish()));
-  yield Buffer.concat(parts, length);
+  yield take();
 }
 
 /** Client side: throws on garbage (gRPC then fails the call and the client reconnects). */
