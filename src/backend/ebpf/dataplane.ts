@@ -11,7 +11,7 @@
 import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, backendIdOfHex, SVC_KEY_SIZE, SVC_MAP, slotOfHex } from './maps';
+import { BACKEND_MAP, backendIdOfHex, isHeadHex, SVC_KEY_SIZE, SVC_MAP } from './maps';
 import { planService, type EbpfPlan, type Ids } from './plan';
 
 interface Planned extends EbpfPlan { beKeys: Set<string>; svcKeys: Set<string> }
@@ -50,9 +50,9 @@ export class EbpfDataplane implements Dataplane {
   /** The node item of the last full sync (node ports answer on its addresses). */
   private node: NodeInfo | undefined;
 
-  private plan(svc: Service): Planned {
-    const beKeys = new Set<string>(), svcKeys = new Set<string>();
-    const ids: Ids = {
+  /** Ids for a plan, recording which keys it used. */
+  private ids(beKeys: Set<string>, svcKeys: Set<string>): Ids {
+    return {
       backend: (k) => {
         beKeys.add(k);
         let id = this.backendIds.get(k);
@@ -66,7 +66,11 @@ export class EbpfDataplane implements Dataplane {
         return id;
       },
     };
-    return { ...planService(svc, ids, this.node), beKeys, svcKeys };
+  }
+
+  private plan(svc: Service): Planned {
+    const beKeys = new Set<string>(), svcKeys = new Set<string>();
+    return { ...planService(svc, this.ids(beKeys, svcKeys), this.node), beKeys, svcKeys };
   }
 
   private unaccount(p: Planned, touchedSvc: Set<string>, touchedBe: Set<number>): void {
@@ -94,7 +98,7 @@ export class EbpfDataplane implements Dataplane {
       const k = svcDump.keys.subarray(i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE).toString('hex');
       const v = svcDump.values.subarray(i * svcDump.valueSize, (i + 1) * svcDump.valueSize);
       this.appliedSvc.set(k, v.toString('hex'));
-      if (slotOfHex(k) === 0) this.nextService = Math.max(this.nextService, v.readUInt32LE(12) + 1);   // svc_value.svc_id
+      if (isHeadHex(k)) this.nextService = Math.max(this.nextService, v.readUInt32LE(12) + 1);   // svc_value.svc_id
     }
     this.appliedBe = new Map();
     for (let i = 0; i < beDump.count; i++) {
@@ -107,19 +111,15 @@ export class EbpfDataplane implements Dataplane {
     this.desiredSvc.clear();
     this.desiredBe.clear();
     const usedBe = new Set<string>(), usedSvc = new Set<string>();
+    // Every service's entries straight into the desired maps (no plan per service).
+    const ids = this.ids(usedBe, usedSvc), desired: EbpfPlan = { svc: this.desiredSvc, backends: this.desiredBe };
     for (const svc of services) {
-      const key = `svc/${svc.namespace}/${svc.name}`;
-      const p = this.plan(svc);
-      this.services.set(key, svc);
-      this.account(p, new Set(), new Set());
-      p.beKeys.forEach((k) => usedBe.add(k));
-      p.svcKeys.forEach((k) => usedSvc.add(k));
+      this.services.set(`svc/${svc.namespace}/${svc.name}`, svc);
+      planService(svc, ids, this.node, desired);
     }
     for (const k of [...this.backendIds.keys()]) if (!usedBe.has(k)) this.backendIds.delete(k);
     for (const k of [...this.serviceIds.keys()]) if (!usedSvc.has(k)) this.serviceIds.delete(k);
-    const touchedSvc = new Set([...this.appliedSvc.keys(), ...this.desiredSvc.keys()]);
-    const touchedBe = new Set([...this.appliedBe.keys(), ...this.desiredBe.keys()]);
-    const r = await this.converge(lb, touchedSvc, touchedBe);
+    const r = await this.converge(lb, keysOfBoth(this.desiredSvc, this.appliedSvc), keysOfBoth(this.desiredBe, this.appliedBe));
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
@@ -146,7 +146,7 @@ export class EbpfDataplane implements Dataplane {
   }
 
   /** Writes the difference between desired and applied for the touched keys, in the safe order. */
-  private async converge(lb: EbpfLoader, touchedSvc: Set<string>, touchedBe: Set<number>): Promise<SyncReport> {
+  private async converge(lb: EbpfLoader, touchedSvc: Iterable<string>, touchedBe: Iterable<number>): Promise<SyncReport> {
     const beUp: number[] = [], beDel: number[] = [];
     const slotUp: string[] = [], headUp: string[] = [], headDel: string[] = [], slotDel: string[] = [];
     for (const id of touchedBe) {
@@ -156,7 +156,7 @@ export class EbpfDataplane implements Dataplane {
     }
     for (const k of touchedSvc) {
       const want = this.desiredSvc.get(k), have = this.appliedSvc.get(k);
-      const head = slotOfHex(k) === 0;
+      const head = isHeadHex(k);
       if (want !== undefined && want !== have) (head ? headUp : slotUp).push(k);
       else if (want === undefined && have !== undefined) (head ? headDel : slotDel).push(k);
     }
@@ -202,11 +202,11 @@ export class EbpfDataplane implements Dataplane {
    * kpng_gone keys (backend value + service addr[16], port, pad) for every backend that the touched UDP
    * service addresses had in the kernel and no longer have in the desired state.
    */
-  private goneUdpPairs(touched: Set<string>): Buffer[] {
+  private goneUdpPairs(touched: Iterable<string>): Buffer[] {
     const backendsOf = (svc: Map<string, string>, be: Map<number, string>) => {
       const out = new Map<string, Set<string>>();
       for (const k of touched) {
-        if (k.slice(36, 38) !== '11' || slotOfHex(k) === 0) continue;   // proto byte 17: UDP; slots only
+        if (k.charCodeAt(36) !== 49 || k.charCodeAt(37) !== 49 || isHeadHex(k)) continue;   // proto byte 17: UDP; slots only
         const v = svc.get(k);
         const b = v && be.get(backendIdOfHex(v));
         if (!b) continue;
@@ -233,7 +233,7 @@ export class EbpfDataplane implements Dataplane {
   /** What the maps hold, as this dataplane believes (tests, debugging). */
   get counts(): { services: number; slots: number; backends: number } {
     let heads = 0;
-    for (const k of this.appliedSvc.keys()) if (slotOfHex(k) === 0) heads++;
+    for (const k of this.appliedSvc.keys()) if (isHeadHex(k)) heads++;
     return { services: heads, slots: this.appliedSvc.size - heads, backends: this.appliedBe.size };
   }
 
@@ -241,6 +241,16 @@ export class EbpfDataplane implements Dataplane {
     await this.lb?.close();
     this.lb = undefined;
   }
+}
+
+/** The keys of a and then those only b has; iterable more than once (converge reads it twice). */
+function keysOfBoth<K>(a: Map<K, unknown>, b: Map<K, unknown>): Iterable<K> {
+  return {
+    *[Symbol.iterator]() {
+      yield* a.keys();
+      for (const k of b.keys()) if (!a.has(k)) yield k;
+    },
+  };
 }
 
 /** Backend ids as the map's u32 keys (little-endian), one buffer. */

@@ -1,6 +1,6 @@
 // Byte layouts of the socket load balancer's maps (native/bpf/sock_lb.bpf.c: struct svc_key,
 // svc_value, backend), encoded and decoded here so the rest of the backend deals in plain objects.
-import { ipAddr } from '../../native/nft-types';
+import { ipAddr, writeIPv4 } from '../../native/nft-types';
 import { addrText } from '../../native/addr-text';
 
 export const SVC_MAP = 'kpng_svc';
@@ -40,6 +40,10 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
 /** The slot of an encoded key (hex text, as the dataplane keys its maps). */
 export const slotOfHex = (hex: string): number => parseInt(hex.slice(42, 44) + hex.slice(40, 42), 16);
 
+/** slotOfHex(hex) === 0, without making strings (a full sync asks it of every entry). */
+export const isHeadHex = (hex: string): boolean =>
+  hex.charCodeAt(40) === 48 && hex.charCodeAt(41) === 48 && hex.charCodeAt(42) === 48 && hex.charCodeAt(43) === 48;
+
 /**
  * encodeSvcValue as hex text. The dataplane holds every desired and applied entry (110k at 10k
  * services x 10 endpoints): as 40-character strings they take ~56 bytes each, as 20-byte Buffers
@@ -50,6 +54,55 @@ export const svcValueHex = (v: SvcValue): string => encodeSvcValue(v).toString('
 
 /** The backend id of an svc value in hex text. */
 export const backendIdOfHex = (hex: string): number => parseInt(hex.slice(6, 8) + hex.slice(4, 6) + hex.slice(2, 4) + hex.slice(0, 2), 16);
+
+/**
+ * Hex text of map entries written through one scratch buffer: the planner makes ~20 of them per
+ * endpoint-slot at a full sync (110k slots at 10k services), and a Buffer each (its own ArrayBuffer)
+ * cost more than the encoding.
+ */
+const scratch = Buffer.alloc(SVC_KEY_SIZE);
+
+/** Writes an address's bytes at b[o..o+15] (IPv4: 4 bytes, then zeros). */
+function writeAddr(b: Buffer, o: number, addr: string): void {
+  if (addr.includes(':')) { b.set(ipAddr(addr), o); return; }
+  b.fill(0, o, o + 16);
+  writeIPv4(b, o, addr);
+}
+
+/**
+ * A service address's keys: write the address, port and protocol once (`at`), then the hex key of each
+ * slot (`slotHex`), as encodeSvcKey(...).toString('hex') would give.
+ */
+export class SvcKeyWriter {
+  private readonly b = Buffer.alloc(SVC_KEY_SIZE);
+  at(addr: string, port: number, proto: number): this {
+    writeAddr(this.b, 0, addr);
+    this.b.writeUInt16BE(port, 16);
+    this.b[18] = proto;
+    this.b[19] = famOf(addr);
+    return this;
+  }
+  slotHex(slot: number): string {
+    this.b.writeUInt16LE(slot, 20);
+    return this.b.toString('hex');
+  }
+}
+
+/** encodeBackend(...).toString('hex'), without a Buffer of its own. */
+export function backendHex(addr: string, port: number): string {
+  writeAddr(scratch, 0, addr);
+  scratch.writeUInt16BE(port, 16);
+  scratch[18] = famOf(addr);
+  scratch[19] = 0;
+  return scratch.toString('hex', 0, BACKEND_VALUE_SIZE);
+}
+
+/** svcValueHex of a slot >= 1 (only the backend id set), without a Buffer of its own. */
+export function slotValueHex(backendId: number): string {
+  scratch.fill(0, 0, SVC_VALUE_SIZE);
+  scratch.writeUInt32LE(backendId, 0);
+  return scratch.toString('hex', 0, SVC_VALUE_SIZE);
+}
 
 export function encodeSvcValue(v: SvcValue): Buffer {
   const b = Buffer.alloc(SVC_VALUE_SIZE);

@@ -11,7 +11,7 @@
 //   does, and failing at once is kinder than a timeout.
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
 import { cidrContains } from '../../model/ip';
-import { encodeBackend, encodeSvcKey, FLAG_REFUSE, svcValueHex } from './maps';
+import { backendHex, FLAG_REFUSE, slotValueHex, SvcKeyWriter, svcValueHex } from './maps';
 
 export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
 
@@ -48,8 +48,13 @@ export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): str
     .filter((a) => cidrs.some((c) => cidrContains(c, a)));
 }
 
-export function planService(svc: Service, ids: Ids, node?: NodeInfo): EbpfPlan {
-  const plan: EbpfPlan = { svc: new Map(), backends: new Map() };
+const keys = new SvcKeyWriter();
+
+/**
+ * The service's entries, added to `out` (a new plan by default; a full sync passes its desired maps, so
+ * that 10k services' entries are written once, not into a plan each and then copied).
+ */
+export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = { svc: new Map(), backends: new Map() }): EbpfPlan {
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const owner = `${svc.namespace}/${svc.name}`;
   for (const sp of svc.ports) {
@@ -58,6 +63,20 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): EbpfPlan {
     const fam = sp.family === IPFamily.IPV6 ? 6 : 4;
     const ofFam = (eps: Endpoint[]) => eps.filter((e) => e.ip.includes(':') === (fam === 6));
     const cluster = ofFam(sp.clusterEndpoints), local = ofFam(sp.localEndpoints);
+    /** Slot values (hex) of an endpoint list, by list: the same backends serve every address of the port. */
+    const slotValues = new Map<Endpoint[], string[]>();
+    const slotsOf = (list: Endpoint[]): string[] => {
+      let values = slotValues.get(list);
+      if (!values) {
+        values = list.map((e) => {
+          const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
+          out.backends.set(id, backendHex(e.ip, e.port));
+          return slotValueHex(id);
+        });
+        slotValues.set(list, values);
+      }
+      return values;
+    };
     const dests: Array<[string[], Routes | null, number]> = [
       [ofFamily(svc.clusterIps, sp.family), sp.clusterIp, sp.port.port],
       [ofFamily(svc.externalIps, sp.family), sp.externalIp, sp.port.port],
@@ -65,24 +84,20 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): EbpfPlan {
     ];
     if (sp.port.nodePort > 0) dests.push([nodePortAddrs(node, sp.family), sp.nodePort, sp.port.nodePort]);
     for (const [addrs, routes, port] of dests) {
-      if (!routes) continue;
+      if (!routes || addrs.length === 0) continue;
       const eps = routeEndpoints(routes.pod, cluster, local);
       if (eps === undefined) continue;
-      const list = eps ?? [];
+      const values = slotsOf(eps ?? []);
       for (const addr of addrs) {
-        const head = { addr, port, proto };
-        const hex0 = encodeSvcKey({ ...head, slot: 0 }).toString('hex');
-        list.forEach((e, i) => {
-          const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
-          plan.backends.set(id, encodeBackend({ addr: e.ip, port: e.port }).toString('hex'));
-          plan.svc.set(encodeSvcKey({ ...head, slot: i + 1 }).toString('hex'), svcValueHex({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
-        });
-        plan.svc.set(hex0, svcValueHex({
-          backendId: 0, count: list.length, affinitySeconds: affinity, svcId: ids.service(hex0),
-          flags: eps === null || list.length === 0 ? FLAG_REFUSE : 0,
+        keys.at(addr, port, proto);
+        for (let i = 0; i < values.length; i++) out.svc.set(keys.slotHex(i + 1), values[i]);
+        const hex0 = keys.slotHex(0);
+        out.svc.set(hex0, svcValueHex({
+          backendId: 0, count: values.length, affinitySeconds: affinity, svcId: ids.service(hex0),
+          flags: eps === null || values.length === 0 ? FLAG_REFUSE : 0,
         }));
       }
     }
   }
-  return plan;
+  return out;
 }
