@@ -2,6 +2,10 @@
 # Reads kpng's pinned socket-LB maps through the bpf(2) syscall (ctypes; no bpftool), so the benchmark
 # sees the eBPF backend's work in the kernel the way nfgen.py sees nftables commits.
 #   python3 bpfmaps.py vips PINDIR            one line: the addresses that have a service entry (slot 0)
+#   python3 bpfmaps.py wait-vips PINDIR       reads addresses (one line, space-separated) on stdin, scans
+#                                             the service map in batches (BPF_MAP_LOOKUP_BATCH) until each
+#                                             has an entry, then prints "all SCAN_MS" (the last scan's time);
+#                                             "have N" every 10 s meanwhile
 #   python3 bpfmaps.py backends PINDIR [MS]   "be ID ADDR" for every backend added from now on, polling
 #                                             the next backend id every MS ms (kpng never reuses ids and
 #                                             writes a new backend before the slots that point to it)
@@ -9,7 +13,8 @@
 import ctypes, ipaddress, os, struct, sys, time
 
 SYS_BPF = 321  # x86_64
-BPF_MAP_LOOKUP_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_OBJ_GET = 1, 4, 7
+BPF_MAP_LOOKUP_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_OBJ_GET, BPF_MAP_LOOKUP_BATCH = 1, 4, 7, 24
+ENOENT = 2
 SVC_KEY, SVC_VALUE, BE_VALUE = 24, 20, 20
 AF_V4, AF_V6 = 4, 6
 
@@ -55,6 +60,58 @@ def keys(fd, ksize):
         yield cur
 
 
+def batches(fd, ksize, vsize, chunk=16384):
+    """The map's keys, a chunk of them (bytes) per BPF_MAP_LOOKUP_BATCH call: a few syscalls for the
+    whole map instead of two per key."""
+    kb = ctypes.create_string_buffer(ksize * chunk)
+    vb = ctypes.create_string_buffer(vsize * chunk)
+    token_in, token_out = ctypes.create_string_buffer(16), ctypes.create_string_buffer(16)
+    first = True
+    while True:
+        attr = (ctypes.c_uint8 * 128)()
+        struct.pack_into('=QQQQIIQQ', attr, 0, 0 if first else ctypes.addressof(token_in), ctypes.addressof(token_out),
+                         ctypes.addressof(kb), ctypes.addressof(vb), chunk, fd, 0, 0)
+        r, err = bpf(BPF_MAP_LOOKUP_BATCH, attr)
+        n = struct.unpack_from('=I', attr, 32)[0]
+        if r != 0 and err != ENOENT:
+            raise OSError(err, os.strerror(err))
+        yield kb.raw[:n * ksize]
+        if r != 0:
+            return
+        ctypes.memmove(token_in, token_out, 16)
+        first = False
+
+
+def wait_vips(pin):
+    want = set()
+    for a in sys.stdin.readline().split():
+        ip = ipaddress.ip_address(a)
+        want.add(ip.packed.ljust(16, b'\0') + bytes([AF_V4 if ip.version == 4 else AF_V6]))
+    path = os.path.join(pin, 'kpng_svc')
+    last = time.monotonic()
+    while True:
+        if not os.path.exists(path):
+            time.sleep(0.005)
+            continue
+        t0 = time.monotonic()
+        fd = obj_get(path)
+        have = set()
+        try:
+            for chunk in batches(fd, SVC_KEY, SVC_VALUE):
+                for a, family, slot in struct.iter_unpack('=16s3xBH2x', chunk):
+                    if slot == 0:
+                        have.add(a + bytes([family]))
+        finally:
+            os.close(fd)
+        t1 = time.monotonic()
+        if want <= have:
+            print(f'all {(t1 - t0) * 1000:.1f}', flush=True)
+            return
+        if t1 - last > 10:
+            last = t1
+            print(f'have {len(want & have)}', flush=True)
+
+
 def addr(raw, family):
     return str(ipaddress.IPv4Address(raw[:4])) if family == AF_V4 else str(ipaddress.IPv6Address(raw[:16]))
 
@@ -92,5 +149,7 @@ if __name__ == '__main__':
     mode, pin = sys.argv[1], sys.argv[2]
     if mode == 'vips':
         vips(pin)
+    elif mode == 'wait-vips':
+        wait_vips(pin)
     else:
         backends(pin, float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.002)

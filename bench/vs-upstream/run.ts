@@ -32,7 +32,7 @@ import { startControlPlane, type ControlPlane } from '../../test/e2e/support/con
 import { repoRoot } from '../events/kpng-child';
 import { ebpfCleanup } from '../../src/native/ebpf';
 import { churn, createFromDump, createSynthetic, ipRange, POD_CIDR, replaceEndpoint, restoreReady, type Cluster } from './cluster';
-import { BackendWatcher, bpfVips, listedIps, Monitor } from './kernel';
+import { BackendWatcher, listedIps, Monitor, waitBpfVips } from './kernel';
 import { Lab } from './lab';
 import { SyscallCounter, percentile, procSample } from './proc';
 import { buildKubeProxy, kpng, upstream, type ProxySpec } from './proxies';
@@ -129,21 +129,21 @@ async function waitProgrammed(lab: Lab, ips: string[], timeoutS: number): Promis
  * end of the first complete scan (ms after the proxy started: late by at most one scan, printed).
  */
 async function waitProgrammedBpf(lab: Lab, pinDir: string, ips: string[], timeoutS: number): Promise<{ ms: number; scanMs: number }> {
-  const deadline = performance.now() + timeoutS * 1000;
-  let lastReport = performance.now();
-  for (;;) {
-    if (!lab.proxyRunning) throw new Error(`the proxy in ${lab.netns} exited:\n${lab.stderrTail.join('\n')}`);
-    if (performance.now() > deadline) throw new Error(`not every cluster IP in the BPF maps after ${timeoutS} s`);
-    if (!fs.existsSync(path.join(pinDir, 'kpng_svc'))) { await sleep(20); continue; }
+  const w = waitBpfVips(pinDir, ips, (have) => out(`  ... ${((performance.now() - lab.startedAt) / 1000).toFixed(0)} s: ${have}/${ips.length} cluster IPs in the BPF maps`));
+  let timer: NodeJS.Timeout | undefined;
+  const failed = new Promise<never>((_, reject) => {
     const t0 = performance.now();
-    const have = await bpfVips(pinDir).catch(() => new Set<string>());
-    const t1 = performance.now();
-    const missing = ips.filter((ip) => !have.has(ip)).length;
-    if (missing === 0) return { ms: t1 - lab.startedAt, scanMs: t1 - t0 };
-    if (performance.now() - lastReport > 10_000) {
-      lastReport = performance.now();
-      out(`  ... ${((performance.now() - lab.startedAt) / 1000).toFixed(0)} s: ${ips.length - missing}/${ips.length} cluster IPs in the BPF maps`);
-    }
+    timer = setInterval(() => {
+      if (!lab.proxyRunning) reject(new Error(`the proxy in ${lab.netns} exited:\n${lab.stderrTail.join('\n')}`));
+      else if (performance.now() - t0 > timeoutS * 1000) reject(new Error(`not every cluster IP in the BPF maps after ${timeoutS} s`));
+    }, 100);
+  });
+  try {
+    const r = await Promise.race([w.done, failed]);
+    return { ms: r.at - lab.startedAt, scanMs: r.scanMs };
+  } finally {
+    clearInterval(timer);
+    w.stop();
   }
 }
 
