@@ -35,14 +35,36 @@ export class EbpfDataplane implements Dataplane {
   private nextBackend = 1;
   private nextService = 1;
 
-  /** `open`: attaches (or takes over) the programs and pinned maps; called once, at the first sync. */
-  constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void) {}
+  /** The open in progress (started with the backend, so that it overlaps the initial lists). */
+  private opening: Promise<EbpfLoader> | undefined;
+  private openMs = 0;
+
+  /**
+   * `open`: attaches (or takes over) the programs and pinned maps. Started at once, on the addon's
+   * worker thread, while the source lists the cluster: it is ~50 ms of the first sync otherwise.
+   * Programs attached before the maps are filled find no entry and leave connect() alone, as no
+   * program would. A failed open is tried again at the next sync.
+   */
+  constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void) {
+    this.startOpen();
+  }
+
+  private startOpen(): void {
+    const t0 = performance.now();
+    this.opening = this.open().then((lb) => { this.openMs = performance.now() - t0; return lb; });
+    this.opening.catch(() => {});   // reported by loader(), at the sync that needs it
+  }
 
   private async loader(): Promise<EbpfLoader> {
     if (!this.lb) {
-      this.lb = await this.open();
+      if (!this.opening) this.startOpen();
+      try {
+        this.lb = await this.opening!;
+      } finally {
+        this.opening = undefined;
+      }
       const i = this.lb.info;
-      this.log(`ebpf: ${i.programs.length} programs attached from ${i.object}; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
+      this.log(`ebpf: ${i.programs.length} programs attached from ${i.object} in ${this.openMs.toFixed(0)} ms; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
     }
     return this.lb;
   }
@@ -238,8 +260,11 @@ export class EbpfDataplane implements Dataplane {
   }
 
   async close(): Promise<void> {
-    await this.lb?.close();
+    // An open still in progress is finished and closed (its handle would leak otherwise).
+    const lb = this.lb ?? (await this.opening?.catch(() => undefined));
     this.lb = undefined;
+    this.opening = undefined;
+    await lb?.close();
   }
 }
 
