@@ -4,11 +4,12 @@
 //
 //   npm run bench:vs-upstream -- --services N --endpoints E [--duration S] [--input cluster.yaml]
 //        [--node NAME] [--rate 50] [--probes 60] [--backends nft] [--strace-seconds 10] [--out DIR]
-//        [--service-cidr 10.96.0.0/12,fd00:10:96::/108]
+//        [--service-cidr 10.96.0.0/12,fd00:10:96::/108] [--starts 1]
 //
 // For each proxy it measures, checking the kernel the same way for both:
 //   start       process start -> every cluster IP present in `nft list ruleset`, timed at the
-//               nf_tables generation (commit) that made the listing complete
+//               nf_tables generation (commit) that made the listing complete; --starts N: N starts,
+//               each in a fresh network namespace, and their median
 //   change      one endpoint replaced by an API write -> the commit whose changes name the new
 //               address (found with `nft monitor`, timed by the generation poller), p50/p99 over --probes writes spaced 1.2 s apart (more than the 1 s
 //               minimum sync period of both)
@@ -42,6 +43,8 @@ import { stracePass, type NetlinkFigures } from './strace';
 interface Options {
   services: number; endpoints: number; duration: number; rate: number; probes: number; input?: string; node?: string;
   backends: string[]; straceSeconds: number; out: string; concurrency: number; startTimeout: number;
+  /** Process starts measured per proxy (each in a fresh network namespace); the table shows their median. */
+  starts: number;
   /** The API server's --service-cluster-ip-range: a /12 by default, so that more than 65k services
    *  fit (the control plane's default /16 holds 65,534). */
   serviceCidr: string;
@@ -63,6 +66,7 @@ function options(argv: string[]): Options {
       out: { type: 'string' },
       concurrency: { type: 'string', default: '16' },
       'start-timeout': { type: 'string', default: '1200' },
+      starts: { type: 'string', default: '1' },
       'service-cidr': { type: 'string', default: '10.96.0.0/12,fd00:10:96::/108' },
     },
   });
@@ -84,6 +88,7 @@ function options(argv: string[]): Options {
     out: values.out ?? path.join(repoRoot(), '.cache', 'bench'),
     concurrency: n('concurrency', values.concurrency, 1),
     startTimeout: n('start-timeout', values['start-timeout'], 1),
+    starts: Math.round(n('starts', values.starts, 1)),
     serviceCidr: values['service-cidr'] ?? '10.96.0.0/12,fd00:10:96::/108',
   };
 }
@@ -209,14 +214,13 @@ async function probesBpf(pinDir: string, cp: ControlPlane, cluster: Cluster, opt
   return lat;
 }
 
-async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string): Promise<Result> {
-  out(`\n## ${spec.name}`);
+/** Starts the proxy in a new lab and waits until every cluster IP is programmed. */
+async function startOnce(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number): Promise<{ lab: Lab; pid: number; startMs: number }> {
   const lab = await Lab.create(spec.tag, apiPort);
   try {
     await sleep(200); // the generation watcher's first reading
     if (spec.ebpf) fs.mkdirSync(spec.ebpf.cgroup, { recursive: true });
     const proxy = lab.startProxy(spec.argv(cp.kubeconfigPath, cluster.node, POD_CIDR), !!spec.ebpf);
-    const pid = proxy.pid!;
     let startMs: number;
     if (spec.ebpf) {
       const r = await waitProgrammedBpf(lab, spec.ebpf.pinDir, cluster.clusterIps, opts.startTimeout);
@@ -226,6 +230,30 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
       startMs = await waitProgrammed(lab, cluster.clusterIps, opts.startTimeout);
       out(`  start -> all ${cluster.clusterIps.length} cluster IPs programmed: ${(startMs / 1000).toFixed(2)} s`);
     }
+    return { lab, pid: proxy.pid!, startMs };
+  } catch (e) {
+    await lab.stop();
+    if (spec.ebpf) await cleanEbpf(spec.ebpf);
+    throw e;
+  }
+}
+
+async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string): Promise<Result> {
+  out(`\n## ${spec.name}`);
+  // --starts N: N-1 starts measured and stopped first, each in its own namespace; the last one goes on.
+  const starts: number[] = [];
+  for (let i = 1; i < opts.starts; i++) {
+    const s = await startOnce(spec, cp, cluster, opts, apiPort);
+    starts.push(s.startMs);
+    await s.lab.stop();
+    if (spec.ebpf) await cleanEbpf(spec.ebpf);
+  }
+  const { lab, pid, startMs: lastStart } = await startOnce(spec, cp, cluster, opts, apiPort);
+  starts.push(lastStart);
+  starts.sort((a, b) => a - b);
+  const startMs = percentile(starts, 50);
+  if (starts.length > 1) out(`  start: median ${(startMs / 1000).toFixed(2)} s of ${starts.length} (${starts.map((m) => (m / 1000).toFixed(2)).join(', ')} s)`);
+  try {
     await quiet(lab, 2000);
     const afterStart = procSample(pid);
 
