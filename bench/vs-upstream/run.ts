@@ -332,7 +332,7 @@ async function main(): Promise<void> {
   const kubeProxy = buildKubeProxy();
   const specs: ProxySpec[] = [upstream(kubeProxy), ...opts.backends.map(kpng)];
 
-  const cp = await startControlPlane({ log: (m) => process.stderr.write(`[controlplane] ${m}\n`), serviceClusterIPRange: opts.serviceCidr });
+  const cp = await startControlPlane({ log: (m) => process.stderr.write(`[controlplane] ${m}\n`), serviceClusterIPRange: opts.serviceCidr, keepAlive: true });
   try {
     const version = (await cp.request('GET', '/version')).body;
     const t0 = performance.now();
