@@ -144,3 +144,27 @@ test('UDP sockets are destroyed per (service, backend) pair that went away, not 
   await dp.update([{ key: 'svc/ns/b', old: b, new: null }], undefined, 3);
   expect(fake.destroyCalls[1]).toEqual(['10.96.0.2:80 10.244.1.10:8080']);
 });
+
+test('the programs are opened when the dataplane is made; a failed open fails the sync and is tried again; close waits for an open in progress', async () => {
+  const fake = new FakeLoader();
+  let opens = 0, fail = true, closed = 0;
+  fake.close = async () => { closed++; };
+  const dp = new EbpfDataplane(async () => {
+    opens++;
+    await new Promise((r) => setTimeout(r, 5));
+    if (fail) throw new Error('open cgroup /x: No such file or directory');
+    return fake as unknown as EbpfLoader;
+  }, () => {});
+  expect(opens).toBe(1); // before any sync
+  await expect(dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1)).rejects.toThrow(/No such file/);
+  fail = false;
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 2);
+  expect(opens).toBe(2);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.0.0.1:8080' });
+  await dp.close();
+  expect(closed).toBe(1);
+  // Closed while its open is still running: the loader it yields is closed, not leaked.
+  const dp2 = new EbpfDataplane(async () => { await new Promise((r) => setTimeout(r, 20)); return fake as unknown as EbpfLoader; }, () => {});
+  await dp2.close();
+  expect(closed).toBe(2);
+});
