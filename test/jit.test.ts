@@ -79,7 +79,9 @@ describe('optimizeWhenBusy', () => {
   test('a process that stays small and quiet keeps them off; stopping ends the policy', async () => {
     const r = recorder();
     const ac = new AbortController();
-    const p = optimizeWhenBusy({ log: r.log, signal: ac.signal, objects: () => 5, setFlags: r.setFlags, checkMs: 1, windowMs: 5, objectThreshold: 100 });
+    // A quiet process's CPU clock (the test's own, under a parallel jest run, can be busy for 5 ms).
+    let cpu = 0;
+    const p = optimizeWhenBusy({ log: r.log, signal: ac.signal, objects: () => 5, setFlags: r.setFlags, checkMs: 1, windowMs: 5, objectThreshold: 100, cpuMs: () => (cpu += 0.01) });
     await new Promise((ok) => setTimeout(ok, 30));
     ac.abort();
     expect(await p.done).toBeNull();
