@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 # Reads kpng's pinned socket-LB maps through the bpf(2) syscall (ctypes; no bpftool), so the benchmark
 # sees the eBPF backend's work in the kernel the way nfgen.py sees nftables commits.
-#   python3 bpfmaps.py vips PINDIR            one line: the addresses that have a service entry (slot 0)
 #   python3 bpfmaps.py wait-vips PINDIR       reads addresses (one line, space-separated) on stdin, scans
 #                                             the service map in batches (BPF_MAP_LOOKUP_BATCH) until each
 #                                             has an entry, then prints "all SCAN_MS" (the last scan's time);
@@ -116,16 +115,6 @@ def addr(raw, family):
     return str(ipaddress.IPv4Address(raw[:4])) if family == AF_V4 else str(ipaddress.IPv6Address(raw[:16]))
 
 
-def vips(pin):
-    fd = obj_get(os.path.join(pin, 'kpng_svc'))
-    out = set()
-    for k in keys(fd, SVC_KEY):
-        family, slot = k[19], struct.unpack_from('=H', k, 20)[0]
-        if slot == 0:
-            out.add(addr(k, family))
-    print(' '.join(sorted(out)), flush=True)
-
-
 def backends(pin, interval):
     fd = obj_get(os.path.join(pin, 'kpng_be'))
     nxt = 1 + max((struct.unpack('=I', k)[0] for k in keys(fd, 4)), default=0)
@@ -147,9 +136,7 @@ def backends(pin, interval):
 
 if __name__ == '__main__':
     mode, pin = sys.argv[1], sys.argv[2]
-    if mode == 'vips':
-        vips(pin)
-    elif mode == 'wait-vips':
+    if mode == 'wait-vips':
         wait_vips(pin)
     else:
         backends(pin, float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.002)

@@ -313,6 +313,13 @@ export function ipAddr(addr: string): Uint8Array {
   return addr.includes(':') ? ipv6(addr) : ipv4(addr);
 }
 
+/** Writes an address's bytes at b[o..] (4 for IPv4, without allocating; 16 for IPv6); returns the offset after them. */
+export function writeAddr(b: Uint8Array, o: number, addr: string): number {
+  if (addr.includes(':')) { b.set(ipv6(addr), o); return o + 16; }
+  writeIPv4(b, o, addr);
+  return o + 4;
+}
+
 /** 16-bit port in network byte order (inet_service). */
 export function port(p: number): Uint8Array {
   return new Uint8Array([(p >> 8) & 0xff, p & 0xff]);

@@ -1,6 +1,6 @@
 // Byte layouts of the socket load balancer's maps (native/bpf/sock_lb.bpf.c: struct svc_key,
 // svc_value, backend), encoded and decoded here so the rest of the backend deals in plain objects.
-import { ipAddr, writeIPv4 } from '../../native/nft-types';
+import { writeAddr } from '../../native/nft-types';
 import { addrText } from '../../native/addr-text';
 
 export const SVC_MAP = 'kpng_svc';
@@ -18,13 +18,9 @@ export interface BackendValue { addr: string; port: number }
 
 const famOf = (addr: string): Fam => (addr.includes(':') ? 6 : 4);
 
-function putAddr(b: Buffer, addr: string): void {
-  b.set(ipAddr(addr), 0);
-}
-
 export function encodeSvcKey(k: SvcKey): Buffer {
   const b = Buffer.alloc(SVC_KEY_SIZE);
-  putAddr(b, k.addr);
+  writeAddr(b, 0, k.addr);
   b.writeUInt16BE(k.port, 16);
   b[18] = k.proto;
   b[19] = famOf(k.addr);
@@ -62,11 +58,10 @@ export const backendIdOfHex = (hex: string): number => parseInt(hex.slice(6, 8) 
  */
 const scratch = Buffer.alloc(SVC_KEY_SIZE);
 
-/** Writes an address's bytes at b[o..o+15] (IPv4: 4 bytes, then zeros). */
-function writeAddr(b: Buffer, o: number, addr: string): void {
-  if (addr.includes(':')) { b.set(ipAddr(addr), o); return; }
-  b.fill(0, o, o + 16);
-  writeIPv4(b, o, addr);
+/** An address in the maps' 16-byte field at b[0..15] (IPv4: 4 bytes, then zeros), over what was there. */
+function writeAddr16(b: Buffer, addr: string): void {
+  b.fill(0, 0, 16);
+  writeAddr(b, 0, addr);
 }
 
 /**
@@ -76,7 +71,7 @@ function writeAddr(b: Buffer, o: number, addr: string): void {
 export class SvcKeyWriter {
   private readonly b = Buffer.alloc(SVC_KEY_SIZE);
   at(addr: string, port: number, proto: number): this {
-    writeAddr(this.b, 0, addr);
+    writeAddr16(this.b, addr);
     this.b.writeUInt16BE(port, 16);
     this.b[18] = proto;
     this.b[19] = famOf(addr);
@@ -90,7 +85,7 @@ export class SvcKeyWriter {
 
 /** encodeBackend(...).toString('hex'), without a Buffer of its own. */
 export function backendHex(addr: string, port: number): string {
-  writeAddr(scratch, 0, addr);
+  writeAddr16(scratch, addr);
   scratch.writeUInt16BE(port, 16);
   scratch[18] = famOf(addr);
   scratch[19] = 0;
@@ -120,7 +115,7 @@ export function decodeSvcValue(b: Buffer, o = 0): SvcValue {
 
 export function encodeBackend(v: BackendValue): Buffer {
   const b = Buffer.alloc(BACKEND_VALUE_SIZE);
-  putAddr(b, v.addr);
+  writeAddr(b, 0, v.addr);
   b.writeUInt16BE(v.port, 16);
   b[18] = famOf(v.addr);
   return b;

@@ -1,6 +1,6 @@
 // Render the backend's ops as NftOp[] for the native addon (one atomic netlink batch).
 import {
-  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host, writeIPv4,
+  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host, writeAddr,
   type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
 } from '../../native/nft-types';
 import type { NftBatch } from '../../native/encode';
@@ -265,7 +265,7 @@ export class ElemWriter {
     switch (e.t) {
       case 'vip': {
         this.keyAddr = undefined;
-        let o = putAddr(k, 0, e.addr);
+        let o = writeAddr(k, 0, e.addr);
         o = putProto(k, o, e.proto);
         o = putPort(k, o, e.port);
         batch.elementFrom(k, o, undefined, 0, this.verdict(e.v));
@@ -280,7 +280,7 @@ export class ElemWriter {
       case 'slot': {
         this.keyAddr = undefined;
         putU32host(k, 0, e.slot);
-        batch.elementFrom(k, 4, d, putPort(d, putAddr(d, 0, e.addr), e.port));
+        batch.elementFrom(k, 4, d, putPort(d, writeAddr(d, 0, e.addr), e.port));
         return;
       }
       case 'pick': {
@@ -288,21 +288,21 @@ export class ElemWriter {
         let o = 0;
         if (e.addr !== undefined) {
           if (e.addr === this.keyAddr) o = this.keyAddrLen;
-          else { o = putAddr(k, 0, e.addr); this.keyAddr = e.addr; this.keyAddrLen = o; }
+          else { o = writeAddr(k, 0, e.addr); this.keyAddr = e.addr; this.keyAddrLen = o; }
         } else this.keyAddr = undefined;
         o = putPort(k, putProto(k, o, e.proto), e.port);
         putU32host(k, o, e.i);
-        batch.elementFrom(k, o + 4, d, putPort(d, putAddr(d, 0, e.epAddr), e.epPort));
+        batch.elementFrom(k, o + 4, d, putPort(d, writeAddr(d, 0, e.epAddr), e.epPort));
         return;
       }
       case 'pair': {
         this.keyAddr = undefined;
-        batch.elementFrom(k, putAddr(k, putAddr(k, 0, e.addr), e.addr), undefined, 0);
+        batch.elementFrom(k, writeAddr(k, writeAddr(k, 0, e.addr), e.addr), undefined, 0);
         return;
       }
       case 'addr':
         this.keyAddr = undefined;
-        batch.elementFrom(k, putAddr(k, 0, e.addr), undefined, 0);
+        batch.elementFrom(k, writeAddr(k, 0, e.addr), undefined, 0);
         return;
     }
   }
@@ -332,12 +332,8 @@ function elemText(e: Elem): string {
   }
 }
 
-// Concatenated key fields, each padded to 4 bytes (as concat()); each returns the next offset.
-function putAddr(b: Uint8Array, o: number, addr: string): number {
-  if (addr.includes(':')) { b.set(ipAddr(addr), o); return o + 16; }
-  writeIPv4(b, o, addr);
-  return o + 4;
-}
+// Concatenated key fields, each padded to 4 bytes (as concat()); each returns the next offset
+// (addresses: writeAddr).
 function putProto(b: Uint8Array, o: number, p: L4): number {
   b[o] = IPPROTO[p]; b[o + 1] = 0; b[o + 2] = 0; b[o + 3] = 0;
   return o + 4;
