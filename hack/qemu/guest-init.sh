@@ -9,7 +9,12 @@ mount -t devtmpfs dev /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs shm /dev/shm
+# The guest's /tmp is its own; a working directory under the host's /tmp (a clone made with mktemp)
+# is bound back onto the same path from the host's /tmp, kept reachable under /dev/shm first.
+cwd=$(cat "$KPNG_RUN/cwd")
+case "$cwd/" in /tmp/*) mkdir -p /dev/shm/host-tmp && mount --bind /tmp /dev/shm/host-tmp ;; esac
 mount -t tmpfs tmp /tmp
+case "$cwd/" in /tmp/*) mkdir -p "$cwd" && mount --bind "/dev/shm/host-tmp${cwd#/tmp}" "$cwd" || echo "guest: binding $cwd failed" ;; esac
 mount -t tmpfs run /run
 # Writable shares, each at its host path (tag rw0 is the run directory).
 i=0
@@ -22,7 +27,7 @@ echo "$KPNG_KDIR/modprobe" > /proc/sys/kernel/modprobe
 for m in $(cat "$KPNG_RUN/modules" 2>/dev/null); do "$KPNG_KDIR/modprobe" "$m" || echo "guest: modprobe $m failed"; done
 ip link set lo up
 cut -d' ' -f1 /proc/uptime > "$KPNG_RUN/boot"
-cd "$(cat "$KPNG_RUN/cwd")"
+cd "$cwd"
 bash -c '. "$KPNG_RUN/env"; . "$KPNG_RUN/cmd"' < /dev/null > "$KPNG_RUN/out" 2>&1
 echo $? > "$KPNG_RUN/rc"
 cut -d' ' -f1 /proc/uptime > "$KPNG_RUN/end"

@@ -30,8 +30,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || { echo "usage: $0 [--timeout SEC] [--mem MiB] [--modules LIST] [--rw DIR]... -- CMD [ARGS...]" >&2; exit 2; }
-case "$(pwd)/" in /tmp/*|/run/*) echo "qemu-run: the guest's /tmp and /run are its own; run from elsewhere" >&2; exit 2 ;; esac
-for d in "${rw[@]}"; do case "$d/" in /tmp/*|/run/*) echo "qemu-run: --rw $d: under the guest's own tmpfs" >&2; exit 2 ;; esac; done
+# The guest mounts its own /tmp (binding a working directory under the host's /tmp back) and /run.
+case "$(pwd)/" in /run/*) echo "qemu-run: the guest's /run is its own; run from elsewhere" >&2; exit 2 ;; esac
+for d in "${rw[@]}"; do
+  case "$d/" in "$(pwd)"/*) ;; /tmp/*|/run/*) echo "qemu-run: --rw $d: under the guest's own tmpfs (and not under the working directory)" >&2; exit 2 ;; esac
+done
 
 kdir=$("$here/setup.sh")
 cache=$(dirname "$kdir")
