@@ -105,6 +105,29 @@ test('an endpoint change touches only its service; removals go count first, then
   expect(await dp.update([{ key: 'svc/ns/b', old: b, new: b }], undefined, 4)).toEqual({ messages: 0, bytes: 0, ms: 0 });
 });
 
+test('an update keeps the ids of endpoints that stay, and a freed id is never given again', async () => {
+  const { fake, dp } = mk();
+  const idsByIp = () => new Map([...fake.be].map(([id, v]) => [decodeBackend(v).addr, id]));
+  const a1 = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]);
+  await dp.fullSync([a1, svc('b', [ep('10.244.1.10')], { ip: '10.96.0.2' })], undefined, 1);
+  const before = [...fake.be.keys()];
+  const first = new Map([...fake.be].filter(([id]) => id !== Math.max(...before)).map(([id, v]) => [decodeBackend(v).addr, id]));
+  const a2 = svc('a', [ep('10.244.1.11'), ep('10.244.1.12')]);
+  await dp.update([{ key: 'svc/ns/a', old: a1, new: a2 }], undefined, 2);
+  const after = [...fake.be.keys()];
+  expect(after).toHaveLength(3);   // a: .11 and .12; b: its own .10
+  expect(idsByIp().get('10.244.1.11')).toBe(first.get('10.244.1.11'));
+  expect(Math.max(...after)).toBeGreaterThan(Math.max(...before));
+  // .10 comes back to a: a new id, not the one a's .10 had.
+  await dp.update([{ key: 'svc/ns/a', old: a2, new: svc('a', [ep('10.244.1.10'), ep('10.244.1.11'), ep('10.244.1.12')]) }], undefined, 3);
+  expect(new Set(fake.be.keys()).has(first.get('10.244.1.10')!)).toBe(false);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.1.11:8080,10.244.1.12:8080', '10.96.0.2:80': '10.244.1.10:8080' });
+  // A full sync of the same state rewrites nothing.
+  const writes = fake.groups.length;
+  await dp.fullSync([svc('a', [ep('10.244.1.10'), ep('10.244.1.11'), ep('10.244.1.12')]), svc('b', [ep('10.244.1.10')], { ip: '10.96.0.2' })], undefined, 4);
+  expect(fake.groups.length).toBe(writes);
+});
+
 test('a restarted dataplane takes over the pinned maps: new ids above the old ones, stale entries removed, the rest untouched', async () => {
   const { fake, dp } = mk();
   await dp.fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 })], undefined, 1);

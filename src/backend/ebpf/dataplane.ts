@@ -12,19 +12,20 @@ import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { BACKEND_MAP, backendIdOfHex, isHeadHex, SVC_KEY_SIZE, SVC_MAP } from './maps';
-import { planService, type EbpfPlan, type Ids } from './plan';
+import { planService, type Ids } from './plan';
 
-interface Planned extends EbpfPlan { beKeys: Set<string>; svcKeys: Set<string> }
+/**
+ * What one service put in the desired maps: its service-map keys (slot 0 keys are also its service-id
+ * keys) and its backend-id keys. Kept so that a change removes exactly these without planning the old
+ * service again (that was half of an update's CPU); ~2 MB at 10k services x 10 endpoints.
+ */
+interface Footprint { svc: string[]; be: string[] }
 
 export class EbpfDataplane implements Dataplane {
   readonly name = 'ebpf';
   private lb: EbpfLoader | undefined;
-  /**
-   * The services planned, by key. Not their plans: planning is a pure function of the service, the
-   * node and the ids (which stay while used), so an update plans the old service again to find what
-   * it had. At 10k services the plans' maps and sets held ~12 MiB.
-   */
-  private services = new Map<string, Service>();
+  /** Each planned service's footprint, by service key. */
+  private footprints = new Map<string, Footprint>();
   // Map contents as hex text (keys and values): desired (the plans) and applied (what the kernel has).
   private desiredSvc = new Map<string, string>();
   private desiredBe = new Map<number, string>();
@@ -72,17 +73,16 @@ export class EbpfDataplane implements Dataplane {
   /** The node item of the last full sync (node ports answer on its addresses). */
   private node: NodeInfo | undefined;
 
-  /** Ids for a plan, recording which keys it used. */
-  private ids(beKeys: Set<string>, svcKeys: Set<string>): Ids {
+  /** Ids for a plan, pushing each backend-id key it asks for to `beKeys`. */
+  private ids(beKeys: string[]): Ids {
     return {
       backend: (k) => {
-        beKeys.add(k);
+        beKeys.push(k);
         let id = this.backendIds.get(k);
         if (id === undefined) this.backendIds.set(k, (id = this.nextBackend++));
         return id;
       },
       service: (k) => {
-        svcKeys.add(k);
         let id = this.serviceIds.get(k);
         if (id === undefined) this.serviceIds.set(k, (id = this.nextService++));
         return id;
@@ -90,19 +90,11 @@ export class EbpfDataplane implements Dataplane {
     };
   }
 
-  private plan(svc: Service): Planned {
-    const beKeys = new Set<string>(), svcKeys = new Set<string>();
-    return { ...planService(svc, this.ids(beKeys, svcKeys), this.node), beKeys, svcKeys };
-  }
-
-  private unaccount(p: Planned, touchedSvc: Set<string>, touchedBe: Set<number>): void {
-    for (const k of p.svc.keys()) { this.desiredSvc.delete(k); touchedSvc.add(k); }
-    for (const id of p.backends.keys()) { this.desiredBe.delete(id); touchedBe.add(id); }
-  }
-
-  private account(p: Planned, touchedSvc: Set<string>, touchedBe: Set<number>): void {
-    for (const [k, v] of p.svc) { this.desiredSvc.set(k, v); touchedSvc.add(k); }
-    for (const [id, v] of p.backends) { this.desiredBe.set(id, v); touchedBe.add(id); }
+  /** Plans the service straight into the desired maps; returns what it put there. */
+  private plan(svc: Service): Footprint {
+    const fp: Footprint = { svc: [], be: [] };
+    planService(svc, this.ids(fp.be), this.node, { svc: this.desiredSvc, backends: this.desiredBe }, fp.svc);
+    return fp;
   }
 
   async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
@@ -129,15 +121,14 @@ export class EbpfDataplane implements Dataplane {
       this.nextBackend = Math.max(this.nextBackend, id + 1);
     }
     // Ids of this process are kept while still used, so a periodic resync rewrites nothing.
-    this.services.clear();
+    this.footprints.clear();
     this.desiredSvc.clear();
     this.desiredBe.clear();
+    for (const svc of services) this.footprints.set(`svc/${svc.namespace}/${svc.name}`, this.plan(svc));
     const usedBe = new Set<string>(), usedSvc = new Set<string>();
-    // Every service's entries straight into the desired maps (no plan per service).
-    const ids = this.ids(usedBe, usedSvc), desired: EbpfPlan = { svc: this.desiredSvc, backends: this.desiredBe };
-    for (const svc of services) {
-      this.services.set(`svc/${svc.namespace}/${svc.name}`, svc);
-      planService(svc, ids, this.node, desired);
+    for (const fp of this.footprints.values()) {
+      for (const k of fp.be) usedBe.add(k);
+      for (const k of fp.svc) if (isHeadHex(k)) usedSvc.add(k);
     }
     for (const k of [...this.backendIds.keys()]) if (!usedBe.has(k)) this.backendIds.delete(k);
     for (const k of [...this.serviceIds.keys()]) if (!usedSvc.has(k)) this.serviceIds.delete(k);
@@ -149,19 +140,32 @@ export class EbpfDataplane implements Dataplane {
     const lb = await this.loader();
     const touchedSvc = new Set<string>(), touchedBe = new Set<number>();
     for (const ch of changes) {
-      const oldSvc = this.services.get(ch.key);
-      const old = oldSvc && this.plan(oldSvc);
-      if (old) this.unaccount(old, touchedSvc, touchedBe);
-      this.services.delete(ch.key);
+      const old = this.footprints.get(ch.key);
+      this.footprints.delete(ch.key);
+      // The new service first: the backends it keeps still have their encoding in the desired map.
       const next = ch.new ? this.plan(ch.new) : undefined;
       if (next) {
-        this.services.set(ch.key, ch.new!);
-        this.account(next, touchedSvc, touchedBe);
+        this.footprints.set(ch.key, next);
+        for (const k of next.svc) touchedSvc.add(k);
+        for (const k of next.be) touchedBe.add(this.backendIds.get(k)!);
       }
-      // Endpoints that left free their id for good (never reused: affinity entries may still name it).
-      if (old) {
-        for (const k of old.beKeys) if (!next?.beKeys.has(k)) this.backendIds.delete(k);
-        for (const k of old.svcKeys) if (!next?.svcKeys.has(k)) this.serviceIds.delete(k);
+      if (!old) continue;
+      // Then what only the old one had. Ids of endpoints that left are freed for good (never reused:
+      // affinity entries may still name them).
+      const keptSvc = new Set(next?.svc), keptBe = new Set(next?.be);
+      for (const k of old.svc) {
+        if (keptSvc.has(k)) continue;
+        this.desiredSvc.delete(k);
+        touchedSvc.add(k);
+        if (isHeadHex(k)) this.serviceIds.delete(k);
+      }
+      for (const k of old.be) {
+        if (keptBe.has(k)) continue;
+        const id = this.backendIds.get(k);
+        if (id === undefined) continue;
+        this.desiredBe.delete(id);
+        this.backendIds.delete(k);
+        touchedBe.add(id);
       }
     }
     return this.converge(lb, touchedSvc, touchedBe);

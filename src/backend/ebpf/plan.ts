@@ -51,10 +51,12 @@ export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): str
 const keys = new SvcKeyWriter();
 
 /**
- * The service's entries, added to `out` (a new plan by default; a full sync passes its desired maps, so
- * that 10k services' entries are written once, not into a plan each and then copied).
+ * The service's entries, added to `out` (a new plan by default; the dataplane passes its desired maps,
+ * so that entries are written once, not into a plan each and then copied). Each service-map key set is
+ * pushed to `svcKeys` when given. A backend id already in out.backends keeps its value: an id stands for
+ * one (service port, address, port), so its encoding cannot have changed.
  */
-export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = { svc: new Map(), backends: new Map() }): EbpfPlan {
+export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = { svc: new Map(), backends: new Map() }, svcKeys?: string[]): EbpfPlan {
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const owner = `${svc.namespace}/${svc.name}`;
   for (const sp of svc.ports) {
@@ -70,7 +72,7 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPl
       if (!values) {
         values = list.map((e) => {
           const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
-          out.backends.set(id, backendHex(e.ip, e.port));
+          if (!out.backends.has(id)) out.backends.set(id, backendHex(e.ip, e.port));
           return slotValueHex(id);
         });
         slotValues.set(list, values);
@@ -90,8 +92,13 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPl
       const values = slotsOf(eps ?? []);
       for (const addr of addrs) {
         keys.at(addr, port, proto);
-        for (let i = 0; i < values.length; i++) out.svc.set(keys.slotHex(i + 1), values[i]);
+        for (let i = 0; i < values.length; i++) {
+          const k = keys.slotHex(i + 1);
+          out.svc.set(k, values[i]);
+          svcKeys?.push(k);
+        }
         const hex0 = keys.slotHex(0);
+        svcKeys?.push(hex0);
         out.svc.set(hex0, svcValueHex({
           backendId: 0, count: values.length, affinitySeconds: affinity, svcId: ids.service(hex0),
           flags: eps === null || values.length === 0 ? FLAG_REFUSE : 0,
