@@ -42,9 +42,18 @@ export function elemId(e: Elem): string {
   }
 }
 
-/** Same element content (key and data). */
+const sameVerd = (a: Verd, b: Verd): boolean => (a === 'drop' || b === 'drop' ? a === b : a.goto === b.goto);
+
+/** Same element content (key and data), field by field (a diff asks it of every element it keeps). */
 export function sameElem(a: Elem, b: Elem): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  switch (a.t) {
+    case 'vip': return b.t === 'vip' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && sameVerd(a.v, b.v);
+    case 'port': return b.t === 'port' && a.proto === b.proto && a.port === b.port && sameVerd(a.v, b.v);
+    case 'slot': return b.t === 'slot' && a.slot === b.slot && a.addr === b.addr && a.port === b.port;
+    case 'pick': return b.t === 'pick' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && a.i === b.i && a.epAddr === b.epAddr && a.epPort === b.epPort;
+    case 'pair': return b.t === 'pair' && a.addr === b.addr;
+    case 'addr': return b.t === 'addr' && a.addr === b.addr;
+  }
 }
 
 const short = (s: string): string => crypto.createHash('sha1').update(s).digest('hex').slice(0, 8);
