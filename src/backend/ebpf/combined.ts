@@ -1,7 +1,9 @@
 // Two dataplanes as one, inside one KernelSink: `--to ebpf` is the socket load balancer (connect() of
 // this node's processes) plus the nft renderer for what is not a socket operation here (node ports, LB
 // and external IPs reached from other hosts, and processes outside the attach cgroup). Both see every
-// sync; a failure of either fails the sync, so the KernelSink's next sync is a full one for both.
+// sync, each even when the one before it failed (the nft part also serves, by DNAT, every connect()
+// the socket LB leaves alone); a failure of either fails the sync, so the KernelSink's next sync is a
+// full one for both.
 import type { NodeInfo, Service } from '../../model/enls';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 
@@ -10,12 +12,18 @@ export class CombinedDataplane implements Dataplane {
 
   private async each(run: (d: Dataplane) => Promise<SyncReport>): Promise<SyncReport> {
     const total: SyncReport = { messages: 0, bytes: 0, ms: 0 };
+    let failure: unknown;
     for (const d of this.parts) {
-      const r = await run(d);
-      total.messages += r.messages;
-      total.bytes += r.bytes;
-      total.ms += r.ms;
+      try {
+        const r = await run(d);
+        total.messages += r.messages;
+        total.bytes += r.bytes;
+        total.ms += r.ms;
+      } catch (e) {
+        failure ??= e;
+      }
     }
+    if (failure !== undefined) throw failure;
     return total;
   }
 

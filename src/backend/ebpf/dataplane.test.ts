@@ -128,6 +128,33 @@ test('an update keeps the ids of endpoints that stay, and a freed id is never gi
   expect(fake.groups.length).toBe(writes);
 });
 
+test('services that do not fit in the service map are left out (nft serves them) and added when room is made', async () => {
+  const fake = new FakeLoader();
+  const logs: string[] = [];
+  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m), 10);
+  const three = (n: number) => [ep(`10.244.${n}.1`), ep(`10.244.${n}.2`), ep(`10.244.${n}.3`)];
+  const a = svc('a', three(1)), b = svc('b', three(2), { ip: '10.96.0.2' }), c = svc('c', three(3), { ip: '10.96.0.3' });
+  // 4 entries each (slot 0 + 3 slots): a and b fit in 10, c does not.
+  await dp.fullSync([a, b, c], undefined, 1);
+  expect(Object.keys(fake.resolve()).sort()).toEqual(['10.96.0.1:80', '10.96.0.2:80']);
+  expect(dp.overflowed).toBe(1);
+  expect(logs.join('\n')).toMatch(/service map is full \(10 entries.*1 service that need 4 more entries are served by the nft part only.*--ebpf-map-entries 1024 /);
+  // a grows past the room left: it leaves the maps too, rather than half of it being written.
+  const a2 = svc('a', [...three(1), ep('10.244.1.4'), ep('10.244.1.5'), ep('10.244.1.6'), ep('10.244.1.7')]);
+  await dp.update([{ key: 'svc/ns/a', old: a, new: a2 }], undefined, 2);
+  // Its 4 entries freed room for c (which overflowed first); a2 (8 entries) still does not fit.
+  expect(Object.keys(fake.resolve()).sort()).toEqual(['10.96.0.2:80', '10.96.0.3:80']);
+  expect(dp.overflowed).toBe(1);
+  // b goes: 4 + 8 entries would still not fit. b and c go: a2 fits.
+  await dp.update([{ key: 'svc/ns/b', old: b, new: null }], undefined, 3);
+  expect(Object.keys(fake.resolve())).toEqual(['10.96.0.3:80']);
+  expect(dp.overflowed).toBe(1);
+  await dp.update([{ key: 'svc/ns/c', old: c, new: null }], undefined, 4);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': a2.ports[0].clusterEndpoints.map((e) => `${e.ip}:8080`).sort().join(',') });
+  expect(dp.overflowed).toBe(0);
+  expect(fake.svc.size).toBeLessThanOrEqual(10);
+});
+
 test('a restarted dataplane takes over the pinned maps: new ids above the old ones, stale entries removed, the rest untouched', async () => {
   const { fake, dp } = mk();
   await dp.fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 })], undefined, 1);

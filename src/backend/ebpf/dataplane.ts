@@ -11,8 +11,8 @@
 import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, backendIdOfHex, isHeadHex, SVC_KEY_SIZE, SVC_MAP } from './maps';
-import { planService, type Ids } from './plan';
+import { BACKEND_MAP, backendIdOfHex, DEFAULT_MAP_ENTRIES, isHeadHex, SVC_KEY_SIZE, SVC_MAP } from './maps';
+import { planService, serviceEntries, type Ids } from './plan';
 
 /**
  * What one service put in the desired maps: its service-map keys (slot 0 keys are also its service-id
@@ -26,6 +26,12 @@ export class EbpfDataplane implements Dataplane {
   private lb: EbpfLoader | undefined;
   /** Each planned service's footprint, by service key. */
   private footprints = new Map<string, Footprint>();
+  /**
+   * Services that did not fit in the service map (--ebpf-map-entries), by key. They have no entry, so
+   * connect() leaves their addresses alone and the nft part of `--to ebpf` DNATs them like any packet;
+   * they are planned again as soon as there is room.
+   */
+  private overflow = new Map<string, Service>();
   // Map contents as hex text (keys and values): desired (the plans) and applied (what the kernel has).
   private desiredSvc = new Map<string, string>();
   private desiredBe = new Map<number, string>();
@@ -46,8 +52,35 @@ export class EbpfDataplane implements Dataplane {
    * Programs attached before the maps are filled find no entry and leave connect() alone, as no
    * program would. A failed open is tried again at the next sync.
    */
-  constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void) {
+  constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void,
+    /** Entries of the service map (its max_entries). */
+    private readonly capacity = DEFAULT_MAP_ENTRIES) {
     this.startOpen();
+  }
+
+  /** Services left to the nft part because the service map is full. */
+  get overflowed(): number { return this.overflow.size; }
+
+  /**
+   * Plans the service if its entries fit beside the others (`freed`: entries about to be removed);
+   * otherwise records it as overflowed and returns undefined.
+   */
+  private planIfFits(key: string, svc: Service, freed = 0): Footprint | undefined {
+    if (this.desiredSvc.size - freed + serviceEntries(svc, this.node) > this.capacity) {
+      this.overflow.set(key, svc);
+      return undefined;
+    }
+    this.overflow.delete(key);
+    return this.plan(svc);
+  }
+
+  private reportOverflow(): void {
+    if (this.overflow.size === 0) return;
+    let need = this.desiredSvc.size;
+    for (const svc of this.overflow.values()) need += serviceEntries(svc, this.node);
+    this.log(`ebpf: the service map is full (${this.capacity} entries, --ebpf-map-entries): ${this.overflow.size} service${this.overflow.size === 1 ? '' : 's'} that need ` +
+      `${need - this.desiredSvc.size} more entries are served by the nft part only (DNAT instead of connect()-time balancing); ` +
+      `restart with --ebpf-map-entries ${Math.ceil((need * 1.25) / 1024) * 1024} or more (after --ebpf-cleanup: pinned maps keep their size)`);
   }
 
   private startOpen(): void {
@@ -122,9 +155,15 @@ export class EbpfDataplane implements Dataplane {
     }
     // Ids of this process are kept while still used, so a periodic resync rewrites nothing.
     this.footprints.clear();
+    this.overflow.clear();
     this.desiredSvc.clear();
     this.desiredBe.clear();
-    for (const svc of services) this.footprints.set(`svc/${svc.namespace}/${svc.name}`, this.plan(svc));
+    for (const svc of services) {
+      const key = `svc/${svc.namespace}/${svc.name}`;
+      const fp = this.planIfFits(key, svc);
+      if (fp) this.footprints.set(key, fp);
+    }
+    this.reportOverflow();
     const usedBe = new Set<string>(), usedSvc = new Set<string>();
     for (const fp of this.footprints.values()) {
       for (const k of fp.be) usedBe.add(k);
@@ -139,11 +178,13 @@ export class EbpfDataplane implements Dataplane {
   async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
     const lb = await this.loader();
     const touchedSvc = new Set<string>(), touchedBe = new Set<number>();
+    const overflowBefore = this.overflow.size;
     for (const ch of changes) {
       const old = this.footprints.get(ch.key);
       this.footprints.delete(ch.key);
+      this.overflow.delete(ch.key);
       // The new service first: the backends it keeps still have their encoding in the desired map.
-      const next = ch.new ? this.plan(ch.new) : undefined;
+      const next = ch.new ? this.planIfFits(ch.key, ch.new, old?.svc.length) : undefined;
       if (next) {
         this.footprints.set(ch.key, next);
         for (const k of next.svc) touchedSvc.add(k);
@@ -168,6 +209,15 @@ export class EbpfDataplane implements Dataplane {
         touchedBe.add(id);
       }
     }
+    // Room made by removals: services that did not fit before, in the order they overflowed.
+    for (const [key, svc] of this.overflow) {
+      const fp = this.planIfFits(key, svc);
+      if (!fp) break;
+      this.footprints.set(key, fp);
+      for (const k of fp.svc) touchedSvc.add(k);
+      for (const k of fp.be) touchedBe.add(this.backendIds.get(k)!);
+    }
+    if (this.overflow.size > overflowBefore) this.reportOverflow();
     return this.converge(lb, touchedSvc, touchedBe);
   }
 

@@ -10,6 +10,7 @@ import { EbpfLoader, ebpfCleanup } from '../../native/ebpf';
 import type { Sink } from '../../sink/sink';
 import { CombinedDataplane } from './combined';
 import { EbpfDataplane } from './dataplane';
+import { DEFAULT_MAP_ENTRIES } from './maps';
 
 export { EbpfDataplane } from './dataplane';
 export { CombinedDataplane } from './combined';
@@ -46,7 +47,7 @@ export function defaultCgroup(): string {
 
 export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
   const kernel = opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {});
-  const ebpf = new EbpfDataplane(() => EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries }), opts.log);
+  const ebpf = new EbpfDataplane(() => EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries }), opts.log, opts.mapEntries ?? DEFAULT_MAP_ENTRIES);
   const nft = new NftDataplane(opts.nftTable, kernel);
   return new KernelSink(new CombinedDataplane('ebpf', [ebpf, nft]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }

@@ -8,6 +8,8 @@ export const BACKEND_MAP = 'kpng_be';
 export const SVC_KEY_SIZE = 24;
 export const SVC_VALUE_SIZE = 20;
 export const BACKEND_VALUE_SIZE = 20;
+/** max_entries of kpng_svc and kpng_be unless --ebpf-map-entries says otherwise (sock_lb.bpf.c). */
+export const DEFAULT_MAP_ENTRIES = 262144;
 /** svc_value.flags: connect() / sendmsg() fail with ECONNREFUSED. */
 export const FLAG_REFUSE = 1;
 

@@ -50,35 +50,17 @@ export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): str
 
 const keys = new SvcKeyWriter();
 
-/**
- * The service's entries, added to `out` (a new plan by default; the dataplane passes its desired maps,
- * so that entries are written once, not into a plan each and then copied). Each service-map key set is
- * pushed to `svcKeys` when given. A backend id already in out.backends keeps its value: an id stands for
- * one (service port, address, port), so its encoding cannot have changed.
- */
-export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = { svc: new Map(), backends: new Map() }, svcKeys?: string[]): EbpfPlan {
-  const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
-  const owner = `${svc.namespace}/${svc.name}`;
+/** One service port's destination the socket LB answers: its addresses, port, and the endpoints (null: refused). */
+interface Dest { proto: number; fam: 4 | 6; addrs: string[]; port: number; eps: Endpoint[] | null; sp: Service['ports'][number] }
+
+/** The socket-LB destinations of a service, in the order planService writes them. */
+function* destinations(svc: Service, node: NodeInfo | undefined): Generator<Dest> {
   for (const sp of svc.ports) {
     const proto = IPPROTO[sp.port.protocol];
     if (!proto || sp.port.port <= 0) continue;
     const fam = sp.family === IPFamily.IPV6 ? 6 : 4;
     const ofFam = (eps: Endpoint[]) => eps.filter((e) => e.ip.includes(':') === (fam === 6));
     const cluster = ofFam(sp.clusterEndpoints), local = ofFam(sp.localEndpoints);
-    /** Slot values (hex) of an endpoint list, by list: the same backends serve every address of the port. */
-    const slotValues = new Map<Endpoint[], string[]>();
-    const slotsOf = (list: Endpoint[]): string[] => {
-      let values = slotValues.get(list);
-      if (!values) {
-        values = list.map((e) => {
-          const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
-          if (!out.backends.has(id)) out.backends.set(id, backendHex(e.ip, e.port));
-          return slotValueHex(id);
-        });
-        slotValues.set(list, values);
-      }
-      return values;
-    };
     const dests: Array<[string[], Routes | null, number]> = [
       [ofFamily(svc.clusterIps, sp.family), sp.clusterIp, sp.port.port],
       [ofFamily(svc.externalIps, sp.family), sp.externalIp, sp.port.port],
@@ -89,21 +71,53 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPl
       if (!routes || addrs.length === 0) continue;
       const eps = routeEndpoints(routes.pod, cluster, local);
       if (eps === undefined) continue;
-      const values = slotsOf(eps ?? []);
-      for (const addr of addrs) {
-        keys.at(addr, port, proto);
-        for (let i = 0; i < values.length; i++) {
-          const k = keys.slotHex(i + 1);
-          out.svc.set(k, values[i]);
-          svcKeys?.push(k);
-        }
-        const hex0 = keys.slotHex(0);
-        svcKeys?.push(hex0);
-        out.svc.set(hex0, svcValueHex({
-          backendId: 0, count: values.length, affinitySeconds: affinity, svcId: ids.service(hex0),
-          flags: eps === null || values.length === 0 ? FLAG_REFUSE : 0,
-        }));
+      yield { proto, fam, addrs, port, eps, sp };
+    }
+  }
+}
+
+/** How many service-map entries planService writes for the service (slot 0 and one per backend, per address). */
+export function serviceEntries(svc: Service, node?: NodeInfo): number {
+  let n = 0;
+  for (const d of destinations(svc, node)) n += d.addrs.length * (1 + (d.eps?.length ?? 0));
+  return n;
+}
+
+/**
+ * The service's entries, added to `out` (a new plan by default; the dataplane passes its desired maps,
+ * so that entries are written once, not into a plan each and then copied). Each service-map key set is
+ * pushed to `svcKeys` when given. A backend id already in out.backends keeps its value: an id stands for
+ * one (service port, address, port), so its encoding cannot have changed.
+ */
+export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = { svc: new Map(), backends: new Map() }, svcKeys?: string[]): EbpfPlan {
+  const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
+  const owner = `${svc.namespace}/${svc.name}`;
+  /** Slot values (hex) of an endpoint list, by list: the same backends serve every address of the port. */
+  const slotValues = new Map<Endpoint[], string[]>();
+  for (const { proto, fam, addrs, port, eps, sp } of destinations(svc, node)) {
+    const list = eps ?? [];
+    let values = slotValues.get(list);
+    if (!values) {
+      values = list.map((e) => {
+        const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
+        if (!out.backends.has(id)) out.backends.set(id, backendHex(e.ip, e.port));
+        return slotValueHex(id);
+      });
+      slotValues.set(list, values);
+    }
+    for (const addr of addrs) {
+      keys.at(addr, port, proto);
+      for (let i = 0; i < values.length; i++) {
+        const k = keys.slotHex(i + 1);
+        out.svc.set(k, values[i]);
+        svcKeys?.push(k);
       }
+      const hex0 = keys.slotHex(0);
+      svcKeys?.push(hex0);
+      out.svc.set(hex0, svcValueHex({
+        backendId: 0, count: values.length, affinitySeconds: affinity, svcId: ids.service(hex0),
+        flags: eps === null || values.length === 0 ? FLAG_REFUSE : 0,
+      }));
     }
   }
   return out;

@@ -1,0 +1,26 @@
+// `--to ebpf` is two dataplanes: a failing one must not keep the other from syncing.
+import type { Dataplane, SyncReport } from '../kernel/dataplane';
+import { CombinedDataplane } from './combined';
+
+const part = (name: string, calls: string[], fail?: Error): Dataplane => ({
+  name,
+  async fullSync(): Promise<SyncReport> { calls.push(`${name} full`); if (fail) throw fail; return { messages: 1, bytes: 10, ms: 1 }; },
+  async update(): Promise<SyncReport> { calls.push(`${name} update`); if (fail) throw fail; return { messages: 2, bytes: 20, ms: 2 }; },
+});
+
+test('both parts sync; the reports add up', async () => {
+  const calls: string[] = [];
+  const d = new CombinedDataplane('ebpf', [part('bpf', calls), part('nft', calls)]);
+  expect(await d.fullSync([], undefined, 1)).toEqual({ messages: 2, bytes: 20, ms: 2 });
+  expect(await d.update([], undefined, 2)).toEqual({ messages: 4, bytes: 40, ms: 4 });
+  expect(calls).toEqual(['bpf full', 'nft full', 'bpf update', 'nft update']);
+});
+
+test('a failing first part still lets the second sync, then the sync fails with the first error', async () => {
+  const calls: string[] = [];
+  const boom = new Error('update kpng_svc: No space left on device');
+  const d = new CombinedDataplane('ebpf', [part('bpf', calls, boom), part('nft', calls)]);
+  await expect(d.fullSync([], undefined, 1)).rejects.toBe(boom);
+  await expect(d.update([], undefined, 2)).rejects.toBe(boom);
+  expect(calls).toEqual(['bpf full', 'nft full', 'bpf update', 'nft update']);
+});
