@@ -18,6 +18,7 @@ import { ClusterStore } from '../src/store/cluster';
 import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
+import { limitYoungGeneration } from '../src/util/memory';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
@@ -165,6 +166,8 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
 (async () => {
   if (process.getuid?.() !== 0) { console.log('nft-change bench: needs root, skipped'); return; }
   if (!native.nativeAvailable()) { console.log('nft-change bench: native addon not built, skipped'); return; }
+  // The young generation as kpng runs it (src/cli/main.ts): its size decides the scavenge pauses.
+  limitYoungGeneration();
   const rows: (string | number)[][] = [];
   for (const [k, n] of SIZES.entries()) {
     rows.push(await run(n, k === SIZES.length - 1));

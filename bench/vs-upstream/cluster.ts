@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import { parseObjectsText } from '../../src/source/objects-file';
 import type { ControlPlane } from '../../test/e2e/support/controlplane';
 import { endpointSlice, node, nodeStatus, NODES, service, SERVICES, SLICES } from '../events/objects';
+import { ipv4Allocator, putAll, storedService, storedSlice, waitListed, type EtcdObject } from './etcd-fill';
 
 /** One EndpointSlice as the benchmark last wrote it (the body it PUTs back, changed). */
 export interface Slice { namespace: string; name: string; body: any }
@@ -58,8 +59,15 @@ function proxied(svc: any): string[] {
   return ips.filter((ip) => ip && ip !== 'None');
 }
 
+/**
+ * How the synthetic objects get into the cluster: `api` creates them through the API server (as a
+ * controller would), `etcd` writes them into etcd (etcd-fill.ts: for sizes the API server's quadratic
+ * ClusterIP allocation makes impractical).
+ */
+export type Fill = 'api' | 'etcd';
+
 /** N services with one TCP port each and E ready endpoints each, spread over 10 nodes. */
-export async function createSynthetic(cp: ControlPlane, services: number, endpoints: number, concurrency: number): Promise<Cluster> {
+export async function createSynthetic(cp: ControlPlane, services: number, endpoints: number, concurrency: number, fill: Fill = 'api', serviceCidr = '10.96.0.0/12'): Promise<Cluster> {
   const nextIp = ipRange(244);
   const nodes = 10;
   for (let i = 0; i < nodes; i++) {
@@ -68,17 +76,35 @@ export async function createSynthetic(cp: ControlPlane, services: number, endpoi
   }
   const cluster: Cluster = { node: 'n1', clusterIps: [], slices: [], services, endpoints: services * endpoints };
   let podSeq = 0;
-  await pool(Array.from({ length: services }, (_, i) => i), concurrency, async (i) => {
-    const name = `svc-${i}`;
-    const created = await must(cp, 'POST', SERVICES('default'), service(name));
-    cluster.clusterIps.push(...proxied(created));
+  const sliceOf = (name: string) => {
     const eps = Array.from({ length: endpoints }, () => {
       const k = podSeq++;
       return { ip: nextIp(), nodeName: `n${(k % nodes) + 1}`, zone: `zone-${'abc'[k % 3]}`, pod: `${name}-${k}` };
     });
     const body = endpointSlice(`${name}-abcde`, name, eps);
-    await must(cp, 'POST', SLICES('default'), body);
     if (endpoints > 0) cluster.slices.push({ namespace: 'default', name: `${name}-abcde`, body });
+    return body;
+  };
+  if (fill === 'etcd') {
+    const v4 = serviceCidr.split(',').find((c) => !c.includes(':'));
+    if (!v4) throw new Error(`--fill etcd needs an IPv4 service CIDR (got ${serviceCidr})`);
+    const clusterIp = ipv4Allocator(v4);
+    const objects: EtcdObject[] = [];
+    for (let i = 0; i < services; i++) {
+      const ip = clusterIp();
+      objects.push(storedService('default', `svc-${i}`, ip), storedSlice('default', sliceOf(`svc-${i}`)));
+      cluster.clusterIps.push(ip);
+    }
+    await putAll(cp.etcdEndpoint, objects);
+    // The `kubernetes` Service is in default too.
+    await waitListed(cp, 'default', services + 1, services);
+    return cluster;
+  }
+  await pool(Array.from({ length: services }, (_, i) => i), concurrency, async (i) => {
+    const name = `svc-${i}`;
+    const created = await must(cp, 'POST', SERVICES('default'), service(name));
+    cluster.clusterIps.push(...proxied(created));
+    await must(cp, 'POST', SLICES('default'), sliceOf(name));
   });
   return cluster;
 }

@@ -72,6 +72,7 @@ export class Lab {
     this.proxy = p;
     // KPNG_BENCH_PROXY_LOG=DIR: every proxy's whole output also goes to DIR/<netns>.log.
     const logDir = process.env.KPNG_BENCH_PROXY_LOG;
+    if (logDir) fs.mkdirSync(logDir, { recursive: true });
     const file = logDir ? fs.createWriteStream(path.join(logDir, `${this.netns}.log`), { flags: 'a' }) : undefined;
     const keep = (l: string) => { file?.write(`${l}\n`); this.stderrTail.push(l); if (this.stderrTail.length > 50) this.stderrTail.shift(); };
     onLines(p.stdout!, keep);

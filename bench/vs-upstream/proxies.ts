@@ -56,7 +56,8 @@ export function upstream(bin: string): ProxySpec {
   };
 }
 
-export function kpng(backend: string): ProxySpec {
+/** kpng with `--to backend`; ebpf: `mapEntries` sizes its service and backend maps (--ebpf-map-entries). */
+export function kpng(backend: string, mapEntries?: number): ProxySpec {
   const ebpf = backend === 'ebpf' ? ebpfPlaces(`kpng-${backend}`) : undefined;
   return {
     name: `kpng ${backend}`,
@@ -66,6 +67,7 @@ export function kpng(backend: string): ProxySpec {
     argv: (kubeconfig, node, podCidr) => [
       nodeBinary(), ...(process.env.KPNG_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), kpngMain(), 'kube', '--kubeconfig', kubeconfig,
       '--node', node, '--to', backend, '--cluster-cidr', podCidr, ...(ebpf ? ['--cgroup', ebpf.cgroup, '--bpffs', ebpf.pinDir] : []),
+      ...(ebpf && mapEntries ? ['--ebpf-map-entries', String(mapEntries)] : []),
     ],
   };
 }

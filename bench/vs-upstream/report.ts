@@ -7,17 +7,31 @@ export interface Figure {
   /** One value per proxy, in column order (NaN: not measured). */
   values: number[];
   digits: number;
+  /** Per value: it is a lower bound (e.g. a start that had not finished when the bench gave up). */
+  lowerBound?: boolean[];
 }
 
 const fmt = (v: number, digits: number) => (Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
+
+/** A value as text, '>' before a lower bound. */
+const value = (f: Figure, i: number) => (f.lowerBound?.[i] && Number.isFinite(f.values[i]) ? '>' : '') + fmt(f.values[i], f.digits);
+
+/** values[0] / values[i] ('>' when values[0] is a lower bound and values[i] is not; n/a when unknown). */
+export function ratio(f: Figure, i: number): string | undefined {
+  const ref = f.values[0], v = f.values[i];
+  if (!Number.isFinite(ref) || !Number.isFinite(v) || v <= 0) return undefined;
+  const [refLow, low] = [!!f.lowerBound?.[0], !!f.lowerBound?.[i]];
+  if (low && refLow) return undefined;
+  return `${refLow ? '>' : low ? '<' : ''}${(ref / v).toFixed(2)}x`;
+}
 
 /** Lower is better for every figure; the ratio is reference / other (> 1: the other is ahead). */
 export function table(names: string[], figures: Figure[]): string {
   const header = ['', ...names.map((n) => n), ...names.slice(1).map((n) => `${names[0]} / ${n}`)];
   const rows = figures.map((f) => [
     `${f.label} (${f.unit})`,
-    ...f.values.map((v) => fmt(v, f.digits)),
-    ...f.values.slice(1).map((v) => (Number.isFinite(v) && Number.isFinite(f.values[0]) && v > 0 ? `${(f.values[0] / v).toFixed(2)}x` : 'n/a')),
+    ...f.values.map((_, i) => value(f, i)),
+    ...f.values.slice(1).map((_, i) => ratio(f, i + 1) ?? 'n/a'),
   ]);
   const widths = header.map((_, i) => Math.max(header[i].length, ...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
@@ -48,8 +62,8 @@ export function writeSvg(file: string, title: string, names: string[], figures: 
       const y = y0 + i * (barH + gap);
       const w = Number.isFinite(v) ? Math.max(1, (v / max) * width) : 0;
       out.push(`<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${COLORS[i % COLORS.length]}"/>`);
-      const ratio = i > 0 && Number.isFinite(v) && v > 0 && Number.isFinite(f.values[0]) ? `  (${(f.values[0] / v).toFixed(1)}x)` : '';
-      out.push(`<text x="${(left + w + 5).toFixed(1)}" y="${y + barH - 4}">${esc(fmt(v, f.digits) + ratio)}</text>`);
+      const r = i > 0 ? ratio(f, i) : undefined;
+      out.push(`<text x="${(left + w + 5).toFixed(1)}" y="${y + barH - 4}">${esc(value(f, i) + (r ? `  (${r})` : ''))}</text>`);
     });
   });
   out.push('</svg>');

@@ -36,6 +36,9 @@ export function batchSizeHint(famOps: FamOps[]): number {
   return Math.min(1 << 20, Math.max(4096, n));
 }
 
+/** Elements written between two checks of the event-loop budget (~2-4 ms of encoding). */
+export const ELEM_SLICE = 4096;
+
 /**
  * The addon's batch for ops of both families, built in slices: a full sync's hundreds of thousands
  * of objects are converted and encoded with a turn of the event loop every few milliseconds.
@@ -46,8 +49,17 @@ export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yiel
   for (const f of famOps) {
     for (const op of f.ops) {
       // Elements (nearly all of a full sync) are written straight into the batch.
-      if (op.k === 'addElems' || op.k === 'delElems') elems.write(batch, f.fam, table, op.k === 'addElems' ? 'add' : 'delete', op.set, op.elems);
-      else for (const o of toNftOps(f.fam, table, [op])) batch.add(o);
+      if (op.k === 'addElems' || op.k === 'delElems') {
+        // A 50k-service vips map is one op of 50k elements: written in slices (one message each).
+        const kind = op.k === 'addElems' ? 'add' : 'delete';
+        if (op.elems.length <= ELEM_SLICE) elems.write(batch, f.fam, table, kind, op.set, op.elems);
+        else {
+          for (let i = 0; i < op.elems.length; i += ELEM_SLICE) {
+            elems.write(batch, f.fam, table, kind, op.set, op.elems.slice(i, i + ELEM_SLICE));
+            if (y.due()) await y.turn();
+          }
+        }
+      } else for (const o of toNftOps(f.fam, table, [op])) batch.add(o);
       if (y.due()) await y.turn();
     }
   }
