@@ -143,3 +143,31 @@ test('a third-party backend registers through --plugin and gets its own flags (e
   expect(missing.code).toBe(2);
   expect(missing.stderr).toMatch(/--plugin .*nope.js: Cannot find module/);
 });
+
+test('the memory-reducing GC waits for the first sync, even when that sync is slow and idle', async () => {
+  // A backend whose first sync waits 2.5 s without work (as a kernel sync waits on the addon's thread):
+  // the idle check must not fire the GC inside it.
+  const plugin = path.join(dir, 'slow-first.js');
+  fs.writeFileSync(plugin, `
+const { registerBackend } = require(${JSON.stringify(path.join(ROOT, 'dist', 'src', 'index'))});
+let first = true;
+registerBackend({ name: 'slow-first', summary: 'test: a slow first sync', flags: [], create(ctx) {
+  return { name: 'slow-first', async apply(batch) {
+    if (first) { first = false; await new Promise((r) => setTimeout(r, 2500)); }
+    ctx.log.info('slow-first: applied revision ' + batch.revision);
+  } };
+} });
+`);
+  const p = new KpngProcess(['file', '--input', example, '--node', 'n1', '--plugin', plugin, '--to', 'slow-first']);
+  try {
+    const deadline = Date.now() + 15_000;
+    while (!/memory: resident set/.test(p.stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  } finally {
+    await p.stop();
+  }
+  const lines = p.stderr.split('\n');
+  const applied = lines.findIndex((l) => l.includes('slow-first: applied revision 1'));
+  const gc = lines.findIndex((l) => /memory: resident set \d+ -> \d+ MiB after the first sync/.test(l));
+  expect(applied).toBeGreaterThanOrEqual(0);
+  expect(gc).toBeGreaterThan(applied);
+}, 30_000);

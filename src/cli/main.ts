@@ -118,7 +118,6 @@ export async function main(argv: string[]): Promise<number> {
       stops.push(() => src.stop());
       state = src.state;
       objects = () => src.state.size;
-      if (!opts.once) reduceMemoryWhenIdle(log, ac.signal);
     } else {
       const cluster = (store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model, observe: ops.observeObject }));
       events = () => cluster.events;
@@ -137,10 +136,11 @@ export async function main(argv: string[]): Promise<number> {
         const file = new FileSource({ file: opts.input!, store: cluster, log });
         await file.start(!opts.once);
         stops.push(() => file.stop());
-        if (!opts.once) reduceMemoryWhenIdle(log, ac.signal);
+        if (!opts.once && opts.to === 'api') reduceMemoryWhenIdle(log, ac.signal);
       } else {
         const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
-        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal });
+        // With a sink, the memory-reducing GC waits for the first sync (onApplied below).
+        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api' });
         stops.push(() => src.stop());
       }
       if (opts.to === 'api') {
@@ -154,7 +154,7 @@ export async function main(argv: string[]): Promise<number> {
     const sink = ops.attach(state, await createSink(def, opts, log), store);
     stops.push(() => sink.close?.());
     if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
-    let cacheFlushed = false;
+    let cacheFlushed = false, firstApplied = false;
     const result = await runSink(state, sink, {
       log,
       minSyncPeriodMs: opts.once ? 0 : opts.minSyncPeriodMs,
@@ -166,6 +166,9 @@ export async function main(argv: string[]): Promise<number> {
         // Every module of the steady state is loaded by the first sync: keep their bytecode for
         // the next start now (node would write it only at a clean exit).
         if (!cacheFlushed && compileCache?.enabled) { cacheFlushed = true; flushCompileCache(); }
+        // One memory-reducing GC once idle after the first sync (the lists' garbage is gone then);
+        // started earlier, it could land inside that sync.
+        if (!firstApplied && !opts.once) { firstApplied = true; reduceMemoryWhenIdle(log, ac.signal); }
       },
     }, ac.signal);
     if (opts.once && result.syncs === 0) {

@@ -23,6 +23,12 @@ export interface KubeSourceOptions {
   node: string;
   serviceProxyName: string;
   signal: AbortSignal;
+  /**
+   * One memory-reducing GC once the process is idle after the first lists (default true). A caller
+   * that programs the kernel passes false and does it after its first sync: started at "synced", the
+   * GC could land in the middle of that sync (3.3 s inside a 50k-service eBPF full sync).
+   */
+  reduceMemoryWhenSynced?: boolean;
 }
 
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
@@ -42,7 +48,7 @@ export function createReflectors(
 }
 
 /** Runs the reflectors; marks the store synced after every first list. */
-export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore, 'markSynced' | 'getNode'>, log: Logger, node: string, signal: AbortSignal): { stop(): Promise<void> } {
+export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore, 'markSynced' | 'getNode'>, log: Logger, node: string, signal: AbortSignal, reduceMemory = true): { stop(): Promise<void> } {
   const ac = new AbortController();
   const onAbort = () => ac.abort();
   signal.addEventListener('abort', onAbort, { once: true });
@@ -53,7 +59,7 @@ export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore,
     if (!store.getNode(node)) log.warn(`kube: Node ${node} not found (or not usable): no zone for topology hints until it appears`);
     log.info('kube: every initial list applied; the state is synced');
     store.markSynced();
-    reduceMemoryWhenIdle(log, ac.signal);
+    if (reduceMemory) reduceMemoryWhenIdle(log, ac.signal);
   });
   return {
     async stop() {
@@ -65,7 +71,7 @@ export function runReflectors(reflectors: Reflector[], store: Pick<ClusterStore,
 }
 
 /** Lists (watch-list or paginated) then watches; calls store.markSynced() once every initial list has been applied. */
-export type StartKubeSource = (opts: { store: ClusterStore; log: Logger; kubeconfig?: string; node: string; serviceProxyName: string; signal: AbortSignal }) => Promise<{ stop(): Promise<void> }>;
+export type StartKubeSource = (opts: KubeSourceOptions) => Promise<{ stop(): Promise<void> }>;
 
 export const startKubeSource: StartKubeSource = async (opts) => {
   // Before the first lists: they are what would grow V8's young generation (memory.ts).
@@ -73,7 +79,7 @@ export const startKubeSource: StartKubeSource = async (opts) => {
   const target = loadKubeTarget(opts.kubeconfig);
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
   const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
-  return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal);
+  return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal, opts.reduceMemoryWhenSynced ?? true);
 };
 
 /** Test and bench knobs (not part of the CLI): KPNG_KUBE_WATCH_TIMEOUT_S, KPNG_KUBE_IDLE_TIMEOUT_MS,
