@@ -18,11 +18,13 @@ export interface HashedState { readonly revision: number; hashOf(key: string): s
 export class ProgrammingLatency {
   /** Last trigger time recorded per slice ("ns/name"): a no-op update repeats it. */
   private readonly lastSeen = new Map<string, number>();
-  /** Received, not yet known to change the state, by service "ns/name". */
-  private readonly waiting = new Map<string, Trigger[]>();
+  /**
+   * Received, not yet known to change the state, by service "ns/name", with the service's hash when
+   * the first of them came (the state as of the last flush: observed objects reach it at the next).
+   */
+  private readonly waiting = new Map<string, { before: string | undefined; triggers: Trigger[] }>();
   /** Changed the state at `revision`: measured when a sync of that revision succeeds. */
   private readonly queued: Array<Trigger & { revision: number }> = [];
-  private readonly hashes = new Map<string, string | undefined>();
   dropped = 0;
 
   constructor(private readonly state: HashedState, private readonly startMs: number = Date.now()) {}
@@ -42,24 +44,21 @@ export class ProgrammingLatency {
     this.lastSeen.set(sliceKey, at);
     const family: IPFamilyName = (raw as { addressType?: unknown }).addressType === 'IPv6' ? 'IPv6' : 'IPv4';
     const key = `${ns}/${svc}`;
-    let list = this.waiting.get(key);
-    if (!list) this.waiting.set(key, (list = []));
-    list.push({ at, family });
+    let w = this.waiting.get(key);
+    if (!w) this.waiting.set(key, (w = { before: this.state.hashOf(`svc/${key}`), triggers: [] }));
+    w.triggers.push({ at, family });
   }
 
-  /** The store flushed and the node state recomputed: keep the triggers whose service changed. */
+  /**
+   * The store flushed and the node state recomputed: keep the triggers whose service changed. Only
+   * services with triggers are hashed (hashing every flushed service made a first sync hash them all).
+   */
   onFlush(services: ReadonlySet<string>, nodeChanged: boolean): void {
-    const changed = new Set<string>();
-    const keys = nodeChanged ? new Set([...services, ...this.waiting.keys()]) : services;
-    for (const svc of keys) {
-      const itemKey = `svc/${svc}`;
-      const h = this.state.hashOf(itemKey);
-      if (h !== this.hashes.get(itemKey)) changed.add(svc);
-      if (h === undefined) this.hashes.delete(itemKey); else this.hashes.set(itemKey, h);
-    }
-    for (const [svc, list] of this.waiting) {
-      if (!changed.has(svc)) continue;
-      for (const t of list) {
+    for (const [svc, w] of this.waiting) {
+      // Not flushed (and the node did not change): its item is what it was.
+      if (!nodeChanged && !services.has(svc)) continue;
+      if (this.state.hashOf(`svc/${svc}`) === w.before) continue;
+      for (const t of w.triggers) {
         if (this.queued.length >= MAX_QUEUED) { this.dropped++; continue; }
         this.queued.push({ ...t, revision: this.state.revision });
       }

@@ -6,7 +6,7 @@ import { NODE_KEY, type Item } from '../model/enls';
 import { computeNodeItem } from '../model/compute';
 import type { ModelNode } from '../model/compute';
 import type { ClusterChange, ClusterStore } from './cluster';
-import { ItemStore, makeEntry, type Entry } from './item-store';
+import { ItemStore, makeEntry, sameEntry, type Entry } from './item-store';
 import { SharedItems, toItemKey, type ServiceRecord } from './shared-items';
 
 export { itemHash } from './item-store';
@@ -90,9 +90,12 @@ export class NodeState extends ItemStore {
     const oldView = this.view;
     const before = new Map<string, string | undefined>();
     const changed: string[] = [];
+    // Before the state is synced no consumer holds anything (a subscriber's first batch is a reset):
+    // changes need no content comparison, so no hashes while the first lists arrive.
+    const exact = this.cluster.synced;
     const note = (key: string, was: Entry | undefined, now: Entry | undefined) => {
-      if (was?.hash === now?.hash) return;
-      before.set(key, was?.hash);
+      if (exact ? sameEntry(was, now) : was === now) return;
+      before.set(key, exact ? was?.hash : undefined);
       changed.push(key);
     };
 
@@ -119,7 +122,7 @@ export class NodeState extends ItemStore {
         this.ownDelete(key);
       } else {
         const e = this.shared.entryFor(rec, this.view);
-        now = e.own && was?.hash === e.entry.hash ? was : e.entry; // keep the object consumers hold
+        now = e.own && exact && was && sameEntry(was, e.entry) ? was : e.entry; // keep the object consumers hold
         if (e.own) this.ownSet(key, now);
         else this.ownDelete(key);
       }

@@ -61,9 +61,11 @@ export class Subscription {
     } else {
       for (const key of [...this.dirty.keys()].sort()) {
         const had = this.dirty.get(key);
-        const hash = this.state.hashOf(key);
-        if (hash === had) continue; // came back to what the consumer has (or absent on both sides)
-        ops.push(hash === undefined ? key : this.state.get(key)!);
+        const item = this.state.get(key);
+        // Came back to what the consumer has (or absent on both sides): nothing to send. The hash is
+        // only computed when the consumer had the key.
+        if (item === undefined ? had === undefined : had !== undefined && this.state.hashOf(key) === had) continue;
+        ops.push(item === undefined ? key : item);
       }
     }
     this.dirty = new Map();
