@@ -81,4 +81,3 @@ export async function waitListed(cp: ControlPlane, ns: string, services: number,
     await new Promise((r) => setTimeout(r, 500));
   }
 }
-

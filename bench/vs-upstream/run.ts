@@ -26,7 +26,8 @@
 // or written into etcd (default above: the API server's ClusterIP allocation is quadratic; etcd-fill.ts).
 // A proxy that has not programmed every service after --start-timeout s (default 1200) is reported as
 // such (its start as a lower bound) and not measured further; the other proxies still are.
-// It prints one table with ratios (upstream / kpng: above 1, kpng is ahead) and writes an SVG chart.
+// It prints one table with ratios (upstream / kpng: above 1, kpng is ahead; with --skip-upstream, the
+// first kpng column / the others) and writes an SVG chart.
 // Figures, never pass/fail.
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
