@@ -128,6 +128,28 @@ test('an update keeps the ids of endpoints that stay, and a freed id is never gi
   expect(fake.groups.length).toBe(writes);
 });
 
+test('an endpoint both in a port\'s cluster list and in its local list is one backend', async () => {
+  const { fake, dp } = mk();
+  const local = ep('10.244.1.10'), remote = ep('10.244.2.10', false);
+  const s = normalizeItem({
+    key: 'svc/ns/np',
+    service: {
+      namespace: 'ns', name: 'np', type: 'NodePort', clusterIps: { v4: ['10.96.0.1'], v6: [] },
+      ports: [{
+        port: { name: 'p', protocol: Protocol.TCP, port: 80, nodePort: 30080 }, family: IPFamily.IPV4,
+        clusterEndpoints: [local, remote], localEndpoints: [local],
+        clusterIp: { pod: r(Target.CLUSTER), node: r(Target.CLUSTER), other: r(Target.CLUSTER) },
+        nodePort: { pod: r(Target.LOCAL), node: r(Target.LOCAL), other: r(Target.LOCAL) },
+      }],
+    },
+  }).service!;
+  const node = { name: 'n1', zone: '', addresses: ['192.168.50.1'], podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
+  await dp.fullSync([s], node, 1);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.2.10:8080', '192.168.50.1:30080': '10.244.1.10:8080' });
+  expect(fake.be.size).toBe(2);
+  expect(dp.counts).toEqual({ services: 2, slots: 3, backends: 2 });
+});
+
 test('services that do not fit in the service map are left out (nft serves them) and added when room is made', async () => {
   const fake = new FakeLoader();
   const logs: string[] = [];

@@ -8,18 +8,52 @@
 // A full sync reads the maps back from the kernel (they are pinned: after a restart they still hold
 // the previous process's state and keep balancing) and converges them to the ENLS the same way, so a
 // restart never interrupts the service. A failed batch throws: the KernelSink's next sync is a full one.
+// So after a sync that succeeded the kernel holds exactly the desired maps, and no copy of what was
+// applied is kept: an update records the previous value of each entry it writes (a Journal) and sends
+// those that differ.
 import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, backendIdOfHex, DEFAULT_MAP_ENTRIES, isHeadHex, SVC_KEY_SIZE, SVC_MAP } from './maps';
-import { planService, serviceEntries, type Ids } from './plan';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
+import { planService, serviceEntries, type EbpfPlan, type Ids, type PlanMap } from './plan';
 
 /**
  * What one service put in the desired maps: its service-map keys (slot 0 keys are also its service-id
- * keys) and its backend-id keys. Kept so that a change removes exactly these without planning the old
- * service again (that was half of an update's CPU); ~2 MB at 10k services x 10 endpoints.
+ * keys) and its backends (endpoint key and id, side by side). Kept so that a change removes exactly
+ * these without planning the old service again, and so that an endpoint that stays keeps its id.
  */
-interface Footprint { svc: string[]; be: string[] }
+interface Footprint { keys: string[]; endpointKeys: string[]; backendIds: number[] }
+
+/** A map's entries before a sync, for the keys the sync touched. */
+interface Before<K, V> { touched(): Iterable<K>; before(k: K): V | undefined }
+
+/** The three maps, in the dataplane's encoding (plan.ts: EbpfPlan). */
+interface Maps { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> }
+
+/**
+ * A desired map as an update writes it: remembers the value each key had before its first write or
+ * delete, so that the update sends only the entries that differ from what the kernel holds.
+ */
+class Journal<K, V> implements PlanMap<K, V>, Before<K, V> {
+  private readonly old = new Map<K, V | undefined>();
+  constructor(private readonly map: Map<K, V>) {}
+  has(k: K): boolean { return this.map.has(k); }
+  set(k: K, v: V): void {
+    if (!this.old.has(k)) this.old.set(k, this.map.get(k));
+    this.map.set(k, v);
+  }
+  delete(k: K): void {
+    if (!this.old.has(k)) this.old.set(k, this.map.get(k));
+    this.map.delete(k);
+  }
+  touched(): Iterable<K> { return this.old.keys(); }
+  before(k: K): V | undefined { return this.old.has(k) ? this.old.get(k) : this.map.get(k); }
+}
+
+/** Everything the desired map or the kernel's copy has, the kernel's copy being the before. */
+function againstKernel<K, V>(desired: Map<K, V>, kernel: Map<K, V>): Before<K, V> {
+  return { touched: () => keysOfBoth(desired, kernel), before: (k) => kernel.get(k) };
+}
 
 export class EbpfDataplane implements Dataplane {
   readonly name = 'ebpf';
@@ -32,12 +66,8 @@ export class EbpfDataplane implements Dataplane {
    * they are planned again as soon as there is room.
    */
   private overflow = new Map<string, Service>();
-  // Map contents as hex text (keys and values): desired (the plans) and applied (what the kernel has).
-  private desiredSvc = new Map<string, string>();
-  private desiredBe = new Map<number, string>();
-  private appliedSvc = new Map<string, string>();
-  private appliedBe = new Map<number, string>();
-  private backendIds = new Map<string, number>();
+  /** The maps as planned; after a sync that succeeded, what the kernel holds. */
+  private desired: Maps = { heads: new Map(), slots: new Map(), backends: new Map() };
   private serviceIds = new Map<string, number>();
   private nextBackend = 1;
   private nextService = 1;
@@ -61,25 +91,30 @@ export class EbpfDataplane implements Dataplane {
   /** Services left to the nft part because the service map is full. */
   get overflowed(): number { return this.overflow.size; }
 
+  /** Entries in the service map (its slot 0s and other slots). */
+  private get svcEntries(): number { return this.desired.heads.size + this.desired.slots.size; }
+
   /**
-   * Plans the service if its entries fit beside the others (`freed`: entries about to be removed);
-   * otherwise records it as overflowed and returns undefined.
+   * Plans the service into `out` if its entries fit beside the others (`freed`: entries about to be
+   * removed), reusing the backend ids of `old`; otherwise records it as overflowed and returns undefined.
    */
-  private planIfFits(key: string, svc: Service, freed = 0): Footprint | undefined {
-    if (this.desiredSvc.size - freed + serviceEntries(svc, this.node) > this.capacity) {
+  private planIfFits(key: string, svc: Service, out: EbpfPlan, old?: Footprint, freed = 0): Footprint | undefined {
+    if (this.svcEntries - freed + serviceEntries(svc, this.node) > this.capacity) {
       this.overflow.set(key, svc);
       return undefined;
     }
     this.overflow.delete(key);
-    return this.plan(svc);
+    const fp: Footprint = { keys: [], endpointKeys: [], backendIds: [] };
+    planService(svc, this.ids(old, fp), this.node, out, fp.keys);
+    return fp;
   }
 
   private reportOverflow(): void {
     if (this.overflow.size === 0) return;
-    let need = this.desiredSvc.size;
+    let need = this.svcEntries;
     for (const svc of this.overflow.values()) need += serviceEntries(svc, this.node);
     this.log(`ebpf: the service map is full (${this.capacity} entries, --ebpf-map-entries): ${this.overflow.size} service${this.overflow.size === 1 ? '' : 's'} that need ` +
-      `${need - this.desiredSvc.size} more entries are served by the nft part only (DNAT instead of connect()-time balancing); ` +
+      `${need - this.svcEntries} more entries are served by the nft part only (DNAT instead of connect()-time balancing); ` +
       `restart with --ebpf-map-entries ${Math.ceil((need * 1.25) / 1024) * 1024} or more (after --ebpf-cleanup: pinned maps keep their size)`);
   }
 
@@ -106,13 +141,18 @@ export class EbpfDataplane implements Dataplane {
   /** The node item of the last full sync (node ports answer on its addresses). */
   private node: NodeInfo | undefined;
 
-  /** Ids for a plan, pushing each backend-id key it asks for to `beKeys`. */
-  private ids(beKeys: string[]): Ids {
+  /**
+   * Ids for planning one service: an endpoint it had before (`old`) keeps its backend id, a new one gets
+   * the next; each is recorded in `fp`.
+   */
+  private ids(old: Footprint | undefined, fp: Footprint): Ids {
+    let oldIds: Map<string, number> | undefined;
     return {
       backend: (k) => {
-        beKeys.push(k);
-        let id = this.backendIds.get(k);
-        if (id === undefined) this.backendIds.set(k, (id = this.nextBackend++));
+        if (old && !oldIds) oldIds = new Map(old.endpointKeys.map((ek, i) => [ek, old.backendIds[i]]));
+        const id = oldIds?.get(k) ?? this.nextBackend++;
+        fp.endpointKeys.push(k);
+        fp.backendIds.push(id);
         return id;
       },
       service: (k) => {
@@ -121,13 +161,6 @@ export class EbpfDataplane implements Dataplane {
         return id;
       },
     };
-  }
-
-  /** Plans the service straight into the desired maps; returns what it put there. */
-  private plan(svc: Service): Footprint {
-    const fp: Footprint = { svc: [], be: [] };
-    planService(svc, this.ids(fp.be), this.node, { svc: this.desiredSvc, backends: this.desiredBe }, fp.svc);
-    return fp;
   }
 
   async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
@@ -140,122 +173,115 @@ export class EbpfDataplane implements Dataplane {
     const svcDump = await lb.dump(SVC_MAP);
     const beDump = await lb.dump(BACKEND_MAP);
     syscalls += svcDump.syscalls + beDump.syscalls;
-    this.appliedSvc = new Map();
+    const kernel: Maps = { heads: new Map(), slots: new Map(), backends: new Map() };
     for (let i = 0; i < svcDump.count; i++) {
-      const k = svcDump.keys.subarray(i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE).toString('hex');
-      const v = svcDump.values.subarray(i * svcDump.valueSize, (i + 1) * svcDump.valueSize);
-      this.appliedSvc.set(k, v.toString('hex'));
-      if (isHeadHex(k)) this.nextService = Math.max(this.nextService, v.readUInt32LE(12) + 1);   // svc_value.svc_id
+      const k = svcDump.keys.toString('latin1', i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE);
+      const at = i * svcDump.valueSize;
+      if (isHeadKey(k)) {
+        const v = svcDump.values.toString('latin1', at, at + SVC_VALUE_SIZE);
+        kernel.heads.set(k, v);
+        this.nextService = Math.max(this.nextService, svcIdOfValue(v) + 1);
+      } else {
+        kernel.slots.set(k, svcDump.values.readUInt32LE(at));   // svc_value.backend_id
+      }
     }
-    this.appliedBe = new Map();
     for (let i = 0; i < beDump.count; i++) {
       const id = beDump.keys.readUInt32LE(i * 4);
-      this.appliedBe.set(id, beDump.values.subarray(i * beDump.valueSize, (i + 1) * beDump.valueSize).toString('hex'));
+      kernel.backends.set(id, beDump.values.toString('latin1', i * beDump.valueSize, i * beDump.valueSize + BACKEND_VALUE_SIZE));
       this.nextBackend = Math.max(this.nextBackend, id + 1);
     }
-    // Ids of this process are kept while still used, so a periodic resync rewrites nothing.
-    this.footprints.clear();
+    // Ids of this process are kept while still used (backend ids through the old footprints), so a
+    // periodic resync rewrites nothing.
+    const old = this.footprints;
+    this.footprints = new Map();
     this.overflow.clear();
-    this.desiredSvc.clear();
-    this.desiredBe.clear();
+    this.desired = { heads: new Map(), slots: new Map(), backends: new Map() };
     for (const svc of services) {
       const key = `svc/${svc.namespace}/${svc.name}`;
-      const fp = this.planIfFits(key, svc);
+      const fp = this.planIfFits(key, svc, this.desired, old.get(key));
       if (fp) this.footprints.set(key, fp);
     }
     this.reportOverflow();
-    const usedBe = new Set<string>(), usedSvc = new Set<string>();
-    for (const fp of this.footprints.values()) {
-      for (const k of fp.be) usedBe.add(k);
-      for (const k of fp.svc) if (isHeadHex(k)) usedSvc.add(k);
-    }
-    for (const k of [...this.backendIds.keys()]) if (!usedBe.has(k)) this.backendIds.delete(k);
-    for (const k of [...this.serviceIds.keys()]) if (!usedSvc.has(k)) this.serviceIds.delete(k);
-    const r = await this.converge(lb, keysOfBoth(this.desiredSvc, this.appliedSvc), keysOfBoth(this.desiredBe, this.appliedBe));
+    for (const k of [...this.serviceIds.keys()]) if (!this.desired.heads.has(k)) this.serviceIds.delete(k);
+    const r = await this.converge(lb, againstKernel(this.desired.heads, kernel.heads), againstKernel(this.desired.slots, kernel.slots),
+      againstKernel(this.desired.backends, kernel.backends));
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
   async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
     const lb = await this.loader();
-    const touchedSvc = new Set<string>(), touchedBe = new Set<number>();
+    const heads = new Journal(this.desired.heads), slots = new Journal(this.desired.slots), backends = new Journal(this.desired.backends);
+    const out: EbpfPlan = { heads, slots, backends };
     const overflowBefore = this.overflow.size;
     for (const ch of changes) {
       const old = this.footprints.get(ch.key);
       this.footprints.delete(ch.key);
       this.overflow.delete(ch.key);
       // The new service first: the backends it keeps still have their encoding in the desired map.
-      const next = ch.new ? this.planIfFits(ch.key, ch.new, old?.svc.length) : undefined;
-      if (next) {
-        this.footprints.set(ch.key, next);
-        for (const k of next.svc) touchedSvc.add(k);
-        for (const k of next.be) touchedBe.add(this.backendIds.get(k)!);
-      }
+      const next = ch.new ? this.planIfFits(ch.key, ch.new, out, old, old?.keys.length) : undefined;
+      if (next) this.footprints.set(ch.key, next);
       if (!old) continue;
       // Then what only the old one had. Ids of endpoints that left are freed for good (never reused:
       // affinity entries may still name them).
-      const keptSvc = new Set(next?.svc), keptBe = new Set(next?.be);
-      for (const k of old.svc) {
-        if (keptSvc.has(k)) continue;
-        this.desiredSvc.delete(k);
-        touchedSvc.add(k);
-        if (isHeadHex(k)) this.serviceIds.delete(k);
+      const keptKeys = new Set(next?.keys), keptIds = new Set(next?.backendIds);
+      for (const k of old.keys) {
+        if (keptKeys.has(k)) continue;
+        if (isHeadKey(k)) {
+          heads.delete(k);
+          this.serviceIds.delete(k);
+        } else {
+          slots.delete(k);
+        }
       }
-      for (const k of old.be) {
-        if (keptBe.has(k)) continue;
-        const id = this.backendIds.get(k);
-        if (id === undefined) continue;
-        this.desiredBe.delete(id);
-        this.backendIds.delete(k);
-        touchedBe.add(id);
-      }
+      for (const id of old.backendIds) if (!keptIds.has(id)) backends.delete(id);
     }
     // Room made by removals: services that did not fit before, in the order they overflowed.
     for (const [key, svc] of this.overflow) {
-      const fp = this.planIfFits(key, svc);
+      const fp = this.planIfFits(key, svc, out);
       if (!fp) break;
       this.footprints.set(key, fp);
-      for (const k of fp.svc) touchedSvc.add(k);
-      for (const k of fp.be) touchedBe.add(this.backendIds.get(k)!);
     }
     if (this.overflow.size > overflowBefore) this.reportOverflow();
-    return this.converge(lb, touchedSvc, touchedBe);
+    return this.converge(lb, heads, slots, backends);
   }
 
-  /** Writes the difference between desired and applied for the touched keys, in the safe order. */
-  private async converge(lb: EbpfLoader, touchedSvc: Iterable<string>, touchedBe: Iterable<number>): Promise<SyncReport> {
+  /**
+   * Sends the entries whose desired value differs from their value before, in the safe order. The
+   * desired maps are the kernel's afterwards; if the batch fails they are not, and the KernelSink's
+   * next sync is a full one, which reads the kernel again.
+   */
+  private async converge(lb: EbpfLoader, heads: Before<string, string>, slots: Before<string, number>, backends: Before<number, string>): Promise<SyncReport> {
+    const want = this.desired;
     const beUp: number[] = [], beDel: number[] = [];
     const slotUp: string[] = [], headUp: string[] = [], headDel: string[] = [], slotDel: string[] = [];
-    for (const id of touchedBe) {
-      const want = this.desiredBe.get(id), have = this.appliedBe.get(id);
-      if (want !== undefined && want !== have) beUp.push(id);
-      else if (want === undefined && have !== undefined) beDel.push(id);
-    }
-    for (const k of touchedSvc) {
-      const want = this.desiredSvc.get(k), have = this.appliedSvc.get(k);
-      const head = isHeadHex(k);
-      if (want !== undefined && want !== have) (head ? headUp : slotUp).push(k);
-      else if (want === undefined && have !== undefined) (head ? headDel : slotDel).push(k);
-    }
-    const svcGroup = (op: 'update' | 'delete', keys: string[]): EbpfMapGroup => ({
-      map: SVC_MAP, op, count: keys.length,
-      keys: Buffer.from(keys.join(''), 'hex'),
-      ...(op === 'update' ? { values: Buffer.from(keys.map((k) => this.desiredSvc.get(k)!).join(''), 'hex') } : {}),
-    });
+    const sort = <K, V>(b: Before<K, V>, desired: Map<K, V>, up: K[], del: K[]) => {
+      for (const k of b.touched()) {
+        const w = desired.get(k), have = b.before(k);
+        if (w !== undefined && w !== have) up.push(k);
+        else if (w === undefined && have !== undefined) del.push(k);
+      }
+    };
+    sort(backends, want.backends, beUp, beDel);
+    sort(slots, want.slots, slotUp, slotDel);
+    sort(heads, want.heads, headUp, headDel);
+    const keysBuffer = (keys: string[]) => Buffer.from(keys.join(''), 'latin1');
+    const svcGroup = (op: 'update' | 'delete', keys: string[], values?: Buffer): EbpfMapGroup =>
+      ({ map: SVC_MAP, op, count: keys.length, keys: keysBuffer(keys), ...(values ? { values } : {}) });
     const beGroup = (op: 'update' | 'delete', ids: number[]): EbpfMapGroup => ({
       map: BACKEND_MAP, op, count: ids.length,
       keys: idsBuffer(ids),
-      ...(op === 'update' ? { values: Buffer.from(ids.map((id) => this.desiredBe.get(id)!).join(''), 'hex') } : {}),
+      ...(op === 'update' ? { values: Buffer.from(ids.map((id) => want.backends.get(id)!).join(''), 'latin1') } : {}),
     });
-    const groups = [beGroup('update', beUp), svcGroup('update', slotUp), svcGroup('update', headUp),
-      svcGroup('delete', headDel), svcGroup('delete', slotDel), beGroup('delete', beDel)].filter((g) => g.count > 0);
+    const groups = [
+      beGroup('update', beUp),
+      svcGroup('update', slotUp, slotValuesBuffer(slotUp.map((k) => want.slots.get(k)!))),
+      svcGroup('update', headUp, Buffer.from(headUp.map((k) => want.heads.get(k)!).join(''), 'latin1')),
+      svcGroup('delete', headDel), svcGroup('delete', slotDel), beGroup('delete', beDel),
+    ].filter((g) => g.count > 0);
     const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
     if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
-    const gone = this.goneUdpPairs(touchedSvc);
+    const gone = this.goneUdpPairs(slots, backends);
     const r = await lb.apply(groups);
-    for (const id of beUp) this.appliedBe.set(id, this.desiredBe.get(id)!);
-    for (const id of beDel) this.appliedBe.delete(id);
-    for (const k of [...slotUp, ...headUp]) this.appliedSvc.set(k, this.desiredSvc.get(k)!);
-    for (const k of [...headDel, ...slotDel]) this.appliedSvc.delete(k);
     const report = { messages: r.syscalls, bytes, ms: r.ms };
     if (gone.length) {
       try {
@@ -276,31 +302,30 @@ export class EbpfDataplane implements Dataplane {
 
   /**
    * kpng_gone keys (backend value + service addr[16], port, pad) for every backend that the touched UDP
-   * service addresses had in the kernel and no longer have in the desired state.
+   * slots had before and that their service address no longer has in the desired state.
    */
-  private goneUdpPairs(touched: Iterable<string>): Buffer[] {
-    const backendsOf = (svc: Map<string, string>, be: Map<number, string>) => {
+  private goneUdpPairs(slots: Before<string, number>, backends: Before<number, string>): Buffer[] {
+    const byVip = (backendOf: (slot: string) => string | undefined) => {
       const out = new Map<string, Set<string>>();
-      for (const k of touched) {
-        if (k.charCodeAt(36) !== 49 || k.charCodeAt(37) !== 49 || isHeadHex(k)) continue;   // proto byte 17: UDP; slots only
-        const v = svc.get(k);
-        const b = v && be.get(backendIdOfHex(v));
+      for (const k of slots.touched()) {
+        if (!isUdpKey(k)) continue;
+        const b = backendOf(k);
         if (!b) continue;
-        const vip = k.slice(0, 36);   // addr[16] + port
+        const vip = vipOfKey(k);
         if (!out.has(vip)) out.set(vip, new Set());
         out.get(vip)!.add(b);
       }
       return out;
     };
-    const before = backendsOf(this.appliedSvc, this.appliedBe);
+    const before = byVip((k) => { const id = slots.before(k); return id === undefined ? undefined : backends.before(id); });
     if (before.size === 0) return [];
-    const after = backendsOf(this.desiredSvc, this.desiredBe);
+    const after = byVip((k) => { const id = this.desired.slots.get(k); return id === undefined ? undefined : this.desired.backends.get(id); });
     const out = new Map<string, Buffer>();
     for (const [vip, bs] of before) {
       for (const b of bs) {
         if (after.get(vip)?.has(b)) continue;
-        const key = b + vip + '0000';
-        out.set(key, Buffer.from(key, 'hex'));
+        const key = b + vip + '\0\0';
+        out.set(key, Buffer.from(key, 'latin1'));
       }
     }
     return [...out.values()];
@@ -308,9 +333,7 @@ export class EbpfDataplane implements Dataplane {
 
   /** What the maps hold, as this dataplane believes (tests, debugging). */
   get counts(): { services: number; slots: number; backends: number } {
-    let heads = 0;
-    for (const k of this.appliedSvc.keys()) if (isHeadHex(k)) heads++;
-    return { services: heads, slots: this.appliedSvc.size - heads, backends: this.appliedBe.size };
+    return { services: this.desired.heads.size, slots: this.desired.slots.size, backends: this.desired.backends.size };
   }
 
   async close(): Promise<void> {

@@ -1,36 +1,44 @@
-// The hex encodings the dataplane keeps its map contents in match the byte layouts (maps.ts).
-import { backendHex, backendIdOfHex, decodeSvcValue, encodeBackend, encodeSvcKey, encodeSvcValue, isHeadHex, slotOfHex, slotValueHex, SvcKeyWriter, svcValueHex, type SvcValue } from './maps';
+// The byte strings the dataplane keeps its map contents in match the byte layouts (maps.ts).
+import { BackendWriter, decodeSvcValue, encodeBackend, encodeSvcKey, encodeSvcValue, isHeadKey, isUdpKey, slotOfKey, slotValuesBuffer, SvcKeyWriter, svcIdOfValue, svcValueBytes, vipOfKey, type SvcValue } from './maps';
 
-test('svcValueHex is encodeSvcValue as hex, and backendIdOfHex reads the id back', () => {
+test('svcValueBytes is encodeSvcValue as a byte string, and svcIdOfValue reads the service id back', () => {
   const values: SvcValue[] = [
     { backendId: 0, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 },
     { backendId: 1, count: 10, affinitySeconds: 10800, svcId: 7, flags: 1 },
-    { backendId: 0xfffffffe, count: 65535, affinitySeconds: 86400, svcId: 0x12345678, flags: 0 },
+    { backendId: 0xfffffffe, count: 65535, affinitySeconds: 86400, svcId: 0xfedcba98, flags: 0 },
   ];
   for (const v of values) {
-    const hex = svcValueHex(v);
-    expect(hex).toBe(encodeSvcValue(v).toString('hex'));
-    expect(decodeSvcValue(Buffer.from(hex, 'hex'))).toEqual(v);
-    expect(backendIdOfHex(hex)).toBe(v.backendId);
+    const s = svcValueBytes(v);
+    expect(s).toHaveLength(20);
+    expect(Buffer.from(s, 'latin1').equals(encodeSvcValue(v))).toBe(true);
+    expect(decodeSvcValue(Buffer.from(s, 'latin1'))).toEqual(v);
+    expect(svcIdOfValue(s)).toBe(v.svcId);
   }
 });
 
-test('the scratch-buffer writers give the same hex as the encoders, whatever was written before', () => {
-  const keys = new SvcKeyWriter();
+test('the writers give the encoders\' bytes, whatever was written before', () => {
+  const keys = new SvcKeyWriter(), backend = new BackendWriter();
   // IPv6 first: its bytes must not survive into the IPv4 entries written after it.
   const cases: Array<[string, number, number]> = [['fd00:10:96::1', 443, 6], ['10.96.0.1', 80, 17], ['2001:db8::ffff:1', 53, 132], ['192.168.255.254', 65535, 6]];
   for (const [addr, port, proto] of cases) {
     keys.at(addr, port, proto);
-    for (const slot of [0, 1, 2, 256, 300, 65535]) {
-      const hex = keys.slotHex(slot);
-      expect(hex).toBe(encodeSvcKey({ addr, port, proto, slot }).toString('hex'));
-      expect(slotOfHex(hex)).toBe(slot);
-      expect(isHeadHex(hex)).toBe(slot === 0);
+    for (const slot of [0, 1, 2, 255, 256, 300, 65535]) {
+      const k = keys.slotKey(slot);
+      const encoded = encodeSvcKey({ addr, port, proto, slot });
+      expect(Buffer.from(k, 'latin1').equals(encoded)).toBe(true);
+      expect(slotOfKey(k)).toBe(slot);
+      expect(isHeadKey(k)).toBe(slot === 0);
+      expect(isUdpKey(k)).toBe(proto === 17);
+      expect(Buffer.from(vipOfKey(k), 'latin1').equals(encoded.subarray(0, 18))).toBe(true);
     }
-    expect(backendHex(addr, port)).toBe(encodeBackend({ addr, port }).toString('hex'));
+    backend.at(addr, port);
+    expect(Buffer.from(backend.value(), 'latin1').equals(encodeBackend({ addr, port }))).toBe(true);
+    // The endpoint key: the backend's bytes, then the service port and protocol; different per port.
+    const ek = backend.endpointKey(8080, proto);
+    expect(ek.slice(0, 20)).toBe(backend.value());
+    expect(ek).not.toBe(backend.endpointKey(8081, proto));
   }
-  for (const id of [1, 255, 0x12345678, 0xfffffffe]) {
-    svcValueHex({ backendId: 9, count: 9, affinitySeconds: 9, svcId: 9, flags: 1 });
-    expect(slotValueHex(id)).toBe(svcValueHex({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
-  }
+  const ids = [1, 255, 0x12345678, 0xfffffffe];
+  const b = slotValuesBuffer(ids);
+  ids.forEach((id, i) => expect(decodeSvcValue(b, i * 20)).toEqual({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
 });

@@ -35,30 +35,35 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
   return { addr: addrText(b, o, fam === 6 ? 10 : 2), port: b.readUInt16BE(o + 16), proto: b[o + 18], slot: b.readUInt16LE(o + 20) };
 }
 
-/** The slot of an encoded key (hex text, as the dataplane keys its maps). */
-export const slotOfHex = (hex: string): number => parseInt(hex.slice(42, 44) + hex.slice(40, 42), 16);
-
-/** slotOfHex(hex) === 0, without making strings (a full sync asks it of every entry). */
-export const isHeadHex = (hex: string): boolean =>
-  hex.charCodeAt(40) === 48 && hex.charCodeAt(41) === 48 && hex.charCodeAt(42) === 48 && hex.charCodeAt(43) === 48;
-
-/**
- * encodeSvcValue as hex text. The dataplane holds every desired and applied entry (110k at 10k
- * services x 10 endpoints): as 40-character strings they take ~56 bytes each, as 20-byte Buffers
- * ~400 (each Buffer.alloc has its own ArrayBuffer and backing store). Made by Buffer#toString, so the
- * string is flat (concatenating parts would keep a tree of them alive).
+/*
+ * The dataplane keeps the maps' keys and values as byte strings: one character per byte (latin1),
+ * made by Buffer#toString('latin1') and read back by Buffer.from(s, 'latin1'). At 10k services x 10
+ * endpoints it holds ~110k keys: a 24-character string takes 40 bytes of heap, its hex text 64, a
+ * Buffer of its own ~400 (an ArrayBuffer and a backing store each). Strings made by toString are flat;
+ * concatenated parts would keep a tree of them alive (32 bytes a node).
  */
-export const svcValueHex = (v: SvcValue): string => encodeSvcValue(v).toString('hex');
 
-/** The backend id of an svc value in hex text. */
-export const backendIdOfHex = (hex: string): number => parseInt(hex.slice(6, 8) + hex.slice(4, 6) + hex.slice(2, 4) + hex.slice(0, 2), 16);
+/** The slot of a service-map key (a byte string). */
+export const slotOfKey = (k: string): number => k.charCodeAt(20) | (k.charCodeAt(21) << 8);
 
-/**
- * Hex text of map entries written through one scratch buffer: the planner makes ~20 of them per
- * endpoint-slot at a full sync (110k slots at 10k services), and a Buffer each (its own ArrayBuffer)
- * cost more than the encoding.
- */
-const scratch = Buffer.alloc(SVC_KEY_SIZE);
+/** slotOfKey(k) === 0: the key of a service address's entry itself (its count, affinity, flags). */
+export const isHeadKey = (k: string): boolean => k.charCodeAt(20) === 0 && k.charCodeAt(21) === 0;
+
+/** Whether a service-map key is a UDP service address's. */
+export const isUdpKey = (k: string): boolean => k.charCodeAt(18) === 17;
+
+/** The address and port of a service-map key (bytes 0-17), as the kpng_gone key holds them. */
+export const vipOfKey = (k: string): string => k.slice(0, 18);
+
+/** A little-endian u32 of a byte string. */
+const u32At = (s: string, o: number): number =>
+  (s.charCodeAt(o) | (s.charCodeAt(o + 1) << 8) | (s.charCodeAt(o + 2) << 16)) + s.charCodeAt(o + 3) * 0x1000000;
+
+/** encodeSvcValue as a byte string. */
+export const svcValueBytes = (v: SvcValue): string => encodeSvcValue(v).toString('latin1');
+
+/** The service id (affinity key) of an svc value byte string. */
+export const svcIdOfValue = (v: string): number => u32At(v, 12);
 
 /** An address in the maps' 16-byte field at b[0..15] (IPv4: 4 bytes, then zeros), over what was there. */
 function writeAddr16(b: Buffer, addr: string): void {
@@ -67,8 +72,8 @@ function writeAddr16(b: Buffer, addr: string): void {
 }
 
 /**
- * A service address's keys: write the address, port and protocol once (`at`), then the hex key of each
- * slot (`slotHex`), as encodeSvcKey(...).toString('hex') would give.
+ * A service address's keys: write the address, port and protocol once (`at`), then the key of each
+ * slot (`slotKey`), as encodeSvcKey(...).toString('latin1') would give.
  */
 export class SvcKeyWriter {
   private readonly b = Buffer.alloc(SVC_KEY_SIZE);
@@ -79,26 +84,41 @@ export class SvcKeyWriter {
     this.b[19] = famOf(addr);
     return this;
   }
-  slotHex(slot: number): string {
+  slotKey(slot: number): string {
     this.b.writeUInt16LE(slot, 20);
-    return this.b.toString('hex');
+    return this.b.toString('latin1');
   }
 }
 
-/** encodeBackend(...).toString('hex'), without a Buffer of its own. */
-export function backendHex(addr: string, port: number): string {
-  writeAddr16(scratch, addr);
-  scratch.writeUInt16BE(port, 16);
-  scratch[18] = famOf(addr);
-  scratch[19] = 0;
-  return scratch.toString('hex', 0, BACKEND_VALUE_SIZE);
+/**
+ * A backend: `at` writes its address and port; `value()` is encodeBackend(...) as a byte string, and
+ * `endpointKey(servicePort, proto)` names it within one service: the value's bytes, then the service
+ * port and protocol (the dataplane keeps a backend's id under that key while the endpoint stays).
+ */
+export class BackendWriter {
+  private readonly b = Buffer.alloc(BACKEND_VALUE_SIZE + 3);
+  at(addr: string, port: number): this {
+    writeAddr16(this.b, addr);
+    this.b.writeUInt16BE(port, 16);
+    this.b[18] = famOf(addr);
+    this.b[19] = 0;
+    return this;
+  }
+  value(): string {
+    return this.b.toString('latin1', 0, BACKEND_VALUE_SIZE);
+  }
+  endpointKey(servicePort: number, proto: number): string {
+    this.b.writeUInt16BE(servicePort, BACKEND_VALUE_SIZE);
+    this.b[BACKEND_VALUE_SIZE + 2] = proto;
+    return this.b.toString('latin1');
+  }
 }
 
-/** svcValueHex of a slot >= 1 (only the backend id set), without a Buffer of its own. */
-export function slotValueHex(backendId: number): string {
-  scratch.fill(0, 0, SVC_VALUE_SIZE);
-  scratch.writeUInt32LE(backendId, 0);
-  return scratch.toString('hex', 0, SVC_VALUE_SIZE);
+/** Service-map values of slots >= 1 (only the backend id set), one after another in one buffer. */
+export function slotValuesBuffer(backendIds: number[]): Buffer {
+  const b = Buffer.alloc(backendIds.length * SVC_VALUE_SIZE);
+  for (let i = 0; i < backendIds.length; i++) b.writeUInt32LE(backendIds[i], i * SVC_VALUE_SIZE);
+  return b;
 }
 
 export function encodeSvcValue(v: SvcValue): Buffer {

@@ -1,7 +1,7 @@
 // The socket LB's plan for node ports: entries on the node's addresses where node ports answer.
 import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Route, type Service } from '../../model/enls';
 import { decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from './maps';
-import { nodePortAddrs, planService, type Ids } from './plan';
+import { newPlan, nodePortAddrs, planService, type Ids } from './plan';
 
 const r = (target: Target): Route => ({ target, masquerade: false });
 const node = (addresses: string[], v4: string[], v6: string[] = ['::/0']): NodeInfo =>
@@ -27,10 +27,10 @@ const ids: Ids = { backend: () => next++, service: () => next++ };
 /** "addr:port" -> count (slot 0 entries), or -1 when refused. */
 const heads = (s: Service, n?: NodeInfo) => {
   const out = new Map<string, number>();
-  for (const [k, v] of planService(s, ids, n).svc) {
-    const key = decodeSvcKey(Buffer.from(k, 'hex'));
-    if (key.slot !== 0) continue;
-    const val = decodeSvcValue(Buffer.from(v, 'hex'));
+  for (const [k, v] of (planService(s, ids, n) as ReturnType<typeof newPlan>).heads) {
+    const key = decodeSvcKey(Buffer.from(k, 'latin1'));
+    expect(key.slot).toBe(0);
+    const val = decodeSvcValue(Buffer.from(v, 'latin1'));
     out.set(`${key.addr}:${key.port}`, val.flags & FLAG_REFUSE ? -1 : val.count);
   }
   return out;

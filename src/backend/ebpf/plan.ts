@@ -11,23 +11,35 @@
 //   does, and failing at once is kinder than a timeout.
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
 import { cidrContains } from '../../model/ip';
-import { backendHex, FLAG_REFUSE, slotValueHex, SvcKeyWriter, svcValueHex } from './maps';
+import { BackendWriter, FLAG_REFUSE, SvcKeyWriter, svcValueBytes } from './maps';
 
 export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
 
 export interface Ids {
-  /** A backend id for an endpoint of one service port (stable while it stays; never reused). */
-  backend(key: string): number;
-  /** A service id (affinity key) for one service address. */
-  service(key: string): number;
+  /**
+   * A backend id for an endpoint of one service port, named by its endpoint key (BackendWriter): stable
+   * while it stays, never reused. Asked once per endpoint key and plan.
+   */
+  backend(endpointKey: string): number;
+  /** A service id (affinity key) for one service address (its slot 0 key). */
+  service(headKey: string): number;
 }
 
+/** What a plan writes into: a Map, or a view of one that records what was written. */
+export interface PlanMap<K, V> { has(k: K): boolean; set(k: K, v: V): unknown }
+
+/** A plan's entries; keys and values are byte strings (maps.ts). */
 export interface EbpfPlan {
-  /** Encoded service-map key -> encoded value, both as hex text (compact: see svcValueHex). */
-  svc: Map<string, string>;
-  /** Backend id -> encoded backend (hex text). */
-  backends: Map<number, string>;
+  /** Slot 0 of each service address: key -> svc value (count, affinity, service id, flags). */
+  heads: PlanMap<string, string>;
+  /** Slots >= 1: key -> backend id. */
+  slots: PlanMap<string, number>;
+  /** Backend id -> encoded backend. */
+  backends: PlanMap<number, string>;
 }
+
+export const newPlan = (): { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> } =>
+  ({ heads: new Map(), slots: new Map(), backends: new Map() });
 
 /** The endpoints a route sends to, or null when the route refuses. */
 export function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): Endpoint[] | null | undefined {
@@ -49,9 +61,10 @@ export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): str
 }
 
 const keys = new SvcKeyWriter();
+const backend = new BackendWriter();
 
 /** One service port's destination the socket LB answers: its addresses, port, and the endpoints (null: refused). */
-interface Dest { proto: number; fam: 4 | 6; addrs: string[]; port: number; eps: Endpoint[] | null; sp: Service['ports'][number] }
+interface Dest { proto: number; addrs: string[]; port: number; eps: Endpoint[] | null; sp: Service['ports'][number] }
 
 /** The socket-LB destinations of a service, in the order planService writes them. */
 function* destinations(svc: Service, node: NodeInfo | undefined): Generator<Dest> {
@@ -71,7 +84,7 @@ function* destinations(svc: Service, node: NodeInfo | undefined): Generator<Dest
       if (!routes || addrs.length === 0) continue;
       const eps = routeEndpoints(routes.pod, cluster, local);
       if (eps === undefined) continue;
-      yield { proto, fam, addrs, port, eps, sp };
+      yield { proto, addrs, port, eps, sp };
     }
   }
 }
@@ -87,36 +100,40 @@ export function serviceEntries(svc: Service, node?: NodeInfo): number {
  * The service's entries, added to `out` (a new plan by default; the dataplane passes its desired maps,
  * so that entries are written once, not into a plan each and then copied). Each service-map key set is
  * pushed to `svcKeys` when given. A backend id already in out.backends keeps its value: an id stands for
- * one (service port, address, port), so its encoding cannot have changed.
+ * one (service port, endpoint), so its encoding cannot have changed.
  */
-export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = { svc: new Map(), backends: new Map() }, svcKeys?: string[]): EbpfPlan {
+export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = newPlan(), svcKeys?: string[]): EbpfPlan {
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
-  const owner = `${svc.namespace}/${svc.name}`;
-  /** Slot values (hex) of an endpoint list, by list: the same backends serve every address of the port. */
-  const slotValues = new Map<Endpoint[], string[]>();
-  for (const { proto, fam, addrs, port, eps, sp } of destinations(svc, node)) {
+  /** Backend ids of an endpoint list, by list: the same backends serve every address of the port. */
+  const idsOf = new Map<Endpoint[], number[]>();
+  /** Ids already given in this plan, by endpoint key: a port's cluster and local lists share endpoints. */
+  const given = new Map<string, number>();
+  for (const { proto, addrs, port, eps, sp } of destinations(svc, node)) {
     const list = eps ?? [];
-    let values = slotValues.get(list);
-    if (!values) {
-      values = list.map((e) => {
-        const id = ids.backend(`${owner}|${fam}|${proto}|${sp.port.port}|${e.ip}|${e.port}`);
-        if (!out.backends.has(id)) out.backends.set(id, backendHex(e.ip, e.port));
-        return slotValueHex(id);
+    let backendIds = idsOf.get(list);
+    if (!backendIds) {
+      backendIds = list.map((e) => {
+        backend.at(e.ip, e.port);
+        const k = backend.endpointKey(sp.port.port, proto);
+        let id = given.get(k);
+        if (id === undefined) given.set(k, (id = ids.backend(k)));
+        if (!out.backends.has(id)) out.backends.set(id, backend.value());
+        return id;
       });
-      slotValues.set(list, values);
+      idsOf.set(list, backendIds);
     }
     for (const addr of addrs) {
       keys.at(addr, port, proto);
-      for (let i = 0; i < values.length; i++) {
-        const k = keys.slotHex(i + 1);
-        out.svc.set(k, values[i]);
+      for (let i = 0; i < backendIds.length; i++) {
+        const k = keys.slotKey(i + 1);
+        out.slots.set(k, backendIds[i]);
         svcKeys?.push(k);
       }
-      const hex0 = keys.slotHex(0);
-      svcKeys?.push(hex0);
-      out.svc.set(hex0, svcValueHex({
-        backendId: 0, count: values.length, affinitySeconds: affinity, svcId: ids.service(hex0),
-        flags: eps === null || values.length === 0 ? FLAG_REFUSE : 0,
+      const head = keys.slotKey(0);
+      svcKeys?.push(head);
+      out.heads.set(head, svcValueBytes({
+        backendId: 0, count: backendIds.length, affinitySeconds: affinity, svcId: ids.service(head),
+        flags: eps === null || backendIds.length === 0 ? FLAG_REFUSE : 0,
       }));
     }
   }
