@@ -144,7 +144,7 @@ test('a third-party backend registers through --plugin and gets its own flags (e
   expect(missing.stderr).toMatch(/--plugin .*nope.js: Cannot find module/);
 });
 
-test('the memory-reducing GC waits for the first sync, even when that sync is slow and idle', async () => {
+test('the memory-reducing GC waits for the first sync, even when that sync is slow and idle; Maglev comes after it', async () => {
   // A backend whose first sync waits 2.5 s without work (as a kernel sync waits on the addon's thread):
   // the idle check must not fire the GC inside it.
   const plugin = path.join(dir, 'slow-first.js');
@@ -158,10 +158,10 @@ registerBackend({ name: 'slow-first', summary: 'test: a slow first sync', flags:
   } };
 } });
 `);
-  const p = new KpngProcess(['file', '--input', example, '--node', 'n1', '--plugin', plugin, '--to', 'slow-first']);
+  const p = new KpngProcess(['file', '--input', example, '--node', 'n1', '--plugin', plugin, '--to', 'slow-first', '--log-level', 'debug']);
   try {
     const deadline = Date.now() + 15_000;
-    while (!/memory: resident set/.test(p.stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while (!/jit: Maglev on/.test(p.stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   } finally {
     await p.stop();
   }
@@ -170,4 +170,7 @@ registerBackend({ name: 'slow-first', summary: 'test: a slow first sync', flags:
   const gc = lines.findIndex((l) => /memory: resident set \d+ -> \d+ MiB after the first sync/.test(l));
   expect(applied).toBeGreaterThanOrEqual(0);
   expect(gc).toBeGreaterThan(applied);
+  // Then Maglev for the steady state (the optimizing compilers were deferred: a small cluster).
+  const maglev = lines.findIndex((l) => l.includes('jit: Maglev on for the steady state'));
+  expect(maglev).toBeGreaterThan(gc);
 }, 30_000);

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { nodeBinary, repoRoot } from '../bench/events/kpng-child';
-import { deferOptimizingCompilers, deferOptimizingCompilersFor, optimizeWhenBusy, optimizingCompilersDeferred, JIT_OBJECTS } from '../src/util/jit';
+import { deferOptimizingCompilers, deferOptimizingCompilersFor, enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, JIT_OBJECTS } from '../src/util/jit';
 import type { Logger } from '../src/util/log';
 import { KPNG } from './helpers/cli';
 
@@ -92,6 +92,34 @@ describe('optimizeWhenBusy', () => {
 describe('real V8 (a fresh process each)', () => {
   beforeAll(() => {
     if (!fs.existsSync(JIT_JS)) throw new Error(`${JIT_JS} is missing: run \`make build\``);
+  });
+
+  test('enableMaglev turns on Maglev alone, only while the compilers are deferred', () => {
+    const r = recorder();
+    expect(deferOptimizingCompilersFor(['kube', '--jit', 'on'])).toBe(false);
+    expect(enableMaglev(r.setFlags)).toBe(false);
+    expect(r.flags).toEqual([]);
+    expect(deferOptimizingCompilersFor(['kube'])).toBe(true);
+    expect(enableMaglev(r.setFlags)).toBe(true);
+    expect(r.flags).toEqual(['--maglev']);
+    // Still deferred: the policy turns TurboFan on later.
+    expect(optimizingCompilersDeferred()).toBe(true);
+    enableOptimizingCompilers();   // this worker's V8 as it was, for the tests that run in it next
+  });
+
+  test('after enableMaglev a hot function reaches Maglev, not TurboFan', () => {
+    const script = `
+      const jit = require(${JSON.stringify(JIT_JS)});
+      jit.deferOptimizingCompilersFor([]);
+      function f(a) { let s = 0; for (let i = 0; i < 100; i++) s += a * i; return s; }
+      const warm = () => { for (let i = 0; i < 300000; i++) f(i); };
+      const tier = () => %ActiveTierIsTurbofan(f) ? 'turbofan' : %ActiveTierIsMaglev(f) ? 'maglev' : %ActiveTierIsSparkplug(f) ? 'sparkplug' : 'ignition';
+      const on = jit.enableMaglev();
+      for (let k = 0; k < 6; k++) warm();
+      process.stdout.write(JSON.stringify({ on, after: tier() }));`;
+    const r = spawnSync(nodeBinary(), ['--allow-natives-syntax', '-e', script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+    if (r.status !== 0) throw new Error(`child failed: ${r.stderr}`);
+    expect(JSON.parse(r.stdout)).toEqual({ on: true, after: 'maglev' });
   });
 
   test('a hot function stays in the baseline tiers while deferred and is optimized once they are back', () => {

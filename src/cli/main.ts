@@ -17,7 +17,7 @@ import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './
 import { Ops } from './ops';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
-import { enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
+import { enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
 import { ARENA_MAX, limitMallocArenas, trimMallocEvery } from '../native/malloc';
 
 /** `kpng local --once`: attempts to reach the server before giving up (backoff from 200 ms: ~6 s in all). */
@@ -168,7 +168,10 @@ export async function main(argv: string[]): Promise<number> {
         if (!cacheFlushed && compileCache?.enabled) { cacheFlushed = true; flushCompileCache(); }
         // One memory-reducing GC once idle after the first sync (the lists' garbage is gone then);
         // started earlier, it could land inside that sync.
-        if (!firstApplied && !opts.once) { firstApplied = true; reduceMemoryWhenIdle(log, ac.signal); }
+        if (!firstApplied && !opts.once) {
+          firstApplied = true;
+          reduceMemoryWhenIdle(log, ac.signal, () => { if (enableMaglev()) log.debug('jit: Maglev on for the steady state (TurboFan when the cluster or the load needs it)'); });
+        }
       },
     }, ac.signal);
     if (opts.once && result.syncs === 0) {

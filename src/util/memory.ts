@@ -71,7 +71,7 @@ export function reduceMemory(heapUsed = process.memoryUsage().heapUsed): { befor
  * Calls reduceMemory() once, the first time the event loop was less than `maxUtilization` busy over
  * a whole `windowMs` (the first state has then been computed and handed to the sink).
  */
-export function reduceMemoryWhenIdle(log: Logger, signal: AbortSignal, windowMs = 1000, maxUtilization = 0.05, giveUpMs = 300_000): void {
+export function reduceMemoryWhenIdle(log: Logger, signal: AbortSignal, then?: () => void, windowMs = 1000, maxUtilization = 0.05, giveUpMs = 300_000): void {
   let last = performance.eventLoopUtilization();
   const start = performance.now();
   const timer = setInterval(() => {
@@ -84,6 +84,7 @@ export function reduceMemoryWhenIdle(log: Logger, signal: AbortSignal, windowMs 
     const r = reduceMemory();
     if (r?.incremental) log.info(`memory: resident set ${r.beforeMiB.toFixed(0)} MiB after the first sync; a major GC started (incremental: the heap is above ${SYNC_GC_MAX_HEAP_BYTES / 2 ** 20} MiB)`);
     else if (r) log.info(`memory: resident set ${r.beforeMiB.toFixed(0)} -> ${r.afterMiB.toFixed(0)} MiB after the first sync (one memory-reducing GC, ${r.ms.toFixed(0)} ms)`);
+    then?.();
   }, windowMs);
   timer.unref();
 }
