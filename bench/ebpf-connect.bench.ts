@@ -79,7 +79,8 @@ async function main(): Promise<void> {
   try {
     await new Promise<void>((r) => server.stdout!.once('data', () => r()));
     let loader: EbpfLoader | undefined;
-    const ebpf = new EbpfDataplane(async () => (loader = await EbpfLoader.open({ cgroup: CG, pinDir: PIN, mapEntries: Math.max(262144, Math.max(...SIZES) * 3) })), () => {});
+    const entries = Math.max(262144, Math.max(...SIZES) * 3);
+    const ebpf = new EbpfDataplane(async () => (loader = await EbpfLoader.open({ cgroup: CG, pinDir: PIN, mapEntries: entries })), () => {}, entries);
     // Sanity: reverse-NAT entries are written only by sockets the programs balanced.
     const balanced = async () => (await loader!.dump('kpng_rev')).count;
     const nft = new NftDataplane('kpng-kbf-cb', nativeKernel({ netns: `/var/run/netns/${NS.node}` }));

@@ -64,7 +64,9 @@ async function main(): Promise<void> {
       const pin = `/sys/fs/bpf/kpng-test-kbf-bench-${id}-${n}`;
       const svcs = Array.from({ length: n }, (_, i) => service(i));
       const before = mapMemory();
-      const dp = new EbpfDataplane(() => EbpfLoader.open({ cgroup: CG, pinDir: pin, mapEntries: Math.max(262144, n * 12) }), () => {});
+      const entries = Math.max(262144, n * 12);
+      // Its log says when services do not fit (they would be left to nft and the figures would be of a part).
+      const dp = new EbpfDataplane(() => EbpfLoader.open({ cgroup: CG, pinDir: pin, mapEntries: entries }), (m) => { if (/full/.test(m)) console.error(m); }, entries);
       let full;
       try {
         full = await dp.fullSync(svcs, NODE);
