@@ -1,6 +1,6 @@
 // Every metric kpng exports, on one prom-client registry: kube-proxy's (pkg/proxy/metrics, same names,
 // labels, buckets and meanings, so existing dashboards and alerts keep working) and kpng's own.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from './prom';
 
 /** Upstream's sync buckets: 1 ms doubling to ~16 s. */
 const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
