@@ -280,7 +280,7 @@ export function ipv4(addr: string): Uint8Array {
 }
 
 /** Writes an IPv4 address's 4 bytes (network order) at b[o..o+3], without allocating. */
-export function writeIPv4(b: Uint8Array, o: number, addr: string): void {
+export function writeIPv4(b: Uint8Array | number[], o: number, addr: string): void {
   let part = 0, val = 0, digits = 0;
   for (let i = 0; i <= addr.length; i++) {
     const c = i < addr.length ? addr.charCodeAt(i) : 46;

@@ -1,6 +1,6 @@
 // Byte layouts of the socket load balancer's maps (native/bpf/sock_lb.bpf.c: struct svc_key,
 // svc_value, backend), encoded and decoded here so the rest of the backend deals in plain objects.
-import { writeAddr } from '../../native/nft-types';
+import { ipv6, writeAddr, writeIPv4 } from '../../native/nft-types';
 import { addrText } from '../../native/addr-text';
 
 export const SVC_MAP = 'kpng_svc';
@@ -36,11 +36,13 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
 }
 
 /*
- * The dataplane keeps the maps' keys and values as byte strings: one character per byte (latin1),
- * made by Buffer#toString('latin1') and read back by Buffer.from(s, 'latin1'). At 10k services x 10
- * endpoints it holds ~110k keys: a 24-character string takes 40 bytes of heap, its hex text 64, a
- * Buffer of its own ~400 (an ArrayBuffer and a backing store each). Strings made by toString are flat;
- * concatenated parts would keep a tree of them alive (32 bytes a node).
+ * The dataplane keeps the maps' keys and values as byte strings: one character per byte (latin1), read
+ * back by Buffer.from(s, 'latin1'). At 10k services x 10 endpoints it holds ~110k keys: a 24-character
+ * string takes 40 bytes of heap, its hex text 64, a Buffer of its own ~400 (an ArrayBuffer and a
+ * backing store each). They are made from arrays of byte values by String.fromCharCode, which gives a
+ * flat one-byte string (concatenated parts would keep a tree of them alive, 32 bytes a node) without
+ * a Buffer's bounds checks and toString: those were half of the planner's time in the interpreter,
+ * where kpng runs below 4,000 objects.
  */
 
 /** The slot of a service-map key (a byte string). */
@@ -59,34 +61,61 @@ export const vipOfKey = (k: string): string => k.slice(0, 18);
 const u32At = (s: string, o: number): number =>
   (s.charCodeAt(o) | (s.charCodeAt(o + 1) << 8) | (s.charCodeAt(o + 2) << 16)) + s.charCodeAt(o + 3) * 0x1000000;
 
+/** The byte string of byte values. */
+const bytes = (c: number[]): string => String.fromCharCode.apply(null, c);
+
+/** A little-endian u32 into c[o..o+3]. */
+function putU32(c: number[], o: number, v: number): void {
+  c[o] = v & 255;
+  c[o + 1] = (v >>> 8) & 255;
+  c[o + 2] = (v >>> 16) & 255;
+  c[o + 3] = (v >>> 24) & 255;
+}
+
+/** An address in the maps' 16-byte field at c[0..15] (IPv4: 4 bytes, then zeros). */
+function putAddr16(c: number[], addr: string): void {
+  if (addr.includes(':')) {
+    const b = ipv6(addr);
+    for (let i = 0; i < 16; i++) c[i] = b[i];
+    return;
+  }
+  writeIPv4(c, 0, addr);
+  for (let i = 4; i < 16; i++) c[i] = 0;
+}
+
+const valueCodes = new Array<number>(SVC_VALUE_SIZE).fill(0);
+
 /** encodeSvcValue as a byte string. */
-export const svcValueBytes = (v: SvcValue): string => encodeSvcValue(v).toString('latin1');
+export function svcValueBytes(v: SvcValue): string {
+  putU32(valueCodes, 0, v.backendId);
+  putU32(valueCodes, 4, v.count);
+  putU32(valueCodes, 8, v.affinitySeconds);
+  putU32(valueCodes, 12, v.svcId);
+  putU32(valueCodes, 16, v.flags);
+  return bytes(valueCodes);
+}
 
 /** The service id (affinity key) of an svc value byte string. */
 export const svcIdOfValue = (v: string): number => u32At(v, 12);
-
-/** An address in the maps' 16-byte field at b[0..15] (IPv4: 4 bytes, then zeros), over what was there. */
-function writeAddr16(b: Buffer, addr: string): void {
-  b.fill(0, 0, 16);
-  writeAddr(b, 0, addr);
-}
 
 /**
  * A service address's keys: write the address, port and protocol once (`at`), then the key of each
  * slot (`slotKey`), as encodeSvcKey(...).toString('latin1') would give.
  */
 export class SvcKeyWriter {
-  private readonly b = Buffer.alloc(SVC_KEY_SIZE);
+  private readonly c = new Array<number>(SVC_KEY_SIZE).fill(0);
   at(addr: string, port: number, proto: number): this {
-    writeAddr16(this.b, addr);
-    this.b.writeUInt16BE(port, 16);
-    this.b[18] = proto;
-    this.b[19] = famOf(addr);
+    putAddr16(this.c, addr);
+    this.c[16] = (port >> 8) & 255;
+    this.c[17] = port & 255;
+    this.c[18] = proto;
+    this.c[19] = famOf(addr);
     return this;
   }
   slotKey(slot: number): string {
-    this.b.writeUInt16LE(slot, 20);
-    return this.b.toString('latin1');
+    this.c[20] = slot & 255;
+    this.c[21] = (slot >> 8) & 255;
+    return bytes(this.c);
   }
 }
 
@@ -96,21 +125,25 @@ export class SvcKeyWriter {
  * port and protocol (the dataplane keeps a backend's id under that key while the endpoint stays).
  */
 export class BackendWriter {
-  private readonly b = Buffer.alloc(BACKEND_VALUE_SIZE + 3);
+  private readonly v = new Array<number>(BACKEND_VALUE_SIZE).fill(0);
+  private readonly k = new Array<number>(BACKEND_VALUE_SIZE + 3).fill(0);
   at(addr: string, port: number): this {
-    writeAddr16(this.b, addr);
-    this.b.writeUInt16BE(port, 16);
-    this.b[18] = famOf(addr);
-    this.b[19] = 0;
+    putAddr16(this.v, addr);
+    this.v[16] = (port >> 8) & 255;
+    this.v[17] = port & 255;
+    this.v[18] = famOf(addr);
+    this.v[19] = 0;
+    for (let i = 0; i < BACKEND_VALUE_SIZE; i++) this.k[i] = this.v[i];
     return this;
   }
   value(): string {
-    return this.b.toString('latin1', 0, BACKEND_VALUE_SIZE);
+    return bytes(this.v);
   }
   endpointKey(servicePort: number, proto: number): string {
-    this.b.writeUInt16BE(servicePort, BACKEND_VALUE_SIZE);
-    this.b[BACKEND_VALUE_SIZE + 2] = proto;
-    return this.b.toString('latin1');
+    this.k[BACKEND_VALUE_SIZE] = (servicePort >> 8) & 255;
+    this.k[BACKEND_VALUE_SIZE + 1] = servicePort & 255;
+    this.k[BACKEND_VALUE_SIZE + 2] = proto;
+    return bytes(this.k);
   }
 }
 
