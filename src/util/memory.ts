@@ -50,13 +50,16 @@ export function limitYoungGeneration(): boolean {
   }
 }
 
-/** One memory-reducing full GC; resolves with the resident set before and after (MiB), or undefined. */
 /**
  * JS heap above which the memory-reducing GC is started incrementally instead of run to the end at
  * once: the blocking last-resort collection paused the event loop 2.1 s with a 50k-service heap.
  */
 export const SYNC_GC_MAX_HEAP_BYTES = 256 * 2 ** 20;
 
+/**
+ * One memory-reducing full GC (only started, `incremental`, above SYNC_GC_MAX_HEAP_BYTES of heap);
+ * returns the resident set before and after (MiB), or undefined when no GC function is at hand.
+ */
 export function reduceMemory(heapUsed = process.memoryUsage().heapUsed): { beforeMiB: number; afterMiB: number; ms: number; incremental: boolean } | undefined {
   const f = gc();
   if (!f) return undefined;
