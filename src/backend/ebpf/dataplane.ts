@@ -15,7 +15,7 @@ import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
-import { planService, serviceEntries, type EbpfPlan, type Ids, type PlanMap } from './plan';
+import { newPlan, planService, serviceEntries, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
 /**
  * What one service put in the desired maps: its service-map keys (slot 0 keys are also its service-id
@@ -26,9 +26,6 @@ interface Footprint { keys: string[]; endpointKeys: string[]; backendIds: number
 
 /** A map's entries before a sync, for the keys the sync touched. */
 interface Before<K, V> { touched(): Iterable<K>; before(k: K): V | undefined }
-
-/** The three maps, in the dataplane's encoding (plan.ts: EbpfPlan). */
-interface Maps { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> }
 
 /**
  * A desired map as an update writes it: remembers the value each key had before its first write or
@@ -67,7 +64,7 @@ export class EbpfDataplane implements Dataplane {
    */
   private overflow = new Map<string, Service>();
   /** The maps as planned; after a sync that succeeded, what the kernel holds. */
-  private desired: Maps = { heads: new Map(), slots: new Map(), backends: new Map() };
+  private desired: PlanMaps = newPlan();
   private serviceIds = new Map<string, number>();
   private nextBackend = 1;
   private nextService = 1;
@@ -173,7 +170,7 @@ export class EbpfDataplane implements Dataplane {
     const svcDump = await lb.dump(SVC_MAP);
     const beDump = await lb.dump(BACKEND_MAP);
     syscalls += svcDump.syscalls + beDump.syscalls;
-    const kernel: Maps = { heads: new Map(), slots: new Map(), backends: new Map() };
+    const kernel = newPlan();
     for (let i = 0; i < svcDump.count; i++) {
       const k = svcDump.keys.toString('latin1', i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE);
       const at = i * svcDump.valueSize;
@@ -195,7 +192,7 @@ export class EbpfDataplane implements Dataplane {
     const old = this.footprints;
     this.footprints = new Map();
     this.overflow.clear();
-    this.desired = { heads: new Map(), slots: new Map(), backends: new Map() };
+    this.desired = newPlan();
     for (const svc of services) {
       const key = `svc/${svc.namespace}/${svc.name}`;
       const fp = this.planIfFits(key, svc, this.desired, old.get(key));

@@ -1,7 +1,7 @@
 // The socket LB's plan for node ports: entries on the node's addresses where node ports answer.
 import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Route, type Service } from '../../model/enls';
 import { decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from './maps';
-import { newPlan, nodePortAddrs, planService, type Ids } from './plan';
+import { nodePortAddrs, planService, type Ids, type PlanMaps } from './plan';
 
 const r = (target: Target): Route => ({ target, masquerade: false });
 const node = (addresses: string[], v4: string[], v6: string[] = ['::/0']): NodeInfo =>
@@ -27,7 +27,7 @@ const ids: Ids = { backend: () => next++, service: () => next++ };
 /** "addr:port" -> count (slot 0 entries), or -1 when refused. */
 const heads = (s: Service, n?: NodeInfo) => {
   const out = new Map<string, number>();
-  for (const [k, v] of (planService(s, ids, n) as ReturnType<typeof newPlan>).heads) {
+  for (const [k, v] of (planService(s, ids, n) as PlanMaps).heads) {
     const key = decodeSvcKey(Buffer.from(k, 'latin1'));
     expect(key.slot).toBe(0);
     const val = decodeSvcValue(Buffer.from(v, 'latin1'));

@@ -38,8 +38,10 @@ export interface EbpfPlan {
   backends: PlanMap<number, string>;
 }
 
-export const newPlan = (): { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> } =>
-  ({ heads: new Map(), slots: new Map(), backends: new Map() });
+/** An EbpfPlan in plain Maps: a new plan, the dataplane's desired maps, the kernel's as dumped. */
+export interface PlanMaps { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> }
+
+export const newPlan = (): PlanMaps => ({ heads: new Map(), slots: new Map(), backends: new Map() });
 
 /** The endpoints a route sends to, or null when the route refuses. */
 export function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): Endpoint[] | null | undefined {
