@@ -8,10 +8,11 @@
 // Figures only; nothing is asserted.
 //
 //   npm run bench:api -- [--services 10000] [--nodes 100] [--clients N] [--workers 4]
-//                        [--decode full|light] [--shape both|nodes|one] [--reference 5]
+//                        [--decode full|light] [--deflate on|off] [--shape both|nodes|one] [--reference 5]
+// --deflate off: clients do not accept compressed full states (OpBatch.deflated_ops).
 // --decode light: clients count the ops of a full state and decode only the small batches (a
 // client's decoding is its node's cost, not the server's; 1000 full decoders do not fit in 2 CPUs).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,7 +20,8 @@ import { parseArgs } from 'node:util';
 import { Client, credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { serveApi } from '../src/api/server';
 import { DEFAULT_FLOW_CONTROL_WINDOW, WatchClient } from '../src/api/client';
-import { decodeOpBatch, encodeRequest, WATCH_METHOD } from '../src/api/codec';
+import { decodeOpBatch, encodeRequest, MAX_INFLATED_BYTES, WATCH_METHOD } from '../src/api/codec';
+import { inflateOps } from '../src/api/deflate';
 import { computeNodeItem, computeServiceItem } from '../src/model/compute';
 import { NODE_KEY } from '../src/model/enls';
 import { kpng } from '../src/gen/proto';
@@ -32,7 +34,7 @@ const { values: args, positionals } = parseArgs({
   allowPositionals: true,
   options: {
     services: { type: 'string' }, nodes: { type: 'string' }, clients: { type: 'string' }, workers: { type: 'string' },
-    decode: { type: 'string' }, shape: { type: 'string', default: 'both' }, reference: { type: 'string', default: '5' },
+    decode: { type: 'string' }, deflate: { type: 'string', default: 'on' }, shape: { type: 'string', default: 'both' }, reference: { type: 'string', default: '5' },
   },
 });
 // Positional form kept: [services] [clients] [workers].
@@ -40,6 +42,8 @@ const SERVICES = Number(args.services ?? positionals[0] ?? 10000);
 const NODES = Number(args.nodes ?? 100);
 const CLIENTS = Number(args.clients ?? positionals[1] ?? NODES);
 const WORKERS = Number(args.workers ?? positionals[2] ?? 4);
+/** Clients ask for compressed full states (--deflate off: plain, as before round 3). */
+const DEFLATE = args.deflate !== 'off';
 const LIGHT = (args.decode ?? (CLIENTS > 100 ? 'light' : 'full')) === 'light';
 /** The burst changes services BURST_FIRST.. BURST_FIRST+99; clients watch the first one. */
 const BURST_FIRST = Math.floor(SERVICES / 2);
@@ -76,6 +80,27 @@ const threadCpu = (): number => {
   const u = (process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.() ?? process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
+/**
+ * CPU time of the process's threads by kind, in ms, from /proc (Linux): "WorkerThread" (the
+ * clients), "V8Worker" (V8's helpers: concurrent marking and sweeping for every thread's heap),
+ * "MainThread" (the server) and the rest. Empty where /proc is not there.
+ */
+function cpuByThreadKind(): Map<string, number> {
+  const out = new Map<string, number>();
+  const tick = 1000 / 100; // USER_HZ is 100 on Linux
+  let tasks: string[] = [];
+  try { tasks = readdirSync('/proc/self/task'); } catch { return out; }
+  for (const t of tasks) {
+    try {
+      const st = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+      const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'));
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) * tick);
+    } catch { /* the thread ended */ }
+  }
+  return out;
+}
+
 /** BENCH_PROFILE=prefix: a CPU profile of the server thread while the first full states go out. */
 async function startProfile(): Promise<(file: string) => Promise<void>> {
   const { Session } = await import('node:inspector/promises');
@@ -110,7 +135,7 @@ function runWorker(): void {
   const { api, nodes, first, light } = workerData as { api: string; nodes: string[]; first: number; light: boolean };
   if (light) return runLightClients(api, nodes, first);
   const clients = nodes.map((node, k) => {
-    const c = new WatchClient({ api, node, log: silentLogger });
+    const c = new WatchClient({ api, node, log: silentLogger, acceptDeflate: DEFLATE });
     void c.run((b) => {
       const svc = b.changes.find((ch) => ch.key === BURST_KEY);
       const note: BatchNote = {
@@ -145,9 +170,11 @@ function runLightClients(api: string, nodes: string[], first: number): void {
       c.call = call;
       let ops = 0, reset = false, inBatch = false;
       let small: Buffer[] = [];
-      call.on('data', (b: Buffer) => {
-        bytes += b.length;
+      call.on('data', (wire: Buffer) => {
+        bytes += wire.length;
         messages++;
+        // A compressed message (deflated_ops only, field 2) is inflated and walked like a plain one.
+        const b = wire[0] === 0x12 ? inflateOps(deflatedBytes(wire), MAX_INFLATED_BYTES) : wire;
         let lastOp: Buffer | null = null;
         for (let i = 0; i < b.length;) {
           if (b[i++] !== 10) throw new Error('not an OpBatch');
@@ -182,7 +209,7 @@ function runLightClients(api: string, nodes: string[], first: number): void {
         reconnects++;
         setTimeout(start, 200);
       });
-      call.write(encodeRequest({ node }));
+      call.write(encodeRequest({ node, acceptDeflate: DEFLATE }));
     };
     return { c, start };
   });
@@ -202,6 +229,14 @@ function runLightClients(api: string, nodes: string[], first: number): void {
     for (const { c } of calls) { c.stopped = true; c.call?.cancel(); c.client.close(); }
     parentPort!.postMessage('stopped');
   });
+}
+
+/** The bytes of a message's deflated_ops when it is the message's only field (as kpng sends it). */
+function deflatedBytes(m: Buffer): Buffer {
+  let i = 1, len = 0, shift = 0, x: number;
+  do { x = m[i++]; len += (x & 127) * 2 ** shift; shift += 7; } while (x & 128);
+  if (i + len !== m.length) throw new Error('deflated_ops is not the only field of this message');
+  return m.subarray(i, i + len);
 }
 
 async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[]): Promise<void> {
@@ -242,6 +277,7 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   const profile = process.env.BENCH_PROFILE ? await startProfile() : null;
   const cpu = threadCpu();
   const processCpu0 = process.cpuUsage();
+  const threads0 = cpuByThreadKind();
   const t0 = LIGHT ? performance.now() : tConnect;
   if (LIGHT) for (const w of workers) w.postMessage('go');
   const sum = (f: (n: BatchNote) => number) => last.reduce((a, n) => a + (n ? f(n) : 0), 0);
@@ -257,12 +293,15 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   const serverCpuMs = threadCpu() - cpu;
   const pc = process.cpuUsage(processCpu0);
   const clientsCpuMs = (pc.user + pc.system) / 1000 - serverCpuMs;
+  const threads1 = cpuByThreadKind();
+  const byKind = (k: string) => (threads1.get(k) ?? 0) - (threads0.get(k) ?? 0);
+  const threadsNote = threads1.size ? ` (client threads ${fmt(byKind('WorkerThread') / 1000, 1)} s, V8 helper threads ${fmt(byKind('V8Worker') / 1000, 1)} s)` : '';
   if (profile) await profile(`${process.env.BENCH_PROFILE}.${shape.replace(/\W+/g, '-')}.cpuprofile`);
   const peak = meter.stop();
   const states = server.nodes().length;
   const heap1 = heap();
   rows.push({ shape, what: 'first full state to all', ms: tFirst, bytes: bytes1, messages: msgs1,
-    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s, the rest of the process (clients' threads, GC helpers) ${fmt(clientsCpuMs / 1000, 1)} s; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap after GC ${mib(heap1)} (${mib(heap0)} before the server), peak ${mib(peak.heap)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
+    note: `${last[0]!.items} items/client, ${states} node state(s); server thread CPU ${fmt(serverCpuMs / 1000, 1)} s, the rest of the process ${fmt(clientsCpuMs / 1000, 1)} s${threadsNote}; ${sum((n) => n.reconnects ?? 0)} stream(s) restarted${connectNote}; server heap after GC ${mib(heap1)} (${mib(heap0)} before the server), peak ${mib(peak.heap)}; process RSS (clients' threads too) peak +${mib(peak.rss - rss0)}` });
 
   // One change: a service's endpoints move; every node's state for it changes.
   const t1 = performance.now();
@@ -333,7 +372,7 @@ function compareStates(): void {
 
 async function main(): Promise<void> {
   const rows: Row[] = [];
-  console.log(`kpng Watch API: ${fmt(SERVICES)} services, ${fmt(NODES)} nodes, ${fmt(CLIENTS)} clients (${LIGHT ? 'light' : 'full'} decoding) in ${WORKERS} worker threads, unix socket, ${os.cpus().length} CPUs (node ${process.version})${(globalThis as { gc?: unknown }).gc ? '' : '; run with --expose-gc for memory figures'}\n`);
+  console.log(`kpng Watch API: ${fmt(SERVICES)} services, ${fmt(NODES)} nodes, ${fmt(CLIENTS)} clients (${LIGHT ? 'light' : 'full'} decoding, ${DEFLATE ? 'accepting deflated_ops' : 'plain messages only'}) in ${WORKERS} worker threads, unix socket, ${os.cpus().length} CPUs (node ${process.version})${(globalThis as { gc?: unknown }).gc ? '' : '; run with --expose-gc for memory figures'}\n`);
   compareStates();
   if (args.shape !== 'one') await scenario(`${fmt(CLIENTS)} clients on ${fmt(Math.min(CLIENTS, NODES))} nodes`, (i) => `n${i % NODES}`, rows);
   if (args.shape !== 'nodes') await scenario(`${fmt(CLIENTS)} clients on 1 node`, () => 'n0', rows);

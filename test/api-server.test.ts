@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { serveApi, type ApiServer } from '../src/api/server';
-import { startApiSource, WatchClient, type ReceivedBatch } from '../src/api/client';
+import { startApiSource, WatchClient, type ApiSource, type ReceivedBatch } from '../src/api/client';
 import { encodeRequest, WATCH_METHOD } from '../src/api/codec';
 import { ClusterStore } from '../src/store/cluster';
 import { NodeState } from '../src/store/node-state';
@@ -107,6 +107,31 @@ test('several clients on different nodes get their own node state, equal to the 
   await waitFor('the change on all clients', () => [a, b, a2].every((s) => routes(s).includes('10.244.1.9')));
   expect(routes(a)).toBe(inProcess(store, 'n1'));
   expect(routes(b)).toBe(inProcess(store, 'n2'));
+});
+
+test('full states that nodes share go compressed to clients that accept it, and the same state arrives', async () => {
+  for (let i = 0; i < 400; i++) {
+    store.apply('Service', svc(`many-${i}`, `10.96.2.${i % 250}`));
+    store.apply('EndpointSlice', slice(`many-${i}`, [[`10.244.4.${i % 250}`, 'n2'], [`10.244.5.${i % 250}`, 'n2']]));
+  }
+  store.flush();
+  // Clients one after the other: a shared part is compressed from the second full state that has it.
+  const sources: ApiSource[] = [];
+  for (const [n, acceptDeflate] of [['n1', true], ['n1', true], ['n1', false], ['n1', true]] as const) {
+    const src = await startApiSource({ api, node: n, log: silentLogger, acceptDeflate });
+    stops.push(() => src.stop());
+    await src.state.whenSynced();
+    sources.push(src);
+  }
+  const expected = inProcess(store, 'n1');
+  for (const s of sources) expect(routes(s.state)).toBe(expected);
+  const [, , plain, deflated] = sources.map((s) => s.client.stats.bytes);
+  expect(deflated).toBeLessThan(plain / 3);
+
+  // Later changes reach both kinds of client (small batches are never compressed).
+  store.apply('EndpointSlice', slice('many-7', [['10.244.6.1', 'n1']]));
+  await waitFor('the change on all clients', () => sources.every((s) => routes(s.state).includes('10.244.6.1')));
+  for (const s of sources) expect(routes(s.state)).toBe(inProcess(store, 'n1'));
 });
 
 test('a node state is shared by its clients and dropped with the last one', async () => {

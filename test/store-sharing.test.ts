@@ -73,6 +73,33 @@ describe('items shared between node states', () => {
     for (const s of w.states.values()) expect(hashes(s)).toEqual(fromScratch(w.store, s.node));
   });
 
+  test('a full list read on demand stays the state it was taken from while the cluster changes', () => {
+    const w = world([
+      node('n1', 'zone-a'), node('n2', 'zone-b'),
+      svc('web', { trafficDistribution: 'PreferClose' }),
+      slice('web-1', 'web', [ep('10.244.9.1', { zones: ['zone-a'], node: 'n1' }), ep('10.244.9.2', { zones: ['zone-b'] })]),
+      svc('db', { clusterIPs: ['10.96.0.2'], itp: 'Local' }), slice('db-1', 'db', [ep('10.244.1.2', { node: 'n1' })]),
+      svc('cache', { clusterIPs: ['10.96.0.3'] }), slice('cache-1', 'cache', [ep('10.244.2.3', { node: 'n2' })]),
+    ]);
+    for (const n of ['n1', 'n2']) {
+      const s = w.states.get(n)!;
+      const list = s.fullList(), expected = s.itemList();
+      const read = () => Array.from({ length: list.length }, (_, i) => list.at(i));
+      expect(read()).toEqual(expected);
+      // Own items, shared ones, a zone-dependent one, a service gone and one new, the node's zone.
+      w.add(slice('db-1', 'db', [ep('10.244.1.2', { node: 'n1' }), ep('10.244.1.7', { node: 'n1' })]));
+      w.add(slice('web-1', 'web', [ep('10.244.9.1', { zones: ['zone-a'] }), ep('10.244.9.3', { zones: ['zone-b'], node: 'n2' })]));
+      w.del(svc('cache', { clusterIPs: ['10.96.0.3'] }));
+      w.add(svc('new', { clusterIPs: ['10.96.0.4'] }));
+      w.add(node(n, 'zone-c'));
+      expect(s.itemList()).not.toEqual(expected);
+      const after = read();
+      expect(after).toHaveLength(expected.length);
+      for (let i = 0; i < expected.length; i++) expect(after[i]).toBe(expected[i]);
+      expect(list.at(expected.length)).toBeUndefined();
+    }
+  });
+
   test('zone hints: one shared item per zone', () => {
     const w = world([
       node('n1', 'zone-a'), node('n2', 'zone-a'), node('n3', 'zone-b'), node('n4', 'zone-b'),

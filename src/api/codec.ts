@@ -3,6 +3,8 @@
 // and a per-item cache so that an item shared by many clients is encoded once.
 import { kpng } from '../gen/proto';
 import { normalizeItem, type Item } from '../model/enls';
+import type { OpList } from '../store/subscription';
+import { assemble, deflatePiece, deflateWhole, inflateOps, wrapOpBatch } from './deflate';
 
 const w = kpng.watchv1;
 
@@ -12,6 +14,8 @@ export interface WatchRequest {
   node: string;
   reset: boolean;
   appliedRevision: number;
+  /** The client reads OpBatch.deflated_ops (proto/watch.proto). */
+  acceptDeflate: boolean;
 }
 
 /** A request the server could not decode (garbage, wrong wire types). */
@@ -20,7 +24,7 @@ export interface BadRequest { bad: string }
 export const isBadRequest = (r: WatchRequest | BadRequest): r is BadRequest => 'bad' in r;
 
 export function encodeRequest(r: Partial<WatchRequest>): Buffer {
-  return Buffer.from(w.WatchRequest.encode({ node: r.node ?? '', reset: !!r.reset, appliedRevision: r.appliedRevision ?? 0 }).finish());
+  return Buffer.from(w.WatchRequest.encode({ node: r.node ?? '', reset: !!r.reset, appliedRevision: r.appliedRevision ?? 0, acceptDeflate: !!r.acceptDeflate }).finish());
 }
 
 /** Server side: never throws (a malformed request becomes a BadRequest answered with INVALID_ARGUMENT). */
@@ -29,7 +33,7 @@ export function decodeRequest(buf: Buffer): WatchRequest | BadRequest {
     const m = w.WatchRequest.decode(buf);
     if (typeof m.node !== 'string') return { bad: 'node is not a string' };
     const rev = Number(m.appliedRevision ?? 0);
-    return { node: m.node, reset: !!m.reset, appliedRevision: Number.isFinite(rev) ? rev : 0 };
+    return { node: m.node, reset: !!m.reset, appliedRevision: Number.isFinite(rev) ? rev : 0, acceptDeflate: !!m.acceptDeflate };
   } catch (e) {
     return { bad: (e as Error).message };
   }
@@ -82,21 +86,26 @@ const RESET_OP = frame(w.Op.encode({ reset: {} }).finish());
  * instead of RUN cached ops (a thousand nodes x 10k services is 10M ops). Built the second time a
  * run is met (a run only one node has is not worth keeping); keyed by its first item.
  */
-interface Run { items: Item[]; framed: Buffer; ends: Int32Array; sizes: Int32Array; size: number }
-const RUN = 64;
+interface Run {
+  items: Item[]; framed: Buffer; ends: Int32Array; sizes: Int32Array; size: number;
+  /** `framed` compressed as a piece of a DEFLATE stream (deflate.ts), made when first sent so. */
+  piece?: Buffer;
+}
+const RUN = 16;
 const runs = new WeakMap<Item, Run>();
 const runSeen = new WeakMap<Item, Item[]>();
 
-function runAt(ops: readonly (Item | string)[], i: number): Run | undefined {
+function runAt(ops: OpList, i: number): Run | undefined {
   if (i % RUN !== 0 || i + RUN > ops.length) return undefined;
-  const first = ops[i];
-  if (typeof first === 'string') return undefined;
-  const same = (items: Item[]) => { for (let j = 1; j < RUN; j++) if (ops[i + j] !== items[j]) return false; return true; };
+  const first = ops.at(i);
+  if (typeof first !== 'object') return undefined;
+  const same = (items: Item[]) => { for (let j = 1; j < RUN; j++) if (ops.at(i + j) !== items[j]) return false; return true; };
   const run = runs.get(first);
   if (run && same(run.items)) return run;
   const seen = runSeen.get(first);
-  const items = ops.slice(i, i + RUN) as Item[];
-  if (!seen || !same(seen) || items.some((o) => typeof o === 'string')) {
+  const items: Item[] = [];
+  for (let j = 0; j < RUN; j++) { const o = ops.at(i + j); if (typeof o !== 'object') return undefined; items.push(o); }
+  if (!seen || !same(seen)) {
     runSeen.set(first, items);
     return undefined;
   }
@@ -116,24 +125,43 @@ function runAt(ops: readonly (Item | string)[], i: number): Run | undefined {
  * (no copy of ours; at 1,000 nodes x 10k services that is 1.7 GB not copied). Built the second
  * time it is met, like a run; keyed by its first run.
  */
-interface Page { runs: Run[]; message: Buffer }
+interface Page {
+  runs: Run[]; message: Buffer;
+  /** The same ops as one deflated_ops message, made when first sent so. */
+  deflated?: Buffer;
+}
 const pages = new WeakMap<Run, Page>();
 const pageSeen = new WeakMap<Run, Run[]>();
 
-function pageMessage(pageRuns: Run[], parts: Buffer[], length: number): Buffer {
+/** The kept page of these runs, if it was met before (kept the second time); undefined the first time. */
+function pageOf(pageRuns: Run[], parts: Buffer[], length: number): Page | undefined {
   const first = pageRuns[0]!;
   const same = (rs: Run[]) => rs.length === pageRuns.length && rs.every((r, k) => r === pageRuns[k]);
   const page = pages.get(first);
-  if (page && same(page.runs)) return page.message;
-  const message = Buffer.concat(parts, length);
+  if (page && same(page.runs)) return page;
   const seen = pageSeen.get(first);
   if (seen && same(seen)) {
     pageSeen.delete(first);
-    pages.set(first, { runs: pageRuns, message });
-  } else {
-    pageSeen.set(first, pageRuns);
+    const kept = { runs: pageRuns, message: Buffer.concat(parts, length) };
+    pages.set(first, kept);
+    return kept;
   }
-  return message;
+  pageSeen.set(first, pageRuns);
+  return undefined;
+}
+
+/**
+ * A message as deflated_ops, when it holds at least one run: each run's piece is compressed once
+ * and shared; the other ops go in stored blocks. Undefined when there is nothing compressed to
+ * send (plain is then as small and cheaper to read).
+ */
+function deflatedMessage(parts: readonly Buffer[], partRuns: readonly (Run | undefined)[]): Buffer | undefined {
+  if (!partRuns.some((r) => r)) return undefined;
+  const stream = assemble(parts.map((p, k) => {
+    const run = partRuns[k];
+    return run ? { piece: (run.piece ??= deflatePiece(run.framed)) } : p;
+  }));
+  return wrapOpBatch(stream.parts, stream.length);
 }
 
 /**
@@ -141,23 +169,33 @@ function pageMessage(pageRuns: Run[], parts: Buffer[], length: number): Buffer {
  * is a reset, then the ops (an Item is a set, a string the key of a delete), then Sync. Returns
  * the messages lazily so a slow client's stream encodes only as fast as it drains. A full state's
  * messages are cut before a run of shared ops rather than inside it, so that most of them are made
- * of whole runs and are the same buffers on every node (see Page).
+ * of whole runs and are the same buffers on every node (see Page). With `deflate` (the client
+ * accepts deflated_ops) a message that holds shared runs goes compressed, from pieces compressed
+ * once (deflate.ts); the rest stays plain.
  */
-export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | string)[]; revision: number }, items: number, chunkBytes = 64 * 1024): Generator<Buffer> {
+export function* encodeBatch(batch: { reset: boolean; ops: OpList; revision: number }, items: number, chunkBytes = 64 * 1024, deflate = false): Generator<Buffer> {
   let parts: Buffer[] = [];
+  /** With deflate: the run each part is, if it is a whole one. */
+  let partRuns: (Run | undefined)[] = [];
   let size = 0; // as counted for chunking (6 bytes of prefix per op, as always)
   let length = 0;
   /** The runs the message holds so far, while it holds nothing else; null once it does. */
   let pageRuns: Run[] | null = [];
   const add = (op: FramedOp) => {
     parts.push(op.framed);
+    if (deflate) partRuns.push(undefined);
     size += op.opLength + 6;
     length += op.framed.length;
     pageRuns = null;
   };
   const take = (): Buffer => {
-    const message = pageRuns && pageRuns.length > 0 ? pageMessage(pageRuns, parts, length) : Buffer.concat(parts, length);
+    const page = pageRuns && pageRuns.length > 0 ? pageOf(pageRuns, parts, length) : undefined;
+    let message: Buffer | undefined;
+    if (page) message = deflate ? (page.deflated ??= wrapOne(deflateWhole(page.message))) : page.message;
+    else if (deflate) message = deflatedMessage(parts, partRuns);
+    message ??= Buffer.concat(parts, length);
     parts = [];
+    partRuns = [];
     size = length = 0;
     pageRuns = [];
     return message;
@@ -169,6 +207,7 @@ export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | stri
     if (run && run.size < chunkBytes) {
       if (size + run.size > chunkBytes) yield take();
       parts.push(run.framed);
+      if (deflate) partRuns.push(run);
       length += run.framed.length;
       size += run.size;
       pageRuns?.push(run);
@@ -183,6 +222,7 @@ export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | stri
         size += run.sizes[j];
         if (size < chunkBytes) continue;
         parts.push(run.framed.subarray(start, run.ends[j]));
+        if (deflate) partRuns.push(undefined);
         length += run.ends[j] - start;
         yield take();
         pageRuns = null;
@@ -191,12 +231,13 @@ export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | stri
       }
       if (from < RUN) {
         parts.push(run.framed.subarray(start));
+        if (deflate) partRuns.push(undefined);
         length += run.framed.length - start;
       }
       i += RUN;
       continue;
     }
-    const o = ops[i++];
+    const o = ops.at(i++)!;
     add(typeof o === 'string' ? frame(w.Op.encode({ delete: { key: o } }).finish()) : setOp(o));
     if (size >= chunkBytes) yield take();
   }
@@ -204,11 +245,22 @@ export function* encodeBatch(batch: { reset: boolean; ops: readonly (Item | stri
   yield take();
 }
 
+const wrapOne = (stream: Buffer): Buffer => wrapOpBatch([stream], stream.length);
+
+/** Inflated ops of one message at most (a server's messages are ~64 KiB; this bounds a hostile one). */
+export const MAX_INFLATED_BYTES = 64 * 1024 * 1024;
+
 /** Client side: throws on garbage (gRPC then fails the call and the client reconnects). */
 export function decodeOpBatch(buf: Buffer): WireOp[] {
   const m = w.OpBatch.decode(buf);
+  let list: (typeof m.ops)[number][] = m.ops;
+  if (m.deflatedOps && m.deflatedOps.length > 0) {
+    const inner = w.OpBatch.decode(inflateOps(m.deflatedOps, MAX_INFLATED_BYTES));
+    if (inner.deflatedOps && inner.deflatedOps.length > 0) throw new Error('deflated_ops inside deflated_ops');
+    list = list.concat(inner.ops);
+  }
   const ops: WireOp[] = [];
-  for (const op of m.ops) {
+  for (const op of list) {
     // normalizeItem copies the decoded message into the strict shape (every field filled).
     if (op.set) ops.push({ op: 'set', item: normalizeItem(op.set) });
     else if (op.delete) ops.push({ op: 'delete', key: op.delete.key ?? '' });

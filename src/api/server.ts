@@ -34,6 +34,11 @@ export interface ServeApiOptions extends TlsFiles {
   firstRequestTimeoutMs?: number;
   /** Target size of one OpBatch message (default 64 KiB). */
   chunkBytes?: number;
+  /**
+   * Send the parts of full states that nodes share compressed (deflated_ops) to clients that accept
+   * it (default true). Each shared part is compressed once; nothing is compressed per client.
+   */
+  deflate?: boolean;
 }
 
 export interface ApiServer {
@@ -100,6 +105,7 @@ export async function serveApi(opts: ServeApiOptions): Promise<ApiServer> {
         log, registry,
         firstRequestTimeoutMs: opts.firstRequestTimeoutMs ?? 10_000,
         chunkBytes: opts.chunkBytes ?? 64 * 1024,
+        deflate: opts.deflate ?? true,
         onClose: (x) => sessions.delete(x),
       });
       sessions.add(s);

@@ -36,6 +36,8 @@ export interface SessionOptions {
   /** Time a client has to send its first request. */
   firstRequestTimeoutMs: number;
   chunkBytes: number;
+  /** Send full states' shared parts compressed to clients that accept it. */
+  deflate: boolean;
   onClose: (s: WatchSession) => void;
 }
 
@@ -48,6 +50,8 @@ export class WatchSession {
   private store: ItemStore | null = null;
   private unlistenSwitch: (() => void) | null = null;
   private requested = false;
+  /** The client accepts deflated_ops (its first request says so). */
+  private deflate = false;
   private sending = false;
   private closed = false;
   private wake: (() => void) | null = null;
@@ -77,6 +81,7 @@ export class WatchSession {
       if (this.firstTimer) clearTimeout(this.firstTimer);
       this.firstTimer = null;
       this.stats.node = r.node;
+      this.deflate = r.acceptDeflate && this.opts.deflate;
       this.entry = this.opts.registry.acquire(r.node);
       this.store = this.entry.store;
       this.sub = this.store.subscribe();
@@ -133,7 +138,7 @@ export class WatchSession {
       this.stats.requested = false;
       this.sending = true;
       try {
-        const msgs = encodeBatch(batch, this.store!.size, this.opts.chunkBytes);
+        const msgs = encodeBatch(batch, this.store!.size, this.opts.chunkBytes, this.deflate);
         let cur = msgs.next();
         while (!cur.done && !this.closed) {
           const msg = cur.value;

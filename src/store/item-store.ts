@@ -5,6 +5,12 @@ import { encodeItem, type Item } from '../model/enls';
 import type { StateView } from '../sink/sink';
 import { Subscription } from './subscription';
 
+/** Items by index (an array is one). */
+export interface ItemList {
+  readonly length: number;
+  at(index: number): Item | undefined;
+}
+
 /** A stored item and its hash. Immutable: NodeStates share one entry for an item alike on many nodes. */
 export interface Entry { readonly item: Item; readonly hash: string }
 
@@ -68,9 +74,18 @@ export class ItemStore implements StateView {
     for (const k of this.keys()) yield this.get(k)!;
   }
 
-  /** Every item in key order, as an array (a full batch's contents). */
+  /** Every item in key order, as an array. */
   itemList(): Item[] {
     return [...this.items()];
+  }
+
+  /**
+   * Every item in key order as it is now, for a full batch that is streamed while the state goes on
+   * changing: later changes do not show in it. Here an array; a NodeState reads its shared items on
+   * demand instead of holding an array of every item for each stream in flight.
+   */
+  fullList(): ItemList {
+    return this.itemList();
   }
 
   keys(): readonly string[] {

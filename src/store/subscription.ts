@@ -6,11 +6,20 @@ import type { Item } from '../model/enls';
 import type { Batch, Change } from '../sink/sink';
 import type { ItemStore } from './item-store';
 
-/** A batch in compact form: an Item is a set, a string is the key of a delete (key order). */
+/** Ops by index: an Item is a set, a string the key of a delete. An array is one. */
+export interface OpList {
+  readonly length: number;
+  at(index: number): Item | string | undefined;
+}
+
+/**
+ * A batch in compact form, in key order. A reset's ops are the state's fullList(): read on demand,
+ * and as the state was when the batch was taken.
+ */
 export interface OpsBatch {
   revision: number;
   reset: boolean;
-  ops: (Item | string)[];
+  ops: OpList;
 }
 
 export class Subscription {
@@ -52,20 +61,29 @@ export class Subscription {
     }
   }
 
-  /** Takes the coalesced batch now, compact (possibly with no ops if everything flapped back). */
+  /**
+   * Takes the coalesced batch now, compact (possibly with no ops if everything flapped back). A
+   * reset's ops are read on demand (a stream sends them over many turns of the event loop).
+   */
   takeOps(): OpsBatch {
-    let ops: (Item | string)[] = [];
+    return this.takeWith(() => this.state.fullList());
+  }
+
+  private takeWith(full: () => OpList): OpsBatch {
+    let ops: OpList;
     const reset = this.resetPending;
     if (reset) {
-      ops = this.state.itemList();
+      ops = full();
     } else {
+      const changed: (Item | string)[] = [];
+      ops = changed;
       for (const key of [...this.dirty.keys()].sort()) {
         const had = this.dirty.get(key);
         const item = this.state.get(key);
         // Came back to what the consumer has (or absent on both sides): nothing to send. The hash is
         // only computed when the consumer had the key.
         if (item === undefined ? had === undefined : had !== undefined && this.state.hashOf(key) === had) continue;
-        ops.push(item === undefined ? key : item);
+        changed.push(item === undefined ? key : item);
       }
     }
     this.dirty = new Map();
@@ -75,8 +93,13 @@ export class Subscription {
 
   /** Takes the coalesced batch now (possibly with no changes if everything flapped back). */
   take(): Batch {
-    const b = this.takeOps();
-    const changes: Change[] = b.ops.map((o) => (typeof o === 'string' ? { op: 'delete', key: o } : { op: 'set', key: o.key, item: o }));
+    // A reset is used at once here: the state's array of every item is the quicker read.
+    const b = this.takeWith(() => this.state.itemList());
+    const changes: Change[] = [];
+    for (let i = 0; i < b.ops.length; i++) {
+      const o = b.ops.at(i)!;
+      changes.push(typeof o === 'string' ? { op: 'delete', key: o } : { op: 'set', key: o.key, item: o });
+    }
     return { revision: b.revision, reset: b.reset, changes };
   }
 
