@@ -92,13 +92,15 @@ export class KernelSink implements Sink {
   }
 
   private async guard(revision: number, what: string, run: () => Promise<SyncReport>): Promise<SyncReport> {
+    const t0 = performance.now();
     try {
       const r = await run();
+      const wall = performance.now() - t0;
       this.stats.syncs++;
       this.stats.lastMessages = r.messages;
       this.stats.lastBytes = r.bytes;
       this.stats.lastMs = r.ms;
-      this.opts.log(`${this.name}: revision ${revision}: ${what} sync, ${r.messages} messages, ${r.bytes} bytes, ${r.ms.toFixed(1)} ms`);
+      this.opts.log(`${this.name}: revision ${revision}: ${what} sync in ${wall.toFixed(1)} ms, ${r.messages} messages, ${r.bytes} bytes, ${r.ms.toFixed(1)} ms in the kernel (as its dataplane counts)`);
       return r;
     } catch (e) {
       // The change needs a full sync (nothing was sent): the caller does it now.
