@@ -13,6 +13,7 @@
 // those that differ.
 import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
+import { Yielder } from '../../util/yielder';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
 import { newPlan, planService, serviceEntries, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
@@ -165,6 +166,10 @@ export class EbpfDataplane implements Dataplane {
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
     this.node = node;
     const t0 = performance.now();
+    // At 50k services the maps hold over a million entries: every loop below gives the event loop a
+    // turn every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync
+    // at a time).
+    const y = new Yielder();
     let syscalls = 0;
     // What the kernel has (the previous process's state after a restart).
     const svcDump = await lb.dump(SVC_MAP);
@@ -172,6 +177,7 @@ export class EbpfDataplane implements Dataplane {
     syscalls += svcDump.syscalls + beDump.syscalls;
     const kernel = newPlan();
     for (let i = 0; i < svcDump.count; i++) {
+      if ((i & 1023) === 0) await y.maybe();
       const k = svcDump.keys.toString('latin1', i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE);
       const at = i * svcDump.valueSize;
       if (isHeadKey(k)) {
@@ -183,6 +189,7 @@ export class EbpfDataplane implements Dataplane {
       }
     }
     for (let i = 0; i < beDump.count; i++) {
+      if ((i & 1023) === 0) await y.maybe();
       const id = beDump.keys.readUInt32LE(i * 4);
       kernel.backends.set(id, beDump.values.toString('latin1', i * beDump.valueSize, i * beDump.valueSize + BACKEND_VALUE_SIZE));
       this.nextBackend = Math.max(this.nextBackend, id + 1);
@@ -194,6 +201,7 @@ export class EbpfDataplane implements Dataplane {
     this.overflow.clear();
     this.desired = newPlan();
     for (const svc of services) {
+      await y.maybe();
       const key = `svc/${svc.namespace}/${svc.name}`;
       const fp = this.planIfFits(key, svc, this.desired, old.get(key));
       if (fp) this.footprints.set(key, fp);
@@ -201,7 +209,7 @@ export class EbpfDataplane implements Dataplane {
     this.reportOverflow();
     for (const k of [...this.serviceIds.keys()]) if (!this.desired.heads.has(k)) this.serviceIds.delete(k);
     const r = await this.converge(lb, againstKernel(this.desired.heads, kernel.heads), againstKernel(this.desired.slots, kernel.slots),
-      againstKernel(this.desired.backends, kernel.backends));
+      againstKernel(this.desired.backends, kernel.backends), y);
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
@@ -247,33 +255,35 @@ export class EbpfDataplane implements Dataplane {
    * desired maps are the kernel's afterwards; if the batch fails they are not, and the KernelSink's
    * next sync is a full one, which reads the kernel again.
    */
-  private async converge(lb: EbpfLoader, heads: Before<string, string>, slots: Before<string, number>, backends: Before<number, string>): Promise<SyncReport> {
+  private async converge(lb: EbpfLoader, heads: Before<string, string>, slots: Before<string, number>, backends: Before<number, string>, y = new Yielder()): Promise<SyncReport> {
     const want = this.desired;
     const beUp: number[] = [], beDel: number[] = [];
     const slotUp: string[] = [], headUp: string[] = [], headDel: string[] = [], slotDel: string[] = [];
-    const sort = <K, V>(b: Before<K, V>, desired: Map<K, V>, up: K[], del: K[]) => {
+    const sort = async <K, V>(b: Before<K, V>, desired: Map<K, V>, up: K[], del: K[]) => {
+      let n = 0;
       for (const k of b.touched()) {
+        if ((++n & 1023) === 0) await y.maybe();
         const w = desired.get(k), have = b.before(k);
         if (w !== undefined && w !== have) up.push(k);
         else if (w === undefined && have !== undefined) del.push(k);
       }
     };
-    sort(backends, want.backends, beUp, beDel);
-    sort(slots, want.slots, slotUp, slotDel);
-    sort(heads, want.heads, headUp, headDel);
-    const keysBuffer = (keys: string[]) => Buffer.from(keys.join(''), 'latin1');
-    const svcGroup = (op: 'update' | 'delete', keys: string[], values?: Buffer): EbpfMapGroup =>
-      ({ map: SVC_MAP, op, count: keys.length, keys: keysBuffer(keys), ...(values ? { values } : {}) });
-    const beGroup = (op: 'update' | 'delete', ids: number[]): EbpfMapGroup => ({
+    await sort(backends, want.backends, beUp, beDel);
+    await sort(slots, want.slots, slotUp, slotDel);
+    await sort(heads, want.heads, headUp, headDel);
+    // Packed into buffers piece by piece (a full sync at 50k writes over a million entries).
+    const svcGroup = async (op: 'update' | 'delete', keys: string[], values?: Buffer): Promise<EbpfMapGroup> =>
+      ({ map: SVC_MAP, op, count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k), ...(values ? { values } : {}) });
+    const beGroup = async (op: 'update' | 'delete', ids: number[]): Promise<EbpfMapGroup> => ({
       map: BACKEND_MAP, op, count: ids.length,
-      keys: idsBuffer(ids),
-      ...(op === 'update' ? { values: Buffer.from(ids.map((id) => want.backends.get(id)!).join(''), 'latin1') } : {}),
+      keys: await idsBuffer(ids, y),
+      ...(op === 'update' ? { values: await packLatin1(ids, BACKEND_VALUE_SIZE, y, (id) => want.backends.get(id)!) } : {}),
     });
     const groups = [
-      beGroup('update', beUp),
-      svcGroup('update', slotUp, slotValuesBuffer(slotUp.map((k) => want.slots.get(k)!))),
-      svcGroup('update', headUp, Buffer.from(headUp.map((k) => want.heads.get(k)!).join(''), 'latin1')),
-      svcGroup('delete', headDel), svcGroup('delete', slotDel), beGroup('delete', beDel),
+      await beGroup('update', beUp),
+      await svcGroup('update', slotUp, await slotValuesBuffer(slotUp, (k) => want.slots.get(k)!, y)),
+      await svcGroup('update', headUp, await packLatin1(headUp, SVC_VALUE_SIZE, y, (k) => want.heads.get(k)!)),
+      await svcGroup('delete', headDel), await svcGroup('delete', slotDel), await beGroup('delete', beDel),
     ].filter((g) => g.count > 0);
     const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
     if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
@@ -352,9 +362,26 @@ function keysOfBoth<K>(a: Map<K, unknown>, b: Map<K, unknown>): Iterable<K> {
   };
 }
 
+/**
+ * `text(k)` of each key, strings of one byte per character and `width` bytes each, in one buffer;
+ * the event loop gets its turns (a full sync at 50k packs over a million entries).
+ */
+async function packLatin1<K>(keys: readonly K[], width: number, y: Yielder, text: (k: K) => string): Promise<Buffer> {
+  const b = Buffer.allocUnsafe(keys.length * width);
+  for (let i = 0; i < keys.length; i++) {
+    if ((i & 1023) === 0) await y.maybe();
+    const t = text(keys[i]!);
+    if (t.length !== width || b.write(t, i * width, width, 'latin1') !== width) throw new Error(`ebpf: a map entry of ${t.length} bytes where ${width} belong`);
+  }
+  return b;
+}
+
 /** Backend ids as the map's u32 keys (little-endian), one buffer. */
-function idsBuffer(ids: number[]): Buffer {
+async function idsBuffer(ids: readonly number[], y: Yielder): Promise<Buffer> {
   const b = Buffer.allocUnsafe(ids.length * 4);
-  for (let i = 0; i < ids.length; i++) b.writeUInt32LE(ids[i], i * 4);
+  for (let i = 0; i < ids.length; i++) {
+    if ((i & 1023) === 0) await y.maybe();
+    b.writeUInt32LE(ids[i]!, i * 4);
+  }
   return b;
 }

@@ -1,4 +1,5 @@
 // The byte strings the dataplane keeps its map contents in match the byte layouts (maps.ts).
+import { Yielder } from '../../util/yielder';
 import { BackendWriter, decodeSvcValue, encodeBackend, encodeSvcKey, encodeSvcValue, isHeadKey, isUdpKey, slotOfKey, slotValuesBuffer, SvcKeyWriter, svcIdOfValue, svcValueBytes, vipOfKey, type SvcValue } from './maps';
 
 test('svcValueBytes is encodeSvcValue as a byte string, and svcIdOfValue reads the service id back', () => {
@@ -16,7 +17,7 @@ test('svcValueBytes is encodeSvcValue as a byte string, and svcIdOfValue reads t
   }
 });
 
-test('the writers give the encoders\' bytes, whatever was written before', () => {
+test('the writers give the encoders\' bytes, whatever was written before', async () => {
   const keys = new SvcKeyWriter(), backend = new BackendWriter();
   // IPv6 first: its bytes must not survive into the IPv4 entries written after it.
   const cases: Array<[string, number, number]> = [['fd00:10:96::1', 443, 6], ['10.96.0.1', 80, 17], ['2001:db8::ffff:1', 53, 132], ['192.168.255.254', 65535, 6]];
@@ -39,6 +40,6 @@ test('the writers give the encoders\' bytes, whatever was written before', () =>
     expect(ek).not.toBe(backend.endpointKey(8081, proto));
   }
   const ids = [1, 255, 0x12345678, 0xfffffffe];
-  const b = slotValuesBuffer(ids);
+  const b = await slotValuesBuffer(ids, (id) => id, new Yielder(0));
   ids.forEach((id, i) => expect(decodeSvcValue(b, i * 20)).toEqual({ backendId: id, count: 0, affinitySeconds: 0, svcId: 0, flags: 0 }));
 });

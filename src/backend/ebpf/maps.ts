@@ -1,5 +1,6 @@
 // Byte layouts of the socket load balancer's maps (native/bpf/sock_lb.bpf.c: struct svc_key,
 // svc_value, backend), encoded and decoded here so the rest of the backend deals in plain objects.
+import type { Yielder } from '../../util/yielder';
 import { ipv6, writeAddr, writeIPv4 } from '../../native/nft-types';
 import { addrText } from '../../native/addr-text';
 
@@ -147,10 +148,16 @@ export class BackendWriter {
   }
 }
 
-/** Service-map values of slots >= 1 (only the backend id set), one after another in one buffer. */
-export function slotValuesBuffer(backendIds: number[]): Buffer {
-  const b = Buffer.alloc(backendIds.length * SVC_VALUE_SIZE);
-  for (let i = 0; i < backendIds.length; i++) b.writeUInt32LE(backendIds[i], i * SVC_VALUE_SIZE);
+/**
+ * Service-map values of slots >= 1 (only the backend id set, `idOf(key)`), one after another in one
+ * buffer; the event loop gets its turns (a full sync at 50k writes over half a million slots).
+ */
+export async function slotValuesBuffer<K>(keys: readonly K[], idOf: (k: K) => number, y: Yielder): Promise<Buffer> {
+  const b = Buffer.alloc(keys.length * SVC_VALUE_SIZE);
+  for (let i = 0; i < keys.length; i++) {
+    if ((i & 1023) === 0) await y.maybe();
+    b.writeUInt32LE(idOf(keys[i]!), i * SVC_VALUE_SIZE);
+  }
   return b;
 }
 

@@ -6,7 +6,7 @@ import type { Sink } from '../../sink/sink';
 import { ElemWriter, toNftOps } from './netlink';
 import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 import type { FamOps } from './types';
-import { Yielder } from './yielder';
+import { Yielder } from '../../util/yielder';
 
 export { NftDataplane, nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 export { toNftOps } from './netlink';

@@ -5,7 +5,7 @@ import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, inFamily, indexElems, sameElem, type Program } from './program';
 import { pushAll } from '../../util/push-all';
 import type { SlotState } from './slots';
-import type { Yielder } from './yielder';
+import type { Yielder } from '../../util/yielder';
 import { N, type Elem, type Fam, type Op, type Stmt } from './types';
 
 

@@ -8,7 +8,7 @@ import { toNftOps } from './netlink';
 import { toNftText } from './text';
 import { PICK_SHARDS, type FamOps, type Op } from './types';
 import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
-import { Yielder } from './yielder';
+import { Yielder } from '../../util/yielder';
 import { encodeFamOps } from './index';
 import { encodeOps } from '../../native/encode';
 

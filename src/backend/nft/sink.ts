@@ -6,7 +6,7 @@ import type { NodeInfo, Service } from '../../model/enls';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
 import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
-import { Yielder } from './yielder';
+import { Yielder } from '../../util/yielder';
 import type { Fam, FamOps } from './types';
 
 export interface KernelApplyResult { messages: number; bytes: number; ms: number }
