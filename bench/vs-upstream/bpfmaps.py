@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # Reads kpng's pinned socket-LB maps through the bpf(2) syscall (ctypes; no bpftool), so the benchmark
 # sees the eBPF backend's work in the kernel the way nfgen.py sees nftables commits.
-#   python3 bpfmaps.py wait-vips PINDIR       reads addresses (one line, space-separated) on stdin, scans
-#                                             the service map in batches (BPF_MAP_LOOKUP_BATCH) until each
-#                                             has an entry (pausing as long as a scan between two), then
+#   python3 bpfmaps.py wait-vips PINDIR       reads addresses (one line, space-separated) on stdin, waits
+#                                             for the service map's first entry (one cheap syscall every
+#                                             2 ms), then scans the map in batches (BPF_MAP_LOOKUP_BATCH)
+#                                             until each has an entry (pausing as long as a scan), then
 #                                             prints "all SCAN_MS" (the last scan's time);
 #                                             "have N" every 10 s meanwhile
 #   python3 bpfmaps.py backends PINDIR [MS]   "be ID ADDR" for every backend added from now on, polling
@@ -88,11 +89,19 @@ def wait_vips(pin):
         ip = ipaddress.ip_address(a)
         want.add(ip.packed.ljust(16, b'\0') + bytes([AF_V4 if ip.version == 4 else AF_V6]))
     path = os.path.join(pin, 'kpng_svc')
+    while not os.path.exists(path):
+        time.sleep(0.002)
+    # Until the first entry is written, one BPF_MAP_GET_NEXT_KEY every 2 ms: no scan takes CPU from
+    # the start being measured. kpng writes a full sync's entries in a few batched updates right after
+    # each other, so the scans below begin when it is writing them.
+    fd = obj_get(path)
+    try:
+        while next(keys(fd, SVC_KEY), None) is None:
+            time.sleep(0.002)
+    finally:
+        os.close(fd)
     last = time.monotonic()
     while True:
-        if not os.path.exists(path):
-            time.sleep(0.005)
-            continue
         t0 = time.monotonic()
         fd = obj_get(path)
         have = set()

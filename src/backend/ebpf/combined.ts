@@ -11,20 +11,25 @@ export class CombinedDataplane implements Dataplane {
   constructor(readonly name: string, readonly parts: Dataplane[]) {}
 
   /**
-   * Runs every part at once: they program different kernel subsystems, and one part's kernel work
-   * (on the addon's threads) then overlaps the other's JavaScript. Each part runs to its end even
-   * when another fails; the first failure (in part order) fails the whole. The reports add up
-   * (their times overlap: the KernelSink logs the wall time of the whole).
+   * Runs the parts one after the other, in order: the socket LB's maps first, so that this node's
+   * own connections are balanced as early as possible (run at once, the two parts' JavaScript
+   * interleaves and the maps were complete ~0.25 s later at 1k; at 50k, at once saved 2-5%). Each
+   * part runs even when the one before it failed; the first failure fails the whole.
    */
   private async each(run: (d: Dataplane) => Promise<SyncReport>): Promise<SyncReport> {
-    const results = await Promise.allSettled(this.parts.map((d) => run(d)));
     const total: SyncReport = { messages: 0, bytes: 0, ms: 0 };
-    for (const r of results) {
-      if (r.status === 'rejected') throw r.reason;
-      total.messages += r.value.messages;
-      total.bytes += r.value.bytes;
-      total.ms += r.value.ms;
+    let failure: unknown;
+    for (const d of this.parts) {
+      try {
+        const r = await run(d);
+        total.messages += r.messages;
+        total.bytes += r.bytes;
+        total.ms += r.ms;
+      } catch (e) {
+        failure ??= e;
+      }
     }
+    if (failure !== undefined) throw failure;
     return total;
   }
 

@@ -177,7 +177,7 @@ export class EbpfDataplane implements Dataplane {
     syscalls += svcDump.syscalls + beDump.syscalls;
     const kernel = newPlan();
     for (let i = 0; i < svcDump.count; i++) {
-      if ((i & 1023) === 0) await y.maybe();
+      if ((i & 1023) === 0 && y.due()) await y.turn();
       const k = svcDump.keys.toString('latin1', i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE);
       const at = i * svcDump.valueSize;
       if (isHeadKey(k)) {
@@ -189,7 +189,7 @@ export class EbpfDataplane implements Dataplane {
       }
     }
     for (let i = 0; i < beDump.count; i++) {
-      if ((i & 1023) === 0) await y.maybe();
+      if ((i & 1023) === 0 && y.due()) await y.turn();
       const id = beDump.keys.readUInt32LE(i * 4);
       kernel.backends.set(id, beDump.values.toString('latin1', i * beDump.valueSize, i * beDump.valueSize + BACKEND_VALUE_SIZE));
       this.nextBackend = Math.max(this.nextBackend, id + 1);
@@ -201,7 +201,7 @@ export class EbpfDataplane implements Dataplane {
     this.overflow.clear();
     this.desired = newPlan();
     for (const svc of services) {
-      await y.maybe();
+      if (y.due()) await y.turn();
       const key = `svc/${svc.namespace}/${svc.name}`;
       const fp = this.planIfFits(key, svc, this.desired, old.get(key));
       if (fp) this.footprints.set(key, fp);
@@ -262,7 +262,7 @@ export class EbpfDataplane implements Dataplane {
     const sort = async <K, V>(b: Before<K, V>, desired: Map<K, V>, up: K[], del: K[]) => {
       let n = 0;
       for (const k of b.touched()) {
-        if ((++n & 1023) === 0) await y.maybe();
+        if ((++n & 1023) === 0 && y.due()) await y.turn();
         const w = desired.get(k), have = b.before(k);
         if (w !== undefined && w !== have) up.push(k);
         else if (w === undefined && have !== undefined) del.push(k);
@@ -369,7 +369,7 @@ function keysOfBoth<K>(a: Map<K, unknown>, b: Map<K, unknown>): Iterable<K> {
 async function packLatin1<K>(keys: readonly K[], width: number, y: Yielder, text: (k: K) => string): Promise<Buffer> {
   const b = Buffer.allocUnsafe(keys.length * width);
   for (let i = 0; i < keys.length; i++) {
-    if ((i & 1023) === 0) await y.maybe();
+    if ((i & 1023) === 0 && y.due()) await y.turn();
     const t = text(keys[i]!);
     if (t.length !== width || b.write(t, i * width, width, 'latin1') !== width) throw new Error(`ebpf: a map entry of ${t.length} bytes where ${width} belong`);
   }
@@ -380,7 +380,7 @@ async function packLatin1<K>(keys: readonly K[], width: number, y: Yielder, text
 async function idsBuffer(ids: readonly number[], y: Yielder): Promise<Buffer> {
   const b = Buffer.allocUnsafe(ids.length * 4);
   for (let i = 0; i < ids.length; i++) {
-    if ((i & 1023) === 0) await y.maybe();
+    if ((i & 1023) === 0 && y.due()) await y.turn();
     b.writeUInt32LE(ids[i]!, i * 4);
   }
   return b;

@@ -155,7 +155,7 @@ export class BackendWriter {
 export async function slotValuesBuffer<K>(keys: readonly K[], idOf: (k: K) => number, y: Yielder): Promise<Buffer> {
   const b = Buffer.alloc(keys.length * SVC_VALUE_SIZE);
   for (let i = 0; i < keys.length; i++) {
-    if ((i & 1023) === 0) await y.maybe();
+    if ((i & 1023) === 0 && y.due()) await y.turn();
     b.writeUInt32LE(idOf(keys[i]!), i * SVC_VALUE_SIZE);
   }
   return b;
