@@ -16,15 +16,27 @@ test('both parts sync; the reports add up', async () => {
   expect(calls).toEqual(['bpf full', 'nft full', 'bpf update', 'nft update']);
 });
 
-test('the socket LB part syncs before the nft part starts (its maps are complete first)', async () => {
+test('the nft part starts when the socket LB part only waits for the kernel, not before', async () => {
   const events: string[] = [];
-  const slow = (name: string): Dataplane => ({
+  const part = (name: string, signals: boolean): Dataplane => ({
     name,
-    async fullSync(): Promise<SyncReport> { events.push(`${name} start`); await new Promise((r) => setTimeout(r, 5)); events.push(`${name} end`); return { messages: 1, bytes: 1, ms: 1 }; },
+    async fullSync(_s, _n, _r, waiting): Promise<SyncReport> {
+      events.push(`${name} plans`);
+      await new Promise((r) => setTimeout(r, 5));
+      if (signals) waiting?.();
+      events.push(`${name} waits for the kernel`);
+      await new Promise((r) => setTimeout(r, 20));
+      events.push(`${name} done`);
+      return { messages: 1, bytes: 1, ms: 1 };
+    },
     async update(): Promise<SyncReport> { return { messages: 0, bytes: 0, ms: 0 }; },
   });
-  await new CombinedDataplane('ebpf', [slow('bpf'), slow('nft')]).fullSync([], undefined, 1);
-  expect(events).toEqual(['bpf start', 'bpf end', 'nft start', 'nft end']);
+  await new CombinedDataplane('ebpf', [part('bpf', true), part('nft', false)]).fullSync([], undefined, 1);
+  expect(events).toEqual(['bpf plans', 'bpf waits for the kernel', 'nft plans', 'nft waits for the kernel', 'bpf done', 'nft done']);
+  // A part that never says it waits: the next one starts when it has ended.
+  events.length = 0;
+  await new CombinedDataplane('ebpf', [part('bpf', false), part('nft', false)]).fullSync([], undefined, 1);
+  expect(events).toEqual(['bpf plans', 'bpf waits for the kernel', 'bpf done', 'nft plans', 'nft waits for the kernel', 'nft done']);
 });
 
 test('a failing first part still lets the second sync, then the sync fails with the first error', async () => {

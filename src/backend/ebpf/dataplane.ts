@@ -161,7 +161,7 @@ export class EbpfDataplane implements Dataplane {
     };
   }
 
-  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
+  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
     const lb = await this.loader();
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
     this.node = node;
@@ -209,11 +209,11 @@ export class EbpfDataplane implements Dataplane {
     this.reportOverflow();
     for (const k of [...this.serviceIds.keys()]) if (!this.desired.heads.has(k)) this.serviceIds.delete(k);
     const r = await this.converge(lb, againstKernel(this.desired.heads, kernel.heads), againstKernel(this.desired.slots, kernel.slots),
-      againstKernel(this.desired.backends, kernel.backends), y);
+      againstKernel(this.desired.backends, kernel.backends), y, waiting);
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
-  async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number): Promise<SyncReport> {
+  async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
     const lb = await this.loader();
     const heads = new Journal(this.desired.heads), slots = new Journal(this.desired.slots), backends = new Journal(this.desired.backends);
     const out: EbpfPlan = { heads, slots, backends };
@@ -247,7 +247,7 @@ export class EbpfDataplane implements Dataplane {
       this.footprints.set(key, fp);
     }
     if (this.overflow.size > overflowBefore) this.reportOverflow();
-    return this.converge(lb, heads, slots, backends);
+    return this.converge(lb, heads, slots, backends, new Yielder(), waiting);
   }
 
   /**
@@ -255,7 +255,7 @@ export class EbpfDataplane implements Dataplane {
    * desired maps are the kernel's afterwards; if the batch fails they are not, and the KernelSink's
    * next sync is a full one, which reads the kernel again.
    */
-  private async converge(lb: EbpfLoader, heads: Before<string, string>, slots: Before<string, number>, backends: Before<number, string>, y = new Yielder()): Promise<SyncReport> {
+  private async converge(lb: EbpfLoader, heads: Before<string, string>, slots: Before<string, number>, backends: Before<number, string>, y: Yielder, waiting?: () => void): Promise<SyncReport> {
     const want = this.desired;
     const beUp: number[] = [], beDel: number[] = [];
     const slotUp: string[] = [], headUp: string[] = [], headDel: string[] = [], slotDel: string[] = [];
@@ -288,6 +288,7 @@ export class EbpfDataplane implements Dataplane {
     const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
     if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     const gone = this.goneUdpPairs(slots, backends);
+    waiting?.(); // only the kernel's part is left (and the UDP sockets' after it)
     const r = await lb.apply(groups);
     const report = { messages: r.syscalls, bytes, ms: r.ms };
     if (gone.length) {

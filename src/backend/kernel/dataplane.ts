@@ -34,10 +34,13 @@ export interface Dataplane {
    * Replace everything this dataplane owns with the given state, atomically where the kernel allows
    * it. Called at start-up, after a failed sync, when the node item changes and every --sync-period.
    * Must leave the previous state in place when it fails.
+   *
+   * `waiting`, when given, may be called once the dataplane has done its own work and only waits for
+   * the kernel (a CombinedDataplane then starts its next part, whose JavaScript overlaps that wait).
    */
-  fullSync(services: Service[], node: NodeInfo | undefined, revision: number): Promise<SyncReport>;
-  /** Apply the changed services (the node item is unchanged since the last sync). */
-  update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number): Promise<SyncReport>;
+  fullSync(services: Service[], node: NodeInfo | undefined, revision: number, waiting?: () => void): Promise<SyncReport>;
+  /** Apply the changed services (the node item is unchanged since the last sync). `waiting`: as for fullSync. */
+  update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number, waiting?: () => void): Promise<SyncReport>;
   /** Release resources; kernel state stays (a restart takes it over). */
   close?(): Promise<void>;
 }
