@@ -11,15 +11,22 @@ import { ClusterStore } from '../src/store/cluster';
 import { silentLogger } from '../src/util/log';
 import { ep, slice, svc } from './helpers/k8s';
 
-test('encodeBatch messages equal protobufjs OpBatch encodings, in chunks', () => {
+const view = { name: 'n1', zone: '', primary: [] };
+
+/** `n` services named PREFIX0.. with 1 to `maxEndpoints` endpoints on node n1, and their items for n1. */
+function world(prefix: string, n: number, maxEndpoints: number, net: number) {
   const store = new ClusterStore({ log: silentLogger });
-  for (let i = 0; i < 300; i++) {
-    store.apply('Service', svc(`s${i}`, { clusterIPs: [`10.96.1.${i % 250}`] }));
-    store.apply('EndpointSlice', slice(`s${i}-a`, `s${i}`, Array.from({ length: 1 + (i % 40) }, (_, k) => ep(`10.244.${i % 250}.${k + 1}`, { node: 'n1' }))));
+  for (let i = 0; i < n; i++) {
+    store.apply('Service', svc(`${prefix}${i}`, { clusterIPs: [`10.96.${net}.${i % 250}`] }));
+    store.apply('EndpointSlice', slice(`${prefix}${i}-a`, `${prefix}${i}`, Array.from({ length: 1 + (i % maxEndpoints) }, (_, k) => ep(`10.${244 + net}.${i % 250}.${k + 1}`, { node: 'n1' }))));
   }
   store.flush();
-  const view = { name: 'n1', zone: '', primary: [] };
   const items = [...store.serviceKeys()].sort().map((k) => computeServiceItem(store.getService(k)!, store.slicesOf(k), view));
+  return { store, items };
+}
+
+test('encodeBatch messages equal protobufjs OpBatch encodings, in chunks', () => {
+  const { store, items } = world('s', 300, 40, 0);
   const w = kpng.watchv1;
   const check = (reset: boolean, ops: (Item | string)[], chunk: number) => {
     const msgs = [...encodeBatch({ reset, ops, revision: 7 }, items.length, chunk)];
@@ -57,14 +64,7 @@ test('encodeBatch messages equal protobufjs OpBatch encodings, in chunks', () =>
 });
 
 test('with deflate, full states met again go compressed from shared pieces, and decode to the same ops', () => {
-  const store = new ClusterStore({ log: silentLogger });
-  for (let i = 0; i < 400; i++) {
-    store.apply('Service', svc(`d${i}`, { clusterIPs: [`10.96.2.${i % 250}`] }));
-    store.apply('EndpointSlice', slice(`d${i}-a`, `d${i}`, Array.from({ length: 1 + (i % 7) }, (_, k) => ep(`10.245.${i % 250}.${k + 1}`, { node: 'n1' }))));
-  }
-  store.flush();
-  const view = { name: 'n1', zone: '', primary: [] };
-  const items = [...store.serviceKeys()].sort().map((k) => computeServiceItem(store.getService(k)!, store.slicesOf(k), view));
+  const { store, items } = world('d', 400, 7, 1);
   // Some items of a node's own, new objects each time (never shared: they go as stored blocks).
   const withOwn = () => items.map((it, i) => (i % 53 === 9 ? computeServiceItem(store.getService(it.key.slice(4))!, [], view) : it));
   const own = withOwn();

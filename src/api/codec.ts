@@ -4,7 +4,7 @@
 import { kpng } from '../gen/proto';
 import { normalizeItem, type Item } from '../model/enls';
 import type { OpList } from '../store/subscription';
-import { assemble, deflatePiece, deflateWhole, inflateOps, wrapOpBatch } from './deflate';
+import { assemble, deflatePiece, deflateWhole, inflateOps } from './deflate';
 
 const w = kpng.watchv1;
 
@@ -55,10 +55,10 @@ interface FramedOp { framed: Buffer; opLength: number }
  */
 const setOpCache = new WeakMap<Item, FramedOp>();
 
-/** The bytes before one op inside an OpBatch: field 1 (ops), length-delimited, then the length. */
-function opPrefix(length: number): Buffer {
+/** The bytes before a length-delimited field of `length` bytes: its tag byte, then the length (varint). */
+function fieldPrefix(tag: number, length: number): Buffer {
   const b = Buffer.allocUnsafe(6);
-  b[0] = 10;
+  b[0] = tag;
   let n = 1;
   let v = length;
   while (v > 127) { b[n++] = (v & 127) | 128; v >>>= 7; }
@@ -66,8 +66,17 @@ function opPrefix(length: number): Buffer {
   return b.subarray(0, n);
 }
 
+/** OpBatch's fields as tag bytes: 1 (ops) and 2 (deflated_ops), both length-delimited. */
+const OPS_TAG = 0x0a, DEFLATED_OPS_TAG = 0x12;
+
+/** An OpBatch message whose only field is deflated_ops, holding the stream made of these parts. */
+function wrapOpBatch(stream: readonly Buffer[], length: number): Buffer {
+  const head = fieldPrefix(DEFLATED_OPS_TAG, length);
+  return Buffer.concat([head, ...stream], head.length + length);
+}
+
 function frame(op: Uint8Array): FramedOp {
-  const prefix = opPrefix(op.length);
+  const prefix = fieldPrefix(OPS_TAG, op.length);
   return { framed: Buffer.concat([prefix, op]), opLength: op.length };
 }
 

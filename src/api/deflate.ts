@@ -12,7 +12,7 @@ export function deflatePiece(data: Buffer): Buffer {
   return deflateRawSync(data, { finishFlush: constants.Z_SYNC_FLUSH });
 }
 
-/** Compresses `data` as a whole stream (final block included), ready for wrapOpBatch(). */
+/** Compresses `data` as a whole stream (final block included). */
 export function deflateWhole(data: Buffer): Buffer {
   return deflateRawSync(data);
 }
@@ -68,17 +68,6 @@ export function assemble(pieces: readonly (Buffer | { piece: Buffer })[]): { par
   flush();
   parts.push(FINAL_BLOCK);
   return { parts, length: length + FINAL_BLOCK.length };
-}
-
-/** An OpBatch message whose only field is deflated_ops (field 2, length-delimited) = the stream. */
-export function wrapOpBatch(stream: readonly Buffer[], length: number): Buffer {
-  const head = Buffer.allocUnsafe(6);
-  head[0] = 0x12;
-  let n = 1;
-  let v = length;
-  while (v > 127) { head[n++] = (v & 127) | 128; v >>>= 7; }
-  head[n++] = v;
-  return Buffer.concat([head.subarray(0, n), ...stream], n + length);
 }
 
 /**
