@@ -174,7 +174,7 @@ function runLightClients(api: string, nodes: string[], first: number): void {
         bytes += wire.length;
         messages++;
         // A compressed message (deflated_ops only, field 2) is inflated and walked like a plain one.
-        const b = wire[0] === 0x12 ? inflateOps(deflatedBytes(wire), MAX_INFLATED_BYTES) : wire;
+        const b = wire[0] === 0x12 ? inflateOps(kpng.watchv1.OpBatch.decode(wire).deflatedOps, MAX_INFLATED_BYTES) : wire;
         let lastOp: Buffer | null = null;
         for (let i = 0; i < b.length;) {
           if (b[i++] !== 10) throw new Error('not an OpBatch');
@@ -229,14 +229,6 @@ function runLightClients(api: string, nodes: string[], first: number): void {
     for (const { c } of calls) { c.stopped = true; c.call?.cancel(); c.client.close(); }
     parentPort!.postMessage('stopped');
   });
-}
-
-/** The bytes of a message's deflated_ops when it is the message's only field (as kpng sends it). */
-function deflatedBytes(m: Buffer): Buffer {
-  let i = 1, len = 0, shift = 0, x: number;
-  do { x = m[i++]; len += (x & 127) * 2 ** shift; shift += 7; } while (x & 128);
-  if (i + len !== m.length) throw new Error('deflated_ops is not the only field of this message');
-  return m.subarray(i, i + len);
 }
 
 async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[]): Promise<void> {

@@ -78,6 +78,8 @@ export class NodeState extends ItemStore {
       at: (i) => {
         if (!(i >= 0 && i < keys.length)) return undefined;
         if (isOwn[i]) return own.get(i);
+        // sharedFor's own first test, inlined as in itemList(): 2-3x faster reads (measured), and a
+        // full state of 10k services is 10k reads per stream.
         const rec = recs[i]!;
         return ((rec.uniform && rec.generic) || shared.sharedFor(rec, view)).item;
       },

@@ -15,7 +15,7 @@ import type { NodeInfo, Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
 import { newPlan, planService, serviceEntries, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
 /**
@@ -271,12 +271,11 @@ export class EbpfDataplane implements Dataplane {
     await sort(backends, want.backends, beUp, beDel);
     await sort(slots, want.slots, slotUp, slotDel);
     await sort(heads, want.heads, headUp, headDel);
-    // Packed into buffers piece by piece (a full sync at 50k writes over a million entries).
     const svcGroup = async (op: 'update' | 'delete', keys: string[], values?: Buffer): Promise<EbpfMapGroup> =>
       ({ map: SVC_MAP, op, count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k), ...(values ? { values } : {}) });
     const beGroup = async (op: 'update' | 'delete', ids: number[]): Promise<EbpfMapGroup> => ({
       map: BACKEND_MAP, op, count: ids.length,
-      keys: await idsBuffer(ids, y),
+      keys: await packU32(ids, 4, y, (id) => id), // backend ids are the map's u32 keys
       ...(op === 'update' ? { values: await packLatin1(ids, BACKEND_VALUE_SIZE, y, (id) => want.backends.get(id)!) } : {}),
     });
     const groups = [
@@ -361,28 +360,4 @@ function keysOfBoth<K>(a: Map<K, unknown>, b: Map<K, unknown>): Iterable<K> {
       for (const k of b.keys()) if (!a.has(k)) yield k;
     },
   };
-}
-
-/**
- * `text(k)` of each key, strings of one byte per character and `width` bytes each, in one buffer;
- * the event loop gets its turns (a full sync at 50k packs over a million entries).
- */
-async function packLatin1<K>(keys: readonly K[], width: number, y: Yielder, text: (k: K) => string): Promise<Buffer> {
-  const b = Buffer.allocUnsafe(keys.length * width);
-  for (let i = 0; i < keys.length; i++) {
-    if ((i & 1023) === 0 && y.due()) await y.turn();
-    const t = text(keys[i]!);
-    if (t.length !== width || b.write(t, i * width, width, 'latin1') !== width) throw new Error(`ebpf: a map entry of ${t.length} bytes where ${width} belong`);
-  }
-  return b;
-}
-
-/** Backend ids as the map's u32 keys (little-endian), one buffer. */
-async function idsBuffer(ids: readonly number[], y: Yielder): Promise<Buffer> {
-  const b = Buffer.allocUnsafe(ids.length * 4);
-  for (let i = 0; i < ids.length; i++) {
-    if ((i & 1023) === 0 && y.due()) await y.turn();
-    b.writeUInt32LE(ids[i]!, i * 4);
-  }
-  return b;
 }

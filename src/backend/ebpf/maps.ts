@@ -148,18 +148,35 @@ export class BackendWriter {
   }
 }
 
-/**
- * Service-map values of slots >= 1 (only the backend id set, `idOf(key)`), one after another in one
- * buffer; the event loop gets its turns (a full sync at 50k writes over half a million slots).
+/*
+ * Map entries are packed into one buffer per batched update; a full sync at 50k packs over a million,
+ * so the packers give the event loop its turns.
  */
-export async function slotValuesBuffer<K>(keys: readonly K[], idOf: (k: K) => number, y: Yielder): Promise<Buffer> {
-  const b = Buffer.alloc(keys.length * SVC_VALUE_SIZE);
+
+/** `num(key)` of each key as a little-endian u32 at the start of `width` zeroed bytes, in one buffer. */
+export async function packU32<K>(keys: readonly K[], width: number, y: Yielder, num: (k: K) => number): Promise<Buffer> {
+  const b = Buffer.alloc(keys.length * width);
   for (let i = 0; i < keys.length; i++) {
     if ((i & 1023) === 0 && y.due()) await y.turn();
-    b.writeUInt32LE(idOf(keys[i]!), i * SVC_VALUE_SIZE);
+    b.writeUInt32LE(num(keys[i]!), i * width);
   }
   return b;
 }
+
+/** `text(key)` of each key, byte strings of exactly `width` bytes, in one buffer. */
+export async function packLatin1<K>(keys: readonly K[], width: number, y: Yielder, text: (k: K) => string): Promise<Buffer> {
+  const b = Buffer.allocUnsafe(keys.length * width);
+  for (let i = 0; i < keys.length; i++) {
+    if ((i & 1023) === 0 && y.due()) await y.turn();
+    const t = text(keys[i]!);
+    if (t.length !== width || b.write(t, i * width, width, 'latin1') !== width) throw new Error(`ebpf: a map entry of ${t.length} bytes where ${width} belong`);
+  }
+  return b;
+}
+
+/** Service-map values of slots >= 1: only the backend id (`idOf(key)`) set. */
+export const slotValuesBuffer = <K>(keys: readonly K[], idOf: (k: K) => number, y: Yielder): Promise<Buffer> =>
+  packU32(keys, SVC_VALUE_SIZE, y, idOf);
 
 export function encodeSvcValue(v: SvcValue): Buffer {
   const b = Buffer.alloc(SVC_VALUE_SIZE);
