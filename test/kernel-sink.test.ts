@@ -55,6 +55,33 @@ test('full sync first, then only the changed services with their old and new ENL
   sub.close();
 });
 
+test('a full sync reads a large state with turns for the event loop in between, and hands it over after one', async () => {
+  const items = Array.from({ length: 5000 }, (_, i) => ({ key: `svc/ns/s${String(i).padStart(5, '0')}`, service: { namespace: 'ns', name: `s${i}`, ports: [] } as unknown as Service }));
+  let turns = 0, running = true;
+  const tick = () => { turns++; if (running) setImmediate(tick); };
+  setImmediate(tick);
+  const seen: number[] = []; // turns taken when each 1000th item was read
+  const state = {
+    node: 'n1', revision: 1, size: items.length,
+    get: () => undefined,
+    *items() { for (let i = 0; i < items.length; i++) { if (i % 1000 === 0) seen.push(turns); yield items[i]!; } },
+  };
+  let turnsAtHandOver = -1;
+  const dp = new Recorder();
+  const full = dp.fullSync.bind(dp);
+  dp.fullSync = async (s, n) => { turnsAtHandOver = turns; return full(s, n); };
+  const sink = new KernelSink(dp, { log: () => {}, sliceMs: 0 });
+  const turnsBefore = turns;
+  await sink.apply({ revision: 1, reset: true, changes: [] }, state);
+  running = false;
+  expect(dp.calls[0]!.keys).toHaveLength(5000);
+  // Every check is due with sliceMs 0: a turn every 1024 items, so the reads of items 0, 1000, ... 4000
+  // saw the count grow; and one more turn before the dataplane's own work starts.
+  expect(new Set(seen).size).toBeGreaterThanOrEqual(4);
+  expect(turnsAtHandOver).toBeGreaterThan(seen[seen.length - 1]!);
+  expect(seen[0]).toBe(turnsBefore);
+});
+
 test('a failed sync is counted and logged, keeps nothing as applied, and the next one is full', async () => {
   const c = cluster('n1', udp(['10.244.2.1']));
   const dp = new Recorder();

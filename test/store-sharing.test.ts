@@ -73,8 +73,11 @@ describe('items shared between node states', () => {
     for (const s of w.states.values()) expect(hashes(s)).toEqual(fromScratch(w.store, s.node));
   });
 
-  test('a full list read on demand stays the state it was taken from while the cluster changes', () => {
+  // Without fillers a node owns most items (its own are merged in one pass); with 100 services that
+  // name no node it owns few (found by binary search).
+  test.each([0, 100])('a full list read on demand stays the state it was taken from while the cluster changes (%i fillers)', (fillers) => {
     const w = world([
+      ...Array.from({ length: fillers }, (_, i) => svc(`filler-${i}`, { clusterIPs: [`10.96.1.${i + 1}`] })),
       node('n1', 'zone-a'), node('n2', 'zone-b'),
       svc('web', { trafficDistribution: 'PreferClose' }),
       slice('web-1', 'web', [ep('10.244.9.1', { zones: ['zone-a'], node: 'n1' }), ep('10.244.9.2', { zones: ['zone-b'] })]),
@@ -98,6 +101,20 @@ describe('items shared between node states', () => {
       for (let i = 0; i < expected.length; i++) expect(after[i]).toBe(expected[i]);
       expect(list.at(expected.length)).toBeUndefined();
     }
+  });
+
+  test('items() merges as it is read and survives the state changing between reads', () => {
+    const w = base();
+    const n1 = w.states.get('n1')!;
+    expect([...n1.items()]).toEqual(n1.itemList());
+    // Read one item, then the node loses its own item of web (its endpoint leaves n1), then read on.
+    const it = n1.items()[Symbol.iterator]();
+    const first = it.next().value!;
+    w.add(slice('web-1', 'web', [ep('10.244.3.1', { node: 'n3' })]));
+    const rest: typeof first[] = [];
+    for (let r = it.next(); !r.done; r = it.next()) rest.push(r.value);
+    expect([first, ...rest].map((i) => i.key)).toEqual(n1.keys());
+    expect(rest.find((i) => i.key === serviceKey('default', 'web'))).toEqual(n1.get(serviceKey('default', 'web')));
   });
 
   test('zone hints: one shared item per zone', () => {

@@ -10,11 +10,14 @@ import { NODE_KEY, type NodeInfo, type Service } from '../../model/enls';
 import type { Batch, Sink, StateView } from '../../sink/sink';
 import { fullSyncUdpFilters, staleUdpFilters } from './conntrack';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from './dataplane';
+import { Yielder } from '../../util/yielder';
 
 export interface KernelSinkOptions {
   log: (msg: string) => void;
   /** Deletes conntrack entries; absent for dataplanes that do not DNAT (nothing to clean). */
   conntrackDelete?: (filters: ConntrackFilter[]) => Promise<number>;
+  /** Longest stretch of reading the state between two turns of the event loop on a full sync (10 ms). */
+  sliceMs?: number;
 }
 
 export interface KernelSinkStats {
@@ -79,10 +82,21 @@ export class KernelSink implements Sink {
   private async fullSync(batch: Batch, state: StateView, why: string): Promise<void> {
     // Whatever happens, what was applied before is no longer trusted.
     this.needFull = true;
+    // Read with turns for the event loop: at 50k services, reading the state at once blocked it 20-350
+    // ms. The state may change between turns; what is read is what `applied` records, so the next
+    // batch's changes are diffed against it (and a node change brings another full sync).
+    const y = new Yielder(this.opts.sliceMs);
     const services = new Map<string, Service>();
-    for (const item of state.items()) if (item.key.startsWith('svc/') && item.service) services.set(item.key, item.service);
+    const list: Service[] = [];
+    let n = 0;
+    for (const item of state.items()) {
+      // A store's items() may read live: an item deleted meanwhile can come as undefined.
+      if (item?.service && item.key.startsWith('svc/')) { services.set(item.key, item.service); list.push(item.service); }
+      if ((++n & 1023) === 0 && y.due()) await y.turn();
+    }
     const node = state.get(NODE_KEY)?.node ?? undefined;
-    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync([...services.values()], node, batch.revision));
+    await y.turn(); // the dataplane's own turns start from here
+    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync(list, node, batch.revision));
     this.stats.fullSyncs++;
     this.stats.servicesSynced += services.size;
     this.applied = services;

@@ -278,14 +278,17 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
   const c = new OpCollector();
   let k = 0;
   for (const [key, svc] of services) {
+    // Every service counts toward the check: the other family's skip 50k services in ~13 ms.
+    if (++k % 16 === 0 && y.due()) await y.turn();
     if (!inFamily(svc, model.fam)) continue; // as in fullSyncOps
     updateService(model, key, svc, node, c);
-    if (++k % 16 === 0 && y.due()) await y.turn();
   }
   settleSharedChains(model, c);
   applyCapacity(model, c, true);
+  await y.maybe();
   const ops = baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf);
   pushAll(ops, c.ops(model.sizeOf));
+  await y.maybe();
   return ops;
 }
 

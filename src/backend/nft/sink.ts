@@ -21,6 +21,11 @@ export interface NftKernel {
 
 const FAMS: Fam[] = ['ip', 'ip6'];
 
+/** Each service with its key, made as the render reaches it (inside its slices). */
+function* keyedServices(services: readonly Service[]): Iterable<[string, Service]> {
+  for (const s of services) yield [`svc/${s.namespace}/${s.name}`, s];
+}
+
 export class NftDataplane implements Dataplane {
   readonly name = 'nft';
   private models: Record<Fam, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
@@ -31,11 +36,13 @@ export class NftDataplane implements Dataplane {
   async fullSync(services: Service[], node: NodeInfo | undefined): Promise<SyncReport> {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
     this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
-    const keyed = services.map((s): [string, Service] => [`svc/${s.namespace}/${s.name}`, s]);
     // Rendered in slices so that a large state never blocks the event loop for long.
     const y = new Yielder();
     const famOps: FamOps[] = [];
-    for (const fam of FAMS) famOps.push({ fam, ops: await fullSyncOpsChunked(this.models[fam], keyed, node, y) });
+    for (const fam of FAMS) famOps.push({ fam, ops: await fullSyncOpsChunked(this.models[fam], keyedServices(services), node, y) });
+    // The kernel's encoder counts its own slices from its start: the time since our last turn would
+    // add to its first one.
+    await y.turn();
     return this.kernel.apply(this.table, famOps);
   }
 
