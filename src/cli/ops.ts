@@ -142,6 +142,7 @@ export class Ops {
         }
         for (const l of this.latency.onApplied(rev, now)) m.networkProgramming.labels(l.family).observe(l.seconds);
         this.counters.syncSucceeded();
+        if (this.appliedRevision === -1) setImmediate(() => m.registerProcessMetrics()); // the first sync is done
         this.appliedRevision = rev;
         this.noLocal.applyBatch(r.batch, r.state);
         for (const v of this.noLocal.values()) m.noLocalEndpoints.labels(v.family, v.policy).set(v.count);
@@ -166,6 +167,7 @@ export class Ops {
   /** Values read from the pipeline rather than pushed by it. */
   private beforeScrape(): void {
     const m = this.metrics;
+    m.registerProcessMetrics();
     const c = this.counters.counts;
     m.endpointChangesTotal.inc(c.endpointsTotal - this.exported.endpoints);
     m.serviceChangesTotal.inc(c.servicesTotal - this.exported.services);

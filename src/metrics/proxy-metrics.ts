@@ -47,6 +47,18 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     conntrackDeleted: new Counter({ name: 'kpng_conntrack_entries_deleted_total', help: 'Stale UDP conntrack entries deleted after endpoint changes', labelNames: ['backend'] as const, registers: r }),
     healthCheckPorts: new Gauge({ name: 'kpng_health_check_node_ports', help: 'Health-check node ports open (services with externalTrafficPolicy Local and a healthCheckNodePort)', registers: r }),
   };
-  if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry });
-  return m;
+  let processMetrics = opts.processMetrics !== false;
+  return {
+    ...m,
+    /**
+     * Registers the process and Node.js metrics (process_cpu_seconds_total, nodejs_heap_*...) once.
+     * Called after the first sync or at the first scrape, whichever comes first: their modules are
+     * then not on the way to the first sync.
+     */
+    registerProcessMetrics(): void {
+      if (!processMetrics) return;
+      processMetrics = false;
+      collectDefaultMetrics({ register: registry });
+    },
+  };
 }

@@ -35,6 +35,6 @@ export class ObjectWarnings {
 
   /** The object is fine now (or gone): a later problem is worth saying again. */
   clear(kind: string, name: string): void {
-    this.last.delete(`${kind} ${name}`);
+    if (this.last.size > 0) this.last.delete(`${kind} ${name}`); // called for every object received
   }
 }

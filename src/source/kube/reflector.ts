@@ -302,7 +302,7 @@ export class Reflector {
       };
       const onAbort = () => finish();
       signal.addEventListener('abort', onAbort, { once: true });
-      let idle = setTimeout(() => finish(new Error(`watch silent for ${idleMs / 1000} s (watchdog)`)), idleMs);
+      const idle = setTimeout(() => finish(new Error(`watch silent for ${idleMs / 1000} s (watchdog)`)), idleMs);
       // The server ends the watch after timeoutSeconds; if it does not, something is wrong.
       const hard = setTimeout(() => finish(new Error(`watch not ended by the server ${timeoutSeconds} s + 60 s after it began (watchdog)`)), (timeoutSeconds + 60) * 1000);
       if (signal.aborted) return finish();
@@ -367,8 +367,7 @@ export class Reflector {
       };
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
-        clearTimeout(idle);
-        idle = setTimeout(() => finish(new Error(`watch silent for ${idleMs / 1000} s (watchdog)`)), idleMs);
+        idle.refresh(); // the same timer, restarted: a watch-list delivers thousands of chunks
         try {
           for (const line of splitter.push(chunk)) handle(line);
         } catch (e) {
