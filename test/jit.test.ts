@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { nodeBinary, repoRoot } from '../bench/events/kpng-child';
-import { deferOptimizingCompilers, deferOptimizingCompilersFor, enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, JIT_OBJECTS } from '../src/util/jit';
+import { deferOptimizingCompilers, deferOptimizingCompilersFor, enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, JIT_OBJECTS, DEFAULT_MAGLEV_FLAGS } from '../src/util/jit';
 import type { Logger } from '../src/util/log';
 import { KPNG } from './helpers/cli';
 
@@ -21,11 +21,11 @@ function recorder() {
 }
 
 describe('deferOptimizingCompilers', () => {
-  test('turns Maglev and TurboFan off unless the user chose compiler flags', () => {
+  test('turns TurboFan off and restricts Maglev unless the user chose compiler flags', () => {
     const r = recorder();
     expect(deferOptimizingCompilers('', r.setFlags)).toBe(true);
-    expect(r.flags).toEqual(['--no-maglev', '--no-opt']);
-    for (const user of ['--no-opt', '--maglev', '--jitless', '--max-lite-mode', '--expose-gc --turbofan', '--no_maglev']) {
+    expect(r.flags).toEqual(['--no-opt', '--invocation-count-for-maglev=3000', '--no-maglev-inlining']);
+    for (const user of ['--no-opt', '--maglev', '--jitless', '--max-lite-mode', '--expose-gc --turbofan', '--no_maglev', '--no-maglev-inlining', '--invocation-count-for-maglev=10']) {
       const u = recorder();
       expect(deferOptimizingCompilers(user, u.setFlags)).toBe(false);
       expect(u.flags).toEqual([]);
@@ -53,11 +53,11 @@ describe('optimizeWhenBusy', () => {
     n = 100;
     expect(p.check()).toBe(true);
     expect(await p.done).toBe('100 objects (threshold 100)');
-    expect(r.flags).toEqual(['--maglev', '--opt']);
+    expect(r.flags).toEqual([...DEFAULT_MAGLEV_FLAGS, '--opt']);
     expect(r.lines).toContain('jit: optimizing compilers on: 100 objects (threshold 100)');
     // Once on, it stays on: later checks change nothing.
     expect(p.check()).toBe(true);
-    expect(r.flags).toHaveLength(2);
+    expect(r.flags).toHaveLength(DEFAULT_MAGLEV_FLAGS.length + 1);
   });
 
   test('turns them on when the CPU over the window reaches the share of a core, not before the window is covered', async () => {
@@ -71,7 +71,7 @@ describe('optimizeWhenBusy', () => {
     });
     const reason = await p.done;
     expect(reason).toMatch(/% of a core over the last 0 s \(threshold 25%\)/);
-    expect(r.flags).toEqual(['--maglev', '--opt']);
+    expect(r.flags).toEqual([...DEFAULT_MAGLEV_FLAGS, '--opt']);
     // Only windows that include the busy part can reach 25%.
     expect(t).toBeGreaterThan(40);
   });
@@ -94,14 +94,14 @@ describe('real V8 (a fresh process each)', () => {
     if (!fs.existsSync(JIT_JS)) throw new Error(`${JIT_JS} is missing: run \`make build\``);
   });
 
-  test('enableMaglev turns on Maglev alone, only while the compilers are deferred', () => {
+  test('enableMaglev gives Maglev its own thresholds back, only while the compilers are deferred', () => {
     const r = recorder();
     expect(deferOptimizingCompilersFor(['kube', '--jit', 'on'])).toBe(false);
     expect(enableMaglev(r.setFlags)).toBe(false);
     expect(r.flags).toEqual([]);
     expect(deferOptimizingCompilersFor(['kube'])).toBe(true);
     expect(enableMaglev(r.setFlags)).toBe(true);
-    expect(r.flags).toEqual(['--maglev']);
+    expect(r.flags).toEqual(DEFAULT_MAGLEV_FLAGS);
     // Still deferred: the policy turns TurboFan on later.
     expect(optimizingCompilersDeferred()).toBe(true);
     enableOptimizingCompilers();   // this worker's V8 as it was, for the tests that run in it next
@@ -122,23 +122,27 @@ describe('real V8 (a fresh process each)', () => {
     expect(JSON.parse(r.stdout)).toEqual({ on: true, after: 'maglev' });
   });
 
-  test('a hot function stays in the baseline tiers while deferred and is optimized once they are back', () => {
+  test('while deferred, a function run a few hundred times stays in the baseline tiers and a very hot one reaches Maglev only; optimized as usual once they are back', () => {
     const script = `
       const jit = require(${JSON.stringify(JIT_JS)});
       const deferred = jit.deferOptimizingCompilersFor([]);
+      function g(a) { return a * 3 + 1; } // no loop: no on-stack replacement
       function f(a) { let s = 0; for (let i = 0; i < 100; i++) s += a * i; return s; }
       const warm = () => { for (let i = 0; i < 300000; i++) f(i); };
-      const tier = () => %ActiveTierIsTurbofan(f) ? 'turbofan' : %ActiveTierIsMaglev(f) ? 'maglev' : %ActiveTierIsSparkplug(f) ? 'sparkplug' : 'ignition';
-      warm(); warm();
-      const before = tier();
+      const tier = (fn) => %ActiveTierIsTurbofan(fn) ? 'turbofan' : %ActiveTierIsMaglev(fn) ? 'maglev' : %ActiveTierIsSparkplug(fn) ? 'sparkplug' : 'ignition';
+      let x = 0;
+      for (let i = 0; i < 500; i++) x += g(i); // under V8's own Maglev threshold (400) and over it
+      warm(); warm(); warm(); warm();
+      const before = { warm: tier(g), hot: tier(f) };
       jit.enableOptimizingCompilers();
-      warm(); warm();
-      process.stdout.write(JSON.stringify({ deferred, before, after: tier() }));`;
+      for (let k = 0; k < 6; k++) warm();
+      process.stdout.write(JSON.stringify({ deferred, before, after: tier(f), x: x > 0 }));`;
     const r = spawnSync(nodeBinary(), ['--allow-natives-syntax', '-e', script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
     if (r.status !== 0) throw new Error(`child failed: ${r.stderr}`);
-    const out = JSON.parse(r.stdout) as { deferred: boolean; before: string; after: string };
+    const out = JSON.parse(r.stdout) as { deferred: boolean; before: { warm: string; hot: string }; after: string };
     expect(out.deferred).toBe(true);
-    expect(['ignition', 'sparkplug']).toContain(out.before);
+    expect(['ignition', 'sparkplug']).toContain(out.before.warm);
+    expect(out.before.hot).toBe('maglev');
     expect(['maglev', 'turbofan']).toContain(out.after);
   });
 

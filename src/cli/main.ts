@@ -96,7 +96,7 @@ export async function main(argv: string[]): Promise<number> {
   if (optimizingCompilersDeferred()) {
     if (opts.jit === 'on' || opts.to === 'api') enableOptimizingCompilers();
     else {
-      log.debug('jit: optimizing compilers off until the cluster or the load needs them (--jit on: from the start)');
+      log.debug('jit: optimizing compilers off until the cluster or the load needs them, but for Maglev on the hottest code (--jit on: from the start)');
       jit = optimizeWhenBusy({ log, signal: ac.signal, objects: () => objects() });
     }
   }
@@ -170,7 +170,7 @@ export async function main(argv: string[]): Promise<number> {
         // started earlier, it could land inside that sync.
         if (!firstApplied && !opts.once) {
           firstApplied = true;
-          reduceMemoryWhenIdle(log, ac.signal, () => { if (enableMaglev()) log.debug('jit: Maglev on for the steady state (TurboFan when the cluster or the load needs it)'); });
+          reduceMemoryWhenIdle(log, ac.signal, () => { if (enableMaglev()) log.debug('jit: Maglev on for the steady state, with its own thresholds (TurboFan when the cluster or the load needs it)'); });
         }
       },
     }, ac.signal);

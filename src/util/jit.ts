@@ -3,12 +3,17 @@
 // kpng's peak resident set was 102-108 MiB with them and 83-92 MiB without (their compile zones, the
 // code they emit, and ~8 MiB of their own machine code paged in from the node binary), for the
 // same first sync time (0.87-1.05 s either way) and +0.6-1.1 points of one core under 73 writes/s.
-// On a large cluster the JIT makes the full sync several times faster. So kpng starts with both off
-// (the interpreter and the Sparkplug baseline compiler still run) and turns them on for good when the
-// cluster grows past JIT_OBJECTS, or when the process keeps a core busy. Maglev alone comes on after
-// the first sync (enableMaglev): the steady state's hot code then runs compiled (1k services under
-// churn: -0.4 to -0.8 points of a core) for ~1-2 MiB, the start-up having compiled nothing. V8 reads these flags at each
-// tier-up decision, so setting them at run time takes effect for the code that gets hot afterwards.
+// On a large cluster the JIT makes the full sync several times faster. So kpng starts with TurboFan off
+// and Maglev restricted to the hottest code (START_MAGLEV_FLAGS: functions run 3,000 times, no
+// inlining; the interpreter and the Sparkplug baseline compiler run the rest), and turns both fully on
+// when the cluster grows past JIT_OBJECTS, or when the process keeps a core busy. Restricted, Maglev
+// compiles little more than the first sync's per-element encoding and the lists' parsing: at 1k
+// services x 10 endpoints from a file the full sync took 133-138 ms of wall time against 204-229 ms
+// with Maglev off, at the same peak (81-86 MiB against 84-87); Maglev with V8's thresholds: 127-131 ms
+// but 92-95 MiB. Maglev's own thresholds come back after the first sync (enableMaglev): the steady
+// state's hot code then runs compiled (1k services under churn: -0.4 to -0.8 points of a core) for
+// ~1-2 MiB. V8 reads these flags at each tier-up decision, so setting them at run time takes effect
+// for the code that gets hot afterwards.
 import * as v8 from 'node:v8';
 import type { Logger } from './log';
 
@@ -21,20 +26,26 @@ export const JIT_CPU_WINDOW_MS = 30_000;
 export type JitMode = 'adaptive' | 'on';
 export const JIT_MODES: readonly JitMode[] = ['adaptive', 'on'];
 
+/** Maglev for the start: only code run thousands of times, compiled without inlining (see above). */
+export const START_MAGLEV_FLAGS = ['--invocation-count-for-maglev=3000', '--no-maglev-inlining'];
+/** V8's own values of those (V8 13.6, Node 24), for the steady state. */
+export const DEFAULT_MAGLEV_FLAGS = ['--invocation-count-for-maglev=400', '--maglev-inlining'];
+
 /** Compiler flags a user may pass (node command line or NODE_OPTIONS): theirs win over ours. */
 const COMPILER_FLAG = /--(no[-_])?(opt|maglev|turbofan|jitless|lite[-_]mode|max[-_]lite[-_]mode)\b/;
 
 type SetFlags = (flags: string) => void;
 
 /**
- * Turns the optimizing compilers off until enableOptimizingCompilers(). Returns false (and changes
- * nothing) when the user chose compiler flags, or V8 refused.
+ * Turns TurboFan off and restricts Maglev to the hottest code until enableMaglev() or
+ * enableOptimizingCompilers(). Returns false (and changes nothing) when the user chose compiler
+ * flags, or V8 refused.
  */
 export function deferOptimizingCompilers(userFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`, setFlags: SetFlags = v8.setFlagsFromString): boolean {
-  if (COMPILER_FLAG.test(userFlags)) return false;
+  if (COMPILER_FLAG.test(userFlags) || /--(no[-_])?maglev[-_]inlining|--invocation[-_]count[-_]for[-_]maglev\b/.test(userFlags)) return false;
   try {
-    setFlags('--no-maglev');
     setFlags('--no-opt');
+    for (const f of START_MAGLEV_FLAGS) setFlags(f);
     return true;
   } catch {
     return false;
@@ -61,13 +72,14 @@ export function deferOptimizingCompilersFor(argv: string[]): boolean {
 }
 
 /**
- * Maglev, V8's mid-tier compiler, alone (TurboFan stays off until enableOptimizingCompilers()), when
- * the compilers are deferred: for the steady state after the first sync. Returns whether it did.
+ * Maglev, V8's mid-tier compiler, with its own thresholds (TurboFan stays off until
+ * enableOptimizingCompilers()), when the compilers are deferred: for the steady state after the first
+ * sync. Returns whether it did.
  */
 export function enableMaglev(setFlags: SetFlags = v8.setFlagsFromString): boolean {
   if (!deferred) return false;
   try {
-    setFlags('--maglev');
+    for (const f of DEFAULT_MAGLEV_FLAGS) setFlags(f);
     return true;
   } catch {
     return false;
@@ -75,7 +87,7 @@ export function enableMaglev(setFlags: SetFlags = v8.setFlagsFromString): boolea
 }
 
 export function enableOptimizingCompilers(setFlags: SetFlags = v8.setFlagsFromString): void {
-  setFlags('--maglev');
+  for (const f of DEFAULT_MAGLEV_FLAGS) setFlags(f);
   setFlags('--opt');
   deferred = false;
 }
