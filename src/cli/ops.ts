@@ -142,7 +142,7 @@ export class Ops {
         }
         for (const l of this.latency.onApplied(rev, now)) m.networkProgramming.labels(l.family).observe(l.seconds);
         this.counters.syncSucceeded();
-        if (this.appliedRevision === -1) setImmediate(() => m.registerProcessMetrics()); // the first sync is done
+        if (this.appliedRevision === -1 && !this.ctx.once) setImmediate(() => m.registerProcessMetrics()); // the first sync is done
         this.appliedRevision = rev;
         this.noLocal.applyBatch(r.batch, r.state);
         for (const v of this.noLocal.values()) m.noLocalEndpoints.labels(v.family, v.policy).set(v.count);
