@@ -16,7 +16,7 @@ import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
-import { newPlan, planService, serviceEntries, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
+import { newPlan, planService, serviceEntries, serviceEntriesAtMost, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
 /**
  * What one service put in the desired maps: its service-map keys (slot 0 keys are also its service-id
@@ -97,7 +97,9 @@ export class EbpfDataplane implements Dataplane {
    * removed), reusing the backend ids of `old`; otherwise records it as overflowed and returns undefined.
    */
   private planIfFits(key: string, svc: Service, out: EbpfPlan, old?: Footprint, freed = 0): Footprint | undefined {
-    if (this.svcEntries - freed + serviceEntries(svc, this.node) > this.capacity) {
+    const room = this.capacity - (this.svcEntries - freed);
+    // The exact count walks the service's destinations, as planService does next: only near the top.
+    if (serviceEntriesAtMost(svc, this.node) > room && serviceEntries(svc, this.node) > room) {
       this.overflow.set(key, svc);
       return undefined;
     }

@@ -1,7 +1,7 @@
 // The socket LB's plan for node ports: entries on the node's addresses where node ports answer.
 import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Route, type Service } from '../../model/enls';
 import { decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from './maps';
-import { nodePortAddrs, planService, type Ids, type PlanMaps } from './plan';
+import { nodePortAddrs, planService, serviceEntries, serviceEntriesAtMost, type Ids, type PlanMaps } from './plan';
 
 const r = (target: Target): Route => ({ target, masquerade: false });
 const node = (addresses: string[], v4: string[], v6: string[] = ['::/0']): NodeInfo =>
@@ -43,6 +43,19 @@ describe('ebpf plan: node ports', () => {
     expect(nodePortAddrs(n, IPFamily.IPV6)).toEqual(['fd00::1']);
     expect(nodePortAddrs(node(['192.168.50.1', '10.0.0.5'], ['0.0.0.0/0']), IPFamily.IPV4)).toEqual(['192.168.50.1', '10.0.0.5']);
     expect(nodePortAddrs(undefined, IPFamily.IPV4)).toEqual([]);
+  });
+
+  test('the cheap bound of a service\'s entries is never below the exact count (the capacity check relies on it)', () => {
+    const n = node(['192.168.50.1', '10.0.0.5', 'fd00::5'], ['0.0.0.0/0']);
+    for (const t of [Target.CLUSTER, Target.LOCAL, Target.REJECT, Target.DROP]) {
+      for (const nd of [n, undefined]) {
+        const s = svc(t);
+        expect(serviceEntriesAtMost(s, nd)).toBeGreaterThanOrEqual(serviceEntries(s, nd));
+        // As many entries as planService writes.
+        expect(serviceEntries(s, nd)).toBe((planService(s, ids, nd) as PlanMaps).heads.size + (planService(s, ids, nd) as PlanMaps).slots.size);
+      }
+    }
+    expect(serviceEntriesAtMost(svc(Target.CLUSTER), n)).toBe(4 * 2); // 4 addresses x (slot 0 + 1 backend)
   });
 
   test('a node port is balanced on each node address, by the pod class route', () => {

@@ -99,6 +99,21 @@ export function serviceEntries(svc: Service, node?: NodeInfo): number {
 }
 
 /**
+ * An upper bound of serviceEntries() from lengths alone (every address of every family, the longer
+ * endpoint list), so that a service far from the map's capacity is not walked twice.
+ */
+export function serviceEntriesAtMost(svc: Service, node?: NodeInfo): number {
+  const ips = (s: { v4: string[]; v6: string[] }) => s.v4.length + s.v6.length;
+  const vips = ips(svc.clusterIps) + ips(svc.externalIps) + ips(svc.loadBalancerIps);
+  let n = 0;
+  for (const sp of svc.ports) {
+    const addrs = vips + (sp.port.nodePort > 0 && node ? node.addresses.length : 0);
+    n += addrs * (1 + Math.max(sp.clusterEndpoints.length, sp.localEndpoints.length));
+  }
+  return n;
+}
+
+/**
  * The service's entries, added to `out` (a new plan by default; the dataplane passes its desired maps,
  * so that entries are written once, not into a plan each and then copied). Each service-map key set is
  * pushed to `svcKeys` when given. A backend id already in out.backends keeps its value: an id stands for
