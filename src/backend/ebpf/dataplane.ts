@@ -11,7 +11,7 @@
 // So after a sync that succeeded the kernel holds exactly the desired maps, and no copy of what was
 // applied is kept: an update records the previous value of each entry it writes (a Journal) and sends
 // those that differ.
-import type { NodeInfo, Service } from '../../model/enls';
+import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
@@ -204,7 +204,7 @@ export class EbpfDataplane implements Dataplane {
     this.desired = newPlan();
     for (const svc of services) {
       if (y.due()) await y.turn();
-      const key = `svc/${svc.namespace}/${svc.name}`;
+      const key = serviceKey(svc.namespace, svc.name);
       const fp = this.planIfFits(key, svc, this.desired, old.get(key));
       if (fp) this.footprints.set(key, fp);
     }

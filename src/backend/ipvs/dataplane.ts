@@ -15,7 +15,7 @@
 // KernelSink's next sync a full one, which repairs whatever the partial sync left.
 import { pushAll } from '../../util/push-all';
 import { cidrContains } from '../../model/ip';
-import type { NodeInfo, Service } from '../../model/enls';
+import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import { nftApply, type NftOp } from '../../native';
 import {
   ipvsApply, ipvsDump, ipvsDumpDests, ipvsInfo, ipvsDestId, ipvsServiceId,
@@ -204,7 +204,7 @@ export class IpvsDataplane implements Dataplane {
     const touched = new Set<string>();
     for (const svc of services) {
       const p = this.plan(svc);
-      this.plans.set(`svc/${svc.namespace}/${svc.name}`, p);
+      this.plans.set(serviceKey(svc.namespace, svc.name), p);
       this.account(p, 1, touched);
     }
     for (const [id, m] of this.marks) if (!m.used) this.marks.delete(id);

@@ -87,16 +87,15 @@ export class KernelSink implements Sink {
     // batch's changes are diffed against it (and a node change brings another full sync).
     const y = new Yielder(this.opts.sliceMs);
     const services = new Map<string, Service>();
-    const list: Service[] = [];
     let n = 0;
     for (const item of state.items()) {
       // A store's items() may read live: an item deleted meanwhile can come as undefined.
-      if (item?.service && item.key.startsWith('svc/')) { services.set(item.key, item.service); list.push(item.service); }
+      if (item?.service && item.key.startsWith('svc/')) services.set(item.key, item.service);
       if ((++n & 1023) === 0 && y.due()) await y.turn();
     }
     const node = state.get(NODE_KEY)?.node ?? undefined;
     await y.turn(); // the dataplane's own turns start from here
-    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync(list, node, batch.revision));
+    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync([...services.values()], node, batch.revision));
     this.stats.fullSyncs++;
     this.stats.servicesSynced += services.size;
     this.applied = services;

@@ -2,7 +2,7 @@
 // what changed (map elements, the chains of services whose routes changed), in one atomic batch. A
 // full sync replaces both tables in one transaction. Wrapped by the shared KernelSink.
 import type { ConntrackFilter } from '../../native/nft-types';
-import type { NodeInfo, Service } from '../../model/enls';
+import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
 import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
@@ -23,7 +23,7 @@ const FAMS: Fam[] = ['ip', 'ip6'];
 
 /** Each service with its key, made as the render reaches it (inside its slices). */
 function* keyedServices(services: readonly Service[]): Iterable<[string, Service]> {
-  for (const s of services) yield [`svc/${s.namespace}/${s.name}`, s];
+  for (const s of services) yield [serviceKey(s.namespace, s.name), s];
 }
 
 export class NftDataplane implements Dataplane {
