@@ -83,10 +83,11 @@ Options:
                         also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
                         (services with another name are always left alone)
   --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
-  --jit adaptive|on     V8's optimizing compilers: adaptive (default) runs Maglev alone once the first
-                        sync is done, and both once the cluster has ${JIT_OBJECTS} Services + EndpointSlices or
-                        kpng uses ${JIT_CPU_SHARE * 100}% of a core for 30 s (below that TurboFan costs more memory
-                        than it saves CPU); on: both from the start.
+  --jit adaptive|on     V8's optimizing compilers: adaptive (default) runs Maglev on the hottest code
+                        only until the first sync is done, Maglev alone after it, and both once the
+                        cluster has ${JIT_OBJECTS} Services + EndpointSlices or kpng uses ${JIT_CPU_SHARE * 100}% of a core
+                        for 30 s (below that TurboFan costs more memory than it saves CPU); on: both
+                        from the start.
                         --to api always runs with them
  the model (these change the ENLS every backend renders):
   --cluster-cidr CIDR   pod network(s), repeatable or comma separated: sources inside are pods
