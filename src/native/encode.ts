@@ -92,25 +92,23 @@ export interface OpDesc {
   elementText?: (i: number) => string;
 }
 
-/** Builds the binary batch. Use `add(op)` for object ops, or `beginElements` + `element` for bulk elements. */
-export class NftBatch {
-  private buf: Buffer;
-  private dv: DataView;
-  private pos = 12;
-  private recStart = -1;
-  readonly descs: OpDesc[] = [];
-  private finished?: Buffer;
-  private autoSetId = 0x40000000;
+/**
+ * A growable buffer of the batch's items, with the element encoder: the batch itself, and packed
+ * element lists (ElementItems) that a renderer fills ahead of the batch and the batch then copies.
+ */
+class ItemWriter {
+  protected buf: Buffer;
+  protected dv: DataView;
+  protected pos: number;
   private elemStart = 0;
 
-  constructor(initialSize = 1 << 16) {
-    this.buf = Buffer.allocUnsafe(initialSize);
+  constructor(initialSize: number, start: number) {
+    this.buf = Buffer.allocUnsafe(Math.max(initialSize, start));
     this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+    this.pos = start;
   }
 
-  get length(): number { return this.descs.length; }
-
-  private ensure(n: number): void {
+  protected ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
     let size = this.buf.length * 2;
     while (size < this.pos + n) size *= 2;
@@ -119,6 +117,133 @@ export class NftBatch {
     this.buf = nb;
     this.dv = new DataView(nb.buffer, nb.byteOffset, nb.byteLength);
   }
+
+  protected item(tag: number, id: number, len: number): number {
+    if (len > 0xffff) throw new Error('attribute too long');
+    this.ensure(4 + len);
+    this.buf[this.pos] = tag;
+    this.buf[this.pos + 1] = id;
+    this.dv.setUint16(this.pos + 2, len, true);
+    this.pos += 4;
+    const at = this.pos;
+    this.pos += len;
+    return at;
+  }
+
+  /** Appends one element to the current element op (netlink attributes written directly). */
+  element(e: NftElement): void {
+    this.writeElement(e.key, e.key.length, e.keyEnd, e.data, e.data?.length ?? 0, e.verdict, e.intervalEnd, e.timeout, e.comment);
+  }
+
+  /**
+   * Appends one element from the first `keyLen` bytes of `key` and `dataLen` of `data` (map data) or a
+   * verdict: the allocation-free form of element() for callers that reuse scratch buffers.
+   */
+  elementFrom(key: Uint8Array, keyLen: number, data: Uint8Array | undefined, dataLen: number, verdict?: NftVerdict): void {
+    this.writeElement(key, keyLen, undefined, data, dataLen, verdict, undefined, undefined, undefined);
+  }
+
+  private writeElement(
+    key: Uint8Array, keyLen: number, keyEnd: Uint8Array | undefined, data: Uint8Array | undefined, dataLen: number,
+    v: NftVerdict | undefined, intervalEnd: boolean | undefined, timeout: number | undefined, commentText: string | undefined,
+  ): void {
+    const chain = v !== undefined && typeof v === 'object' ? this.chainBytes('jump' in v ? v.jump : v.goto) : undefined;
+    const comment = commentText ? udataComment(0, commentText) : undefined;
+    // upper bound of the encoded size
+    const max = 64 + keyLen + (keyEnd?.length ?? 0) + dataLen + (chain?.length ?? 0) + (comment?.length ?? 0);
+    const lenAt = this.item(TAG_ELEM, 0, 0) - 2; // the item length is patched below
+    this.ensure(max);
+    const start = this.pos;
+    this.elemStart = start;
+    this.value(1, key, keyLen); // NFTA_SET_ELEM_KEY
+    if (keyEnd) this.value(10, keyEnd, keyEnd.length); // NFTA_SET_ELEM_KEY_END
+    if (data) this.value(2, data, dataLen); // NFTA_SET_ELEM_DATA
+    if (v !== undefined) {
+      const vlen = 4 + 8 + (chain ? 4 + ((chain.length + 3) & ~3) : 0);
+      this.nla(2 | 0x8000, 4 + vlen); // NFTA_SET_ELEM_DATA
+      this.nla(2 | 0x8000, vlen); // NFTA_DATA_VERDICT
+      this.nla(1, 8); // NFTA_VERDICT_CODE (be32)
+      this.dv.setInt32(this.pos, verdictCode(v), false);
+      this.pos += 4;
+      if (chain) this.blob(2, chain, chain.length); // NFTA_VERDICT_CHAIN
+    }
+    if (intervalEnd) { this.nla(3, 8); this.dv.setUint32(this.pos, 1, false); this.pos += 4; } // NFTA_SET_ELEM_FLAGS
+    if (timeout !== undefined) { // NFTA_SET_ELEM_TIMEOUT (be64 ms)
+      this.nla(4, 12);
+      this.dv.setBigUint64(this.pos, BigInt(timeout), false);
+      this.pos += 8;
+    }
+    if (comment) this.blob(6, comment, comment.length); // NFTA_SET_ELEM_USERDATA
+    this.dv.setUint16(lenAt, this.pos - start, true);
+  }
+
+  private chainCache = new Map<string, Uint8Array>();
+  /** NUL-terminated chain name bytes, cached (verdict maps repeat the same few chains). */
+  private chainBytes(name: string): Uint8Array {
+    let b = this.chainCache.get(name);
+    if (!b) {
+      b = Buffer.from(name + '\0', 'utf8');
+      if (this.chainCache.size > 4096) this.chainCache.clear();
+      this.chainCache.set(name, b);
+    }
+    return b;
+  }
+
+  /** Netlink attribute header (host order), at this.pos (capacity ensured by the caller). */
+  private nla(type: number, len: number): void {
+    this.dv.setUint16(this.pos, len, true);
+    this.dv.setUint16(this.pos + 2, type, true);
+    this.pos += 4;
+  }
+
+  /** Attribute with the first `len` bytes of `bytes` as payload, padded to 4 bytes. */
+  private blob(type: number, bytes: Uint8Array, len: number): void {
+    this.nla(type, 4 + len);
+    const buf = this.buf;
+    let p = this.pos;
+    // Element keys and data are a few bytes: a loop beats set() on a subarray view.
+    for (let i = 0; i < len; i++) buf[p++] = bytes[i];
+    while ((p - this.elemStart) & 3) buf[p++] = 0;
+    this.pos = p;
+  }
+
+  /** Nested { NFTA_DATA_VALUE bytes } under `type` (KEY, KEY_END, DATA). */
+  private value(type: number, bytes: Uint8Array, len: number): void {
+    this.nla(type | 0x8000, 8 + ((len + 3) & ~3));
+    this.blob(1, bytes, len);
+  }
+
+}
+
+/** Builds the binary batch. Use `add(op)` for object ops, or `beginElements` + `element` for bulk elements. */
+/**
+ * Element items (tag ELEM) encoded ahead of a batch: a full sync packs each set's elements as the
+ * services render, so ~1M element objects never outlive a young-generation GC. The batch copies
+ * them into an element op with NftBatch.appendElements().
+ */
+export class ElementItems extends ItemWriter {
+  constructor(initialSize = 4096) {
+    super(initialSize, 0);
+  }
+
+  get byteLength(): number { return this.pos; }
+
+  /** The bytes from `from` to `to` (a view: valid until the next element is written). */
+  view(from = 0, to = this.pos): Uint8Array { return this.buf.subarray(from, to); }
+}
+
+export class NftBatch extends ItemWriter {
+  private recStart = -1;
+  private recKind = 0;
+  readonly descs: OpDesc[] = [];
+  private finished?: Buffer;
+  private autoSetId = 0x40000000;
+
+  constructor(initialSize = 1 << 16) {
+    super(initialSize, 12);
+  }
+
+  get length(): number { return this.descs.length; }
 
   private begin(op: OpName, kind: KindName, family: NftFamily, desc: OpDesc): void {
     if (this.finished) throw new Error('NftBatch already finished');
@@ -131,6 +256,7 @@ export class NftBatch {
     this.buf[this.pos + 2] = fam;
     this.buf[this.pos + 3] = 0;
     this.recStart = this.pos;
+    this.recKind = KIND[kind];
     this.pos += 8;
     this.descs.push(desc);
   }
@@ -139,18 +265,6 @@ export class NftBatch {
     if (this.recStart < 0) return;
     this.dv.setUint32(this.recStart + 4, this.pos - this.recStart - 8, true);
     this.recStart = -1;
-  }
-
-  private item(tag: number, id: number, len: number): number {
-    if (len > 0xffff) throw new Error('attribute too long');
-    this.ensure(4 + len);
-    this.buf[this.pos] = tag;
-    this.buf[this.pos + 1] = id;
-    this.dv.setUint16(this.pos + 2, len, true);
-    this.pos += 4;
-    const at = this.pos;
-    this.pos += len;
-    return at;
   }
 
   private val(tag: number, id: number, w: W, v: number | string | Uint8Array): void {
@@ -281,87 +395,12 @@ export class NftBatch {
     return idx;
   }
 
-  /** Appends one element to the current element op (netlink attributes written directly). */
-  element(e: NftElement): void {
-    this.writeElement(e.key, e.key.length, e.keyEnd, e.data, e.data?.length ?? 0, e.verdict, e.intervalEnd, e.timeout, e.comment);
-  }
-
-  /**
-   * Appends one element from the first `keyLen` bytes of `key` and `dataLen` of `data` (map data) or a
-   * verdict: the allocation-free form of element() for callers that reuse scratch buffers.
-   */
-  elementFrom(key: Uint8Array, keyLen: number, data: Uint8Array | undefined, dataLen: number, verdict?: NftVerdict): void {
-    this.writeElement(key, keyLen, undefined, data, dataLen, verdict, undefined, undefined, undefined);
-  }
-
-  private writeElement(
-    key: Uint8Array, keyLen: number, keyEnd: Uint8Array | undefined, data: Uint8Array | undefined, dataLen: number,
-    v: NftVerdict | undefined, intervalEnd: boolean | undefined, timeout: number | undefined, commentText: string | undefined,
-  ): void {
-    const chain = v !== undefined && typeof v === 'object' ? this.chainBytes('jump' in v ? v.jump : v.goto) : undefined;
-    const comment = commentText ? udataComment(0, commentText) : undefined;
-    // upper bound of the encoded size
-    const max = 64 + keyLen + (keyEnd?.length ?? 0) + dataLen + (chain?.length ?? 0) + (comment?.length ?? 0);
-    const lenAt = this.item(TAG_ELEM, 0, 0) - 2; // the item length is patched below
-    this.ensure(max);
-    const start = this.pos;
-    this.elemStart = start;
-    this.value(1, key, keyLen); // NFTA_SET_ELEM_KEY
-    if (keyEnd) this.value(10, keyEnd, keyEnd.length); // NFTA_SET_ELEM_KEY_END
-    if (data) this.value(2, data, dataLen); // NFTA_SET_ELEM_DATA
-    if (v !== undefined) {
-      const vlen = 4 + 8 + (chain ? 4 + ((chain.length + 3) & ~3) : 0);
-      this.nla(2 | 0x8000, 4 + vlen); // NFTA_SET_ELEM_DATA
-      this.nla(2 | 0x8000, vlen); // NFTA_DATA_VERDICT
-      this.nla(1, 8); // NFTA_VERDICT_CODE (be32)
-      this.dv.setInt32(this.pos, verdictCode(v), false);
-      this.pos += 4;
-      if (chain) this.blob(2, chain, chain.length); // NFTA_VERDICT_CHAIN
-    }
-    if (intervalEnd) { this.nla(3, 8); this.dv.setUint32(this.pos, 1, false); this.pos += 4; } // NFTA_SET_ELEM_FLAGS
-    if (timeout !== undefined) { // NFTA_SET_ELEM_TIMEOUT (be64 ms)
-      this.nla(4, 12);
-      this.dv.setBigUint64(this.pos, BigInt(timeout), false);
-      this.pos += 8;
-    }
-    if (comment) this.blob(6, comment, comment.length); // NFTA_SET_ELEM_USERDATA
-    this.dv.setUint16(lenAt, this.pos - start, true);
-  }
-
-  private chainCache = new Map<string, Uint8Array>();
-  /** NUL-terminated chain name bytes, cached (verdict maps repeat the same few chains). */
-  private chainBytes(name: string): Uint8Array {
-    let b = this.chainCache.get(name);
-    if (!b) {
-      b = Buffer.from(name + '\0', 'utf8');
-      if (this.chainCache.size > 4096) this.chainCache.clear();
-      this.chainCache.set(name, b);
-    }
-    return b;
-  }
-
-  /** Netlink attribute header (host order), at this.pos (capacity ensured by the caller). */
-  private nla(type: number, len: number): void {
-    this.dv.setUint16(this.pos, len, true);
-    this.dv.setUint16(this.pos + 2, type, true);
-    this.pos += 4;
-  }
-
-  /** Attribute with the first `len` bytes of `bytes` as payload, padded to 4 bytes. */
-  private blob(type: number, bytes: Uint8Array, len: number): void {
-    this.nla(type, 4 + len);
-    const buf = this.buf;
-    let p = this.pos;
-    // Element keys and data are a few bytes: a loop beats set() on a subarray view.
-    for (let i = 0; i < len; i++) buf[p++] = bytes[i];
-    while ((p - this.elemStart) & 3) buf[p++] = 0;
-    this.pos = p;
-  }
-
-  /** Nested { NFTA_DATA_VALUE bytes } under `type` (KEY, KEY_END, DATA). */
-  private value(type: number, bytes: Uint8Array, len: number): void {
-    this.nla(type | 0x8000, 8 + ((len + 3) & ~3));
-    this.blob(1, bytes, len);
+  /** Appends encoded elements (`items`' bytes from `from` to `to`, whole items) to the current element op. */
+  appendElements(items: ElementItems, from: number, to: number): void {
+    if (this.recStart < 0 || this.recKind !== KIND.elements) throw new Error('appendElements outside an element op');
+    this.ensure(to - from);
+    this.buf.set(items.view(from, to), this.pos);
+    this.pos += to - from;
   }
 
   rule(op: NftOp['op'], r: NftRule): void {

@@ -261,10 +261,11 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
       c.rules.push(op.stmt);
       return;
     }
-    case 'addElems': {
+    case 'addElems':
+    case 'addPacked': {
       const set = t.sets.get(op.set);
       if (!set) throw new NftFakeError(`ENOENT: elements for missing set ${op.set}`);
-      for (const e of op.elems) {
+      for (const e of op.k === 'addPacked' ? op.elems.decode() : op.elems) {
         if (!ELEM_KIND[e.t].includes(set.spec.kind)) throw new NftFakeError(`EINVAL: ${e.t} element in ${set.spec.kind} ${op.set}`);
         for (const a of elemAddrs(e)) if (famOfAddr(a) !== fam) throw new NftFakeError(`EINVAL: address ${a} in family ${fam}`);
         const ch = elemChain(e);

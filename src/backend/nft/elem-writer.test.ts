@@ -1,9 +1,10 @@
 // ElemWriter writes elements straight into the batch: the bytes must be those of the object path
 // (elemObject -> NftBatch.element), which the addon and the kernel already accept.
 import { NftBatch } from '../../native/encode';
-import { ElemWriter, elemObject } from './netlink';
+import { ElemWriter, elemObject, elemText } from './netlink';
 import { batchSizeHint, encodeFamOps } from './index';
-import type { Elem, Fam } from './types';
+import { PackedElems } from './packed';
+import type { Elem, Fam, Op } from './types';
 
 const v4: Elem[] = [
   { t: 'vip', addr: '10.96.0.10', proto: 'udp', port: 53, v: { goto: 'pick-vip-c-udp-2-7' } },
@@ -79,5 +80,45 @@ describe('encodeFamOps', () => {
     expect(small.length).toBeGreaterThan(batchSizeHint(famOps) / 2);
     expect(small.length).toBeLessThan(batchSizeHint(famOps) * 2);
     expect(small.equals(b.finish())).toBe(true);
+  });
+});
+
+describe('PackedElems (a full sync packs its elements as it renders)', () => {
+  // More than two chunks, every kind, both families; v6 addresses with zero runs of several lengths.
+  const mixed4: Elem[] = Array.from({ length: 2600 }, (_, i) => v4[i % v4.length]);
+  const v6more: Elem[] = [...v6,
+    { t: 'addr', addr: '2001:db8:0:1::1' }, { t: 'addr', addr: '1:0:0:2::3' },
+    { t: 'addr', addr: '1:2:3:4:5:6:7:8' }, { t: 'addr', addr: '1::' }, { t: 'addr', addr: '1:0:2:0:3:0:4:0' },
+    { t: 'port', proto: 'udp', port: 1, v: 'drop' }, { t: 'slot', slot: 7, addr: 'fe80::1', port: 2 }];
+
+  test.each([['ip', mixed4], ['ip6', v6more]] as const)('%s: decodes to the elements packed, names each, and encodes the bytes of the plain path', async (fam, elems) => {
+    const p = new PackedElems(fam);
+    for (const e of elems) p.add(e);
+    expect(p.count).toBe(elems.length);
+    expect(p.decode()).toEqual(elems);
+    for (const i of [0, 1, 999, 1000, elems.length - 1]) if (i < elems.length) expect(p.text(i)).toBe(elemText(elems[i]));
+    expect(p.text(elems.length)).toBe(`#${elems.length}`);
+    const chunks = [...p.chunks()];
+    expect(chunks.map((c) => c.first)).toEqual(Array.from({ length: Math.ceil(elems.length / 1000) }, (_, i) => i * 1000));
+    // The batch: packed ops copied in, against the same elements as plain ops of 1000.
+    const plain: Op[] = [];
+    for (let i = 0; i < elems.length; i += 1000) plain.push({ k: 'addElems', set: 'm', elems: elems.slice(i, i + 1000) });
+    const packedOps: Op[] = [{ k: 'addPacked', set: 'm', elems: p }];
+    const a = (await encodeFamOps('kpng', [{ fam, ops: packedOps }])).finish();
+    const b = (await encodeFamOps('kpng', [{ fam, ops: plain }])).finish();
+    expect(a.equals(b)).toBe(true);
+    // Sized once: the hint covers the packed bytes.
+    expect(batchSizeHint([{ fam, ops: packedOps }])).toBeGreaterThanOrEqual(a.length);
+    // A rejected element is named by its fields.
+    const batch = await encodeFamOps('kpng', [{ fam, ops: packedOps }]);
+    const last = batch.descs[batch.descs.length - 1];
+    expect(last.elementText?.((elems.length - 1) % 1000)).toBe(elemText(elems[elems.length - 1]));
+  });
+
+  test('appending elements outside an element op is refused', () => {
+    const p = new PackedElems('ip');
+    p.add(v4[0]);
+    const b = new NftBatch();
+    expect(() => b.appendElements(p.items, 0, p.items.byteLength)).toThrow(/outside an element op/);
   });
 });

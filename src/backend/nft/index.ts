@@ -5,7 +5,7 @@ import * as native from '../../native';
 import type { Sink } from '../../sink/sink';
 import { ElemWriter, toNftOps } from './netlink';
 import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
-import type { FamOps } from './types';
+import { ELEM_CHUNK, type FamOps } from './types';
 import { Yielder } from '../../util/yielder';
 
 export { NftDataplane, nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
@@ -31,9 +31,16 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
  * external memory drove V8 into a full GC every few dozen changes (bench:nft-change, 10k services).
  */
 export function batchSizeHint(famOps: FamOps[]): number {
-  let n = 0;
-  for (const f of famOps) for (const op of f.ops) n += 256 + (op.k === 'addElems' || op.k === 'delElems' ? op.elems.length * 48 : 0);
-  return Math.min(1 << 20, Math.max(4096, n));
+  // Packed elements are counted exactly: a full sync's batch is then allocated once, not doubled
+  // from 1 MiB to ~64 MiB (copying each time).
+  let n = 0, packed = 0;
+  for (const f of famOps) {
+    for (const op of f.ops) {
+      if (op.k === 'addPacked') packed += op.elems.items.byteLength + 256 * Math.ceil(op.elems.count / ELEM_CHUNK);
+      else n += 256 + (op.k === 'addElems' || op.k === 'delElems' ? op.elems.length * 48 : 0);
+    }
+  }
+  return Math.min(1 << 20, Math.max(4096, n)) + packed;
 }
 
 /** Elements written between two checks of the event-loop budget (~2-4 ms of encoding). */
@@ -58,6 +65,14 @@ export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yiel
             elems.write(batch, f.fam, table, kind, op.set, op.elems.slice(i, i + ELEM_SLICE));
             if (y.due()) await y.turn();
           }
+        }
+      } else if (op.k === 'addPacked') {
+        // Encoded as the services rendered: copied, one element op per chunk.
+        const p = op.elems;
+        for (const c of p.chunks()) {
+          batch.beginElements('add', { family: f.fam, table, set: op.set }, (i) => p.text(c.first + i));
+          batch.appendElements(p.items, c.from, c.to);
+          if (y.due()) await y.turn();
         }
       } else for (const o of toNftOps(f.fam, table, [op])) batch.add(o);
       if (y.due()) await y.turn();

@@ -3,8 +3,8 @@ import {
   CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host, writeAddr,
   type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
 } from '../../native/nft-types';
-import type { NftBatch } from '../../native/encode';
-import { MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
+import type { ElementItems, NftBatch } from '../../native/encode';
+import { ELEM_CHUNK, MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
 
 const IPS_DST_NAT = 0x20;
 
@@ -237,6 +237,12 @@ export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
       case 'addRule': out.push({ op: 'add', rule: { ...t, chain: op.chain, exprs: stmtExprs(fam, op.stmt) } }); break;
       case 'addElems': out.push({ op: 'add', elements: { ...t, set: op.set, elements: op.elems.map(elemObject) } }); break;
       case 'delElems': out.push({ op: 'delete', elements: { ...t, set: op.set, elements: op.elems.map(elemObject) } }); break;
+      case 'addPacked': {
+        // One op per chunk, as the batch sends them.
+        const all = op.elems.decode();
+        for (let i = 0; i < all.length; i += ELEM_CHUNK) out.push({ op: 'add', elements: { ...t, set: op.set, elements: all.slice(i, i + ELEM_CHUNK).map(elemObject) } });
+        break;
+      }
     }
   }
   return out;
@@ -257,10 +263,11 @@ export class ElemWriter {
   /** One element op (add or delete) of `elems` in `set`. */
   write(batch: NftBatch, fam: Fam, table: string, op: 'add' | 'delete', set: string, elems: Elem[]): void {
     batch.beginElements(op, { family: fam, table, set }, (i) => (elems[i] ? elemText(elems[i]) : `#${i}`));
-    for (const e of elems) this.element(batch, e);
+    for (const e of elems) this.put(batch, e);
   }
 
-  private element(batch: NftBatch, e: Elem): void {
+  /** Writes one element into the current element op of `batch`, or into packed element items. */
+  put(batch: NftBatch | ElementItems, e: Elem): void {
     const k = this.key, d = this.data;
     switch (e.t) {
       case 'vip': {
@@ -321,7 +328,7 @@ export class ElemWriter {
 }
 
 /** How an element is named in an error report. */
-function elemText(e: Elem): string {
+export function elemText(e: Elem): string {
   switch (e.t) {
     case 'vip': return `${e.addr} . ${e.proto} . ${e.port}`;
     case 'port': return `${e.proto} . ${e.port}`;

@@ -4,13 +4,12 @@ import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
 import { buildProgram, elemId, emptyProgram, inFamily, indexElems, sameElem, type Program } from './program';
 import { pushAll } from '../../util/push-all';
+import { ElemWriter } from './netlink';
+import { PackedElems } from './packed';
 import type { SlotState } from './slots';
 import type { Yielder } from '../../util/yielder';
-import { N, type Elem, type Fam, type Op, type Stmt } from './types';
+import { ELEM_CHUNK, N, type Elem, type Fam, type Op, type Stmt } from './types';
 
-
-/** Elements per add/delete op (the addon packs each op into netlink messages). */
-const ELEM_CHUNK = 1000;
 
 /**
  * The big sets get a capacity at creation (SetSpec.size): filling a resizable kernel hash with
@@ -62,15 +61,39 @@ export class OpCollector {
   private readonly addChains: string[] = [];
   private readonly rules: Array<{ chain: string; stmt: Stmt }> = [];
   private readonly addElems = new Map<string, Elem[]>();
+  /** Added elements, encoded as they come (`packFam` set: a full sync). */
+  private readonly packed = new Map<string, PackedElems>();
+  private readonly writer?: ElemWriter;
   /** Counts for reports. */
   changedChains = 0;
 
+  /**
+   * `packFam`: encode added elements as they come instead of keeping them (a full sync: its Elems
+   * then die young; see packed.ts). Ops then carry them as 'addPacked'.
+   */
+  constructor(private readonly packFam?: Fam) {
+    if (packFam) this.writer = new ElemWriter();
+  }
+
   delElem(map: string, e: Elem): void { push(this.delElems, map, e); }
-  addElem(map: string, e: Elem): void { push(this.addElems, map, e); }
+  addElem(map: string, e: Elem): void {
+    if (this.packFam) this.pack(map).add(e);
+    else push(this.addElems, map, e);
+  }
   addAll(map: string, es: Elem[]): void {
+    if (this.packFam) {
+      const p = this.pack(map);
+      for (let i = 0; i < es.length; i++) p.add(es[i]);
+      return;
+    }
     const l = this.addElems.get(map);
     if (!l) this.addElems.set(map, es.slice());
     else for (let i = 0; i < es.length; i++) l.push(es[i]);
+  }
+  private pack(map: string): PackedElems {
+    let p = this.packed.get(map);
+    if (!p) this.packed.set(map, (p = new PackedElems(this.packFam!, this.writer)));
+    return p;
   }
   flushChain(name: string): void { this.flush.push(name); this.changedChains++; }
   delChain(name: string): void { this.delChains.push(name); }
@@ -84,13 +107,14 @@ export class OpCollector {
   elemDeltas(): Map<string, number> {
     const d = new Map<string, number>();
     for (const [set, l] of this.addElems) d.set(set, l.length);
+    for (const [set, p] of this.packed) d.set(set, (d.get(set) ?? 0) + p.count);
     for (const [set, l] of this.delElems) d.set(set, (d.get(set) ?? 0) - l.length);
     return d;
   }
 
   get empty(): boolean {
     return this.delElems.size + this.flush.length + this.delChains.length + this.delSets.length + this.addSets.length +
-      this.addChains.length + this.rules.length + this.addElems.size === 0;
+      this.addChains.length + this.rules.length + this.addElems.size + this.packed.size === 0;
   }
 
   /** The ops, sets created with the capacity `sizeOf` gives them. */
@@ -107,6 +131,7 @@ export class OpCollector {
     for (const name of this.addChains) ops.push({ k: 'addChain', chain: { name } });
     for (const r of this.rules) ops.push({ k: 'addRule', chain: r.chain, stmt: r.stmt });
     for (const [set, elems] of this.addElems) for (const c of chunks(elems)) ops.push({ k: 'addElems', set, elems: c });
+    for (const [set, elems] of this.packed) ops.push({ k: 'addPacked', set, elems });
     return ops;
   }
 }
@@ -273,9 +298,12 @@ export function fullSyncOps(model: TableModel, services: Iterable<[string, Servi
   return [...baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf), ...c.ops(model.sizeOf)];
 }
 
-/** fullSyncOps, giving the event loop a turn whenever `y`'s budget is spent (same ops). */
+/**
+ * fullSyncOps, giving the event loop a turn whenever `y`'s budget is spent; the same ops, except
+ * that added elements come packed ('addPacked', the same elements in the same order and chunks).
+ */
 export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[string, Service]>, node: NodeInfo | undefined, y: Yielder): Promise<Op[]> {
-  const c = new OpCollector();
+  const c = new OpCollector(model.fam); // elements packed as they come
   let k = 0;
   for (const [key, svc] of services) {
     // Every service counts toward the check: the other family's skip 50k services in ~13 ms.

@@ -6,7 +6,7 @@ import { cluster, ep, slice, svc as svcObj } from '../../../test/helpers/k8s';
 import { nftKernelSink, type NftKernel } from './sink';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
-import { PICK_SHARDS, type FamOps, type Op } from './types';
+import { ELEM_CHUNK, PICK_SHARDS, type FamOps, type Op } from './types';
 import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
 import { Yielder } from '../../util/yielder';
 import { encodeFamOps } from './index';
@@ -120,6 +120,17 @@ describe('nft sink', () => {
   });
 });
 
+/** Packed element ops as the plain ones they stand for. */
+function unpacked(ops: Op[]): Op[] {
+  return ops.flatMap((o): Op[] => {
+    if (o.k !== 'addPacked') return [o];
+    const all = o.elems.decode();
+    const out: Op[] = [];
+    for (let i = 0; i < all.length; i += ELEM_CHUNK) out.push({ k: 'addElems', set: o.set, elems: all.slice(i, i + ELEM_CHUNK) });
+    return out;
+  });
+}
+
 describe('full sync in slices (the event loop gets turns)', () => {
   test('the sliced render and encode give the same ops and bytes as the one-piece ones, with turns taken', async () => {
     const items = Array.from({ length: 40 }, (_, i) => svc(`s${i}`, [`10.180.${i}.1`, `10.180.${i}.2`, `10.180.${i}.3`], ['10.244.0.0/16']));
@@ -128,7 +139,11 @@ describe('full sync in slices (the event loop gets turns)', () => {
     const y = new Yielder(0); // every check is due: a turn at each step
     const sliced = await fullSyncOpsChunked(new TableModel('ip'), services, node, y);
     const whole = fullSyncOps(new TableModel('ip'), services, node);
-    expect(sliced).toEqual(whole);
+    // The sliced render packs its elements as it goes: the same elements, sets and chunks.
+    expect(sliced.some((o) => o.k === 'addPacked')).toBe(true);
+    expect(sliced.some((o) => o.k === 'addElems')).toBe(false);
+    expect(unpacked(sliced)).toEqual(whole);
+    expect(Buffer.compare((await encodeFamOps('kpng', [{ fam: 'ip', ops: sliced }])).finish(), encodeOps(toNftOps('ip', 'kpng', whole)).finish())).toBe(0);
     // Chains do not grow with services: one pick (and one dispatch) chain per shard used at most.
     const chains = whole.filter((o) => o.k === 'addChain').length;
     const many = fullSyncOps(new TableModel('ip'), Array.from({ length: 400 }, (_, i): [string, NonNullable<Item['service']>] => [`svc/ns/m${i}`, { ...services[i % 40][1], name: `m${i}` }]), node);
@@ -147,7 +162,7 @@ describe('hairpin', () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);
     const hairpinElems = (ops: Op[], kind: 'addElems' | 'delElems') =>
-      ops.flatMap((o) => (o.k === kind && o.set === 'hairpin' ? o.elems : []));
+      unpacked(ops).flatMap((o) => (o.k === kind && o.set === 'hairpin' ? o.elems : []));
     const a = svc('a', ['10.244.1.1', '10.244.2.1', '10.244.2.2'], ['10.244.0.0/16'], ['10.244.2.1', '10.244.2.2']);
     await sink.apply(set(a, 1, true), view([a]));
     expect(hairpinElems(k.last(), 'addElems')).toEqual([{ t: 'pair', addr: '10.244.1.1' }]);

@@ -94,6 +94,7 @@ export function toNftText(fam: Fam, table: string, ops: Op[]): string {
         break;
       }
       case 'addElems': lines.push(`add element ${t} ${op.set} { ${op.elems.map((e) => elemText(fam, e)).join(', ')} }`); break;
+      case 'addPacked': lines.push(`add element ${t} ${op.set} { ${op.elems.decode().map((e) => elemText(fam, e)).join(', ')} }`); break;
       case 'delElems': lines.push(`delete element ${t} ${op.set} { ${op.elems.map((e) => elemText(fam, e).replace(/ : .*$/, '')).join(', ')} }`); break;
     }
   }

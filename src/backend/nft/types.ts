@@ -3,8 +3,13 @@
 // addon, the product path) and text.ts (an `nft -f` script, for benchmarks and debugging). Keeping
 // one description guarantees that both describe the same ruleset.
 
+import type { PackedElems } from './packed';
+
 export type Fam = 'ip' | 'ip6';
 export type L4 = 'tcp' | 'udp' | 'sctp';
+
+/** Elements per add/delete op (the addon packs each op into netlink messages). */
+export const ELEM_CHUNK = 1000;
 
 /** Picks map shards per kind (services are spread over them by a hash of namespace/name). */
 export const PICK_SHARDS = 64;
@@ -143,7 +148,9 @@ export type Op =
   | { k: 'delChain'; name: string }
   | { k: 'addRule'; chain: string; stmt: Stmt }
   | { k: 'addElems'; set: string; elems: Elem[] }
-  | { k: 'delElems'; set: string; elems: Elem[] };
+  | { k: 'delElems'; set: string; elems: Elem[] }
+  /** Elements added, already encoded (a full sync's: see packed.ts). */
+  | { k: 'addPacked'; set: string; elems: PackedElems };
 
 export interface FamOps { fam: Fam; ops: Op[] }
 
