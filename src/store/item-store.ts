@@ -1,7 +1,7 @@
 // Keyed ENLS items with content hashes, a revision, and pull-based subscribers. NodeState
 // fills one from the cluster; the `local` source fills one from another kpng's stream.
-import { createHash } from 'node:crypto';
-import { encodeItem, type Item } from '../model/enls';
+import { hash } from 'node:crypto';
+import type { Item } from '../model/enls';
 import type { StateView } from '../sink/sink';
 import { Subscription } from './subscription';
 
@@ -14,8 +14,15 @@ export interface ItemList {
 /** A stored item and its hash. Immutable: NodeStates share one entry for an item alike on many nodes. */
 export interface Entry { readonly item: Item; readonly hash: string }
 
+/**
+ * A digest of an item's content, to compare two versions of it. Hashed from its JSON text, not its
+ * protobuf encoding: JSON.stringify is native code, while protobufjs's encoder is JS, which on a
+ * small cluster runs in Maglev (TurboFan stays off, see util/jit.ts): 16 against 77 us for a service
+ * with 10 endpoints, ~11% of kpng's main thread under churn at 1k services. Items of one state are
+ * built with one property order (the model, or normalizeItem), so equal content gives equal text.
+ */
 export function itemHash(item: Item): string {
-  return createHash('sha1').update(encodeItem(item)).digest('base64');
+  return hash('sha1', JSON.stringify(item), 'base64');
 }
 
 /**

@@ -16,22 +16,20 @@ export function sameJson(a: unknown, b: unknown): boolean {
     return true;
   }
   if (Array.isArray(b)) return false;
-  const ka = definedKeys(a as Record<string, unknown>);
-  const kb = definedKeys(b as Record<string, unknown>);
-  if (ka.length !== kb.length) return false;
-  for (let i = 0; i < ka.length; i++) {
-    if (ka[i] !== kb[i]) return false;
-    if (!sameJson((a as Record<string, unknown>)[ka[i]], (b as Record<string, unknown>)[kb[i]])) return false;
+  // Both key lists walked side by side, skipping what JSON.stringify leaves out (no arrays built:
+  // the store compares every object a watch delivers).
+  const oa = a as Record<string, unknown>, ob = b as Record<string, unknown>;
+  const ka = Object.keys(oa), kb = Object.keys(ob);
+  let i = 0, j = 0;
+  for (;;) {
+    while (i < ka.length && !printed(oa[ka[i]])) i++;
+    while (j < kb.length && !printed(ob[kb[j]])) j++;
+    if (i === ka.length || j === kb.length) return i === ka.length && j === kb.length;
+    if (ka[i] !== kb[j] || !sameJson(oa[ka[i]], ob[kb[j]])) return false;
+    i++;
+    j++;
   }
-  return true;
 }
 
-/** Keys JSON.stringify prints: undefined and function members are left out. */
-function definedKeys(o: Record<string, unknown>): string[] {
-  const out: string[] = [];
-  for (const k of Object.keys(o)) {
-    const v = o[k];
-    if (v !== undefined && typeof v !== 'function') out.push(k);
-  }
-  return out;
-}
+/** Whether JSON.stringify prints a member: undefined and function members are left out. */
+const printed = (v: unknown): boolean => v !== undefined && typeof v !== 'function';
