@@ -105,12 +105,6 @@ export async function main(argv: string[]): Promise<number> {
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version() });
     stops.push(() => ops.stop());
     await ops.start();
-    // The sink before the source: a backend that loads something at its start (the eBPF object,
-    // which reads the kernel's BTF) does it while the first lists arrive, and gives its transient
-    // memory back before the first sync's peak (at 1k from a file: 77 -> 72 MiB with --to ebpf).
-    const def = getBackend(opts.to)!;
-    const created = opts.to === 'api' ? undefined : await createSink(def, opts, log);
-    if (created) stops.push(() => created.close?.());
     let state: ItemStore;
     let store: ClusterStore | undefined;
     let events = () => 0;
@@ -156,7 +150,9 @@ export async function main(argv: string[]): Promise<number> {
       }
       state = new NodeState(cluster, opts.node);
     }
-    const sink = ops.attach(state, created!, store);
+    const def = getBackend(opts.to)!;
+    const sink = ops.attach(state, await createSink(def, opts, log), store);
+    stops.push(() => sink.close?.());
     if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
     let cacheFlushed = false, firstApplied = false;
     const result = await runSink(state, sink, {
