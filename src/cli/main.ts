@@ -18,7 +18,7 @@ import { Ops } from './ops';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
 import { enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
-import { ARENA_MAX, limitMallocArenas, trimMallocEvery } from '../native/malloc';
+import { ARENA_MAX, fixMallocThresholds, limitMallocArenas, MALLOC_THRESHOLD, trimMallocEvery } from '../native/malloc';
 
 /** `kpng local --once`: attempts to reach the server before giving up (backoff from 200 ms: ~6 s in all). */
 const ONCE_ATTEMPTS = 5;
@@ -88,6 +88,8 @@ export async function main(argv: string[]): Promise<number> {
   const arenas = limitMallocArenas();
   log.debug(arenas === 'set' ? `memory: malloc arenas capped at ${ARENA_MAX}` : arenas === 'user' ? 'memory: malloc arenas as MALLOC_ARENA_MAX says' : 'memory: malloc arenas not capped (no addon or no glibc)');
   if (arenas !== 'unavailable' && !opts.once) trimMallocEvery(5000, ac.signal);
+  const thresholds = fixMallocThresholds();
+  if (thresholds !== 'unavailable') log.debug(`memory: malloc's mmap and trim thresholds ${thresholds === 'set' ? `fixed at ${MALLOC_THRESHOLD} bytes` : 'as the environment says'}`);
   if (compileCache) log.debug(compileCache.enabled ? `compile cache: ${compileCache.directory}` : `compile cache: off (${compileCache.reason}${compileCache.directory ? `: ${compileCache.directory}` : ''})`);
   // early.ts deferred V8's optimizing compilers unless --jit on or --to api (the API server fans
   // states out to many nodes: it always wants them).

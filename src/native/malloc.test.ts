@@ -1,11 +1,21 @@
 // The malloc arena cap and trim through the addon (real glibc; the bench shows the effect on RSS).
-import { ARENA_MAX, limitMallocArenas, trimMalloc } from './malloc';
+import { ARENA_MAX, fixMallocThresholds, limitMallocArenas, trimMalloc } from './malloc';
 import { loadNative, nativeAvailable } from './index';
 
 const maybe = nativeAvailable() ? test : test.skip;
 
 test('MALLOC_ARENA_MAX in the environment wins: kpng leaves the arenas alone', () => {
   expect(limitMallocArenas({ MALLOC_ARENA_MAX: '8' })).toBe('user');
+});
+
+test('malloc thresholds the environment sets win', () => {
+  expect(fixMallocThresholds({ MALLOC_TRIM_THRESHOLD_: '1' })).toBe('user');
+  expect(fixMallocThresholds({ MALLOC_MMAP_THRESHOLD_: '1' })).toBe('user');
+  expect(fixMallocThresholds({ GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=4096' })).toBe('user');
+});
+
+maybe('on glibc the thresholds are fixed', () => {
+  expect(fixMallocThresholds({})).toBe('set');
 });
 
 maybe('on glibc the cap is set, trim runs in a worker, and bad options are refused', async () => {
