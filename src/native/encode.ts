@@ -229,7 +229,7 @@ export class ElementItems extends ItemWriter {
   get byteLength(): number { return this.pos; }
 
   /** The bytes from `from` to `to` (a view: valid until the next element is written). */
-  view(from = 0, to = this.pos): Uint8Array { return this.buf.subarray(from, to); }
+  view(from = 0, to = this.pos): Buffer { return this.buf.subarray(from, to); }
 }
 
 export class NftBatch extends ItemWriter {

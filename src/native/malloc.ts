@@ -11,13 +11,12 @@ export const ARENA_MAX = 2;
 
 /** What a malloc setting became: set here, left to the environment, or unavailable (no addon or no glibc). */
 export type MallocSetting = 'set' | 'user' | 'unavailable';
-export type ArenaLimit = MallocSetting;
 
 /**
  * Caps glibc's malloc arenas at ARENA_MAX. 'user': MALLOC_ARENA_MAX is in the environment (theirs
  * wins); 'unavailable': no addon, or a C library without arenas (musl).
  */
-export function limitMallocArenas(env: NodeJS.ProcessEnv = process.env): ArenaLimit {
+export function limitMallocArenas(env: NodeJS.ProcessEnv = process.env): MallocSetting {
   if (env.MALLOC_ARENA_MAX !== undefined) return 'user';
   try {
     return loadNative().mallocTune({ arenaMax: ARENA_MAX }).applied.includes('arenaMax') ? 'set' : 'unavailable';

@@ -4,7 +4,7 @@ import {
   type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
 } from '../../native/nft-types';
 import type { ElementItems, NftBatch } from '../../native/encode';
-import { ELEM_CHUNK, MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
+import { elemChunks, MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
 
 const IPS_DST_NAT = 0x20;
 
@@ -239,8 +239,7 @@ export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
       case 'delElems': out.push({ op: 'delete', elements: { ...t, set: op.set, elements: op.elems.map(elemObject) } }); break;
       case 'addPacked': {
         // One op per chunk, as the batch sends them.
-        const all = op.elems.decode();
-        for (let i = 0; i < all.length; i += ELEM_CHUNK) out.push({ op: 'add', elements: { ...t, set: op.set, elements: all.slice(i, i + ELEM_CHUNK).map(elemObject) } });
+        for (const c of elemChunks(op.elems.decode())) out.push({ op: 'add', elements: { ...t, set: op.set, elements: c.map(elemObject) } });
         break;
       }
     }

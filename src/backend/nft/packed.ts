@@ -3,6 +3,7 @@
 // to the old generation, and a full GC landing inside the sync paused the event loop for ~100 ms.
 // Packed, each Elem dies young; the batch copies the bytes (NftBatch.appendElements).
 import { ElementItems } from '../../native/encode';
+import { addrText } from '../../native/addr-text';
 import { IPPROTO } from '../../native/nft-types';
 import { elemText, ElemWriter } from './netlink';
 import { ELEM_CHUNK, type Elem, type Fam, type L4, type Verd } from './types';
@@ -50,6 +51,7 @@ export class PackedElems {
   }
 }
 
+const AF_INET = 2, AF_INET6 = 10;
 const readU16 = (b: Uint8Array, o: number): number => b[o] | (b[o + 1] << 8);
 const be16 = (b: Uint8Array, o: number): number => (b[o] << 8) | b[o + 1];
 const le32 = (b: Uint8Array, o: number): number => (b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24)) >>> 0;
@@ -64,9 +66,9 @@ const l4 = (b: Uint8Array, o: number): L4 => {
  * One element item back to an Elem. Its kind follows from the family and what the item holds (a
  * verdict, map data, or neither) and the key's length: no two kinds share all three.
  */
-function decodeItem(fam: Fam, b: Uint8Array, at: number): Elem {
+function decodeItem(fam: Fam, b: Buffer, at: number): Elem {
   const end = at + 4 + readU16(b, at + 2);
-  let key: Uint8Array | undefined, data: Uint8Array | undefined, v: Verd | undefined;
+  let key: Buffer | undefined, data: Buffer | undefined, v: Verd | undefined;
   // Netlink attributes (host order): NFTA_SET_ELEM_KEY { NFTA_DATA_VALUE }, NFTA_SET_ELEM_DATA
   // { NFTA_DATA_VALUE } or { NFTA_DATA_VERDICT { NFTA_VERDICT_CODE (be32), NFTA_VERDICT_CHAIN } }.
   for (let a = at + 4; a < end; a += (readU16(b, a) + 3) & ~3) {
@@ -79,40 +81,22 @@ function decodeItem(fam: Fam, b: Uint8Array, at: number): Elem {
       if (code === 0) v = 'drop';
       else {
         const c = inner + 4 + 8, clen = readU16(b, c);
-        v = { goto: Buffer.from(b.buffer, b.byteOffset + c + 4, clen - 5).toString('utf8') };
+        v = { goto: b.toString('utf8', c + 4, c + clen - 1) };
       }
     }
   }
   if (!key) throw new Error('packed element without a key');
-  const al = fam === 'ip' ? 4 : 16;
+  const al = fam === 'ip' ? 4 : 16, af = fam === 'ip' ? AF_INET : AF_INET6;
   if (v !== undefined) {
-    if (key.length === al + 8) return { t: 'vip', addr: addrText(key, 0, al), proto: l4(key, al), port: be16(key, al + 4), v };
+    if (key.length === al + 8) return { t: 'vip', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), v };
     return { t: 'port', proto: l4(key, 0), port: be16(key, 4), v };
   }
   if (data) {
-    const epAddr = addrText(data, 0, al), epPort = be16(data, al);
+    const epAddr = addrText(data, 0, af), epPort = be16(data, al);
     if (key.length === 4) return { t: 'slot', slot: le32(key, 0), addr: epAddr, port: epPort };
     if (key.length === 12) return { t: 'pick', proto: l4(key, 0), port: be16(key, 4), i: le32(key, 8), epAddr, epPort };
-    return { t: 'pick', addr: addrText(key, 0, al), proto: l4(key, al), port: be16(key, al + 4), i: le32(key, al + 8), epAddr, epPort };
+    return { t: 'pick', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), i: le32(key, al + 8), epAddr, epPort };
   }
-  if (key.length === 2 * al) return { t: 'pair', addr: addrText(key, 0, al) };
-  return { t: 'addr', addr: addrText(key, 0, al) };
-}
-
-/** An address as the model writes it (RFC 5952 for IPv6: lower case, the longest zero run as ::). */
-function addrText(b: Uint8Array, o: number, len: number): string {
-  if (len === 4) return `${b[o]}.${b[o + 1]}.${b[o + 2]}.${b[o + 3]}`;
-  const w: number[] = [];
-  for (let i = 0; i < 8; i++) w.push(be16(b, o + 2 * i));
-  let best = -1, bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (w[i] !== 0) { i++; continue; }
-    let j = i;
-    while (j < 8 && w[j] === 0) j++;
-    if (j - i > bestLen) { best = i; bestLen = j - i; }
-    i = j;
-  }
-  const hex = (ws: number[]) => ws.map((x) => x.toString(16)).join(':');
-  if (best < 0) return hex(w);
-  return `${hex(w.slice(0, best))}::${hex(w.slice(best + bestLen))}`;
+  if (key.length === 2 * al) return { t: 'pair', addr: addrText(key, 0, af) };
+  return { t: 'addr', addr: addrText(key, 0, af) };
 }

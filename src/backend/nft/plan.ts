@@ -8,7 +8,7 @@ import { ElemWriter } from './netlink';
 import { PackedElems } from './packed';
 import type { SlotState } from './slots';
 import type { Yielder } from '../../util/yielder';
-import { ELEM_CHUNK, N, type Elem, type Fam, type Op, type Stmt } from './types';
+import { elemChunks, N, type Elem, type Fam, type Op, type Stmt } from './types';
 
 
 /**
@@ -120,7 +120,7 @@ export class OpCollector {
   /** The ops, sets created with the capacity `sizeOf` gives them. */
   ops(sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
     const ops: Op[] = [];
-    for (const [set, elems] of this.delElems) for (const c of chunks(elems)) ops.push({ k: 'delElems', set, elems: c });
+    for (const [set, elems] of this.delElems) for (const c of elemChunks(elems)) ops.push({ k: 'delElems', set, elems: c });
     for (const name of this.flush) ops.push({ k: 'flushChain', name });
     for (const name of this.delChains) ops.push({ k: 'delChain', name });
     for (const name of this.delSets) ops.push({ k: 'delSet', name });
@@ -130,7 +130,7 @@ export class OpCollector {
     }
     for (const name of this.addChains) ops.push({ k: 'addChain', chain: { name } });
     for (const r of this.rules) ops.push({ k: 'addRule', chain: r.chain, stmt: r.stmt });
-    for (const [set, elems] of this.addElems) for (const c of chunks(elems)) ops.push({ k: 'addElems', set, elems: c });
+    for (const [set, elems] of this.addElems) for (const c of elemChunks(elems)) ops.push({ k: 'addElems', set, elems: c });
     for (const [set, elems] of this.packed) ops.push({ k: 'addPacked', set, elems });
     return ops;
   }
@@ -141,12 +141,6 @@ function push<T>(m: Map<string, T[]>, k: string, v: T): void {
   if (l) l.push(v); else m.set(k, [v]);
 }
 
-function chunks<T>(l: T[]): T[][] {
-  if (l.length <= ELEM_CHUNK) return [l];
-  const out: T[][] = [];
-  for (let i = 0; i < l.length; i += ELEM_CHUNK) out.push(l.slice(i, i + ELEM_CHUNK));
-  return out;
-}
 
 const sameRules = (a: Stmt[], b: Stmt[]): boolean => JSON.stringify(a) === JSON.stringify(b);
 

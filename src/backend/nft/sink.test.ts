@@ -6,7 +6,7 @@ import { cluster, ep, slice, svc as svcObj } from '../../../test/helpers/k8s';
 import { nftKernelSink, type NftKernel } from './sink';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
-import { ELEM_CHUNK, PICK_SHARDS, type FamOps, type Op } from './types';
+import { elemChunks, PICK_SHARDS, type FamOps, type Op } from './types';
 import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
 import { Yielder } from '../../util/yielder';
 import { encodeFamOps } from './index';
@@ -124,10 +124,7 @@ describe('nft sink', () => {
 function unpacked(ops: Op[]): Op[] {
   return ops.flatMap((o): Op[] => {
     if (o.k !== 'addPacked') return [o];
-    const all = o.elems.decode();
-    const out: Op[] = [];
-    for (let i = 0; i < all.length; i += ELEM_CHUNK) out.push({ k: 'addElems', set: o.set, elems: all.slice(i, i + ELEM_CHUNK) });
-    return out;
+    return elemChunks(o.elems.decode()).map((elems): Op => ({ k: 'addElems', set: o.set, elems }));
   });
 }
 

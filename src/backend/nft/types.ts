@@ -11,6 +11,14 @@ export type L4 = 'tcp' | 'udp' | 'sctp';
 /** Elements per add/delete op (the addon packs each op into netlink messages). */
 export const ELEM_CHUNK = 1000;
 
+/** A list cut into element ops of ELEM_CHUNK. */
+export function elemChunks<T>(l: T[]): T[][] {
+  if (l.length <= ELEM_CHUNK) return [l];
+  const out: T[][] = [];
+  for (let i = 0; i < l.length; i += ELEM_CHUNK) out.push(l.slice(i, i + ELEM_CHUNK));
+  return out;
+}
+
 /** Picks map shards per kind (services are spread over them by a hash of namespace/name). */
 export const PICK_SHARDS = 64;
 
