@@ -1,24 +1,25 @@
 // One endpoint change through the real nft dataplane (root; prints figures, never asserts on time).
 // For each size (services x 10 endpoints, ClusterIP, --cluster-cidr set):
 //   1. full sync from the store into an empty table in a fresh netns: time, messages, and the longest
-//      event-loop stall while the sink works (perf_hooks.monitorEventLoopDelay);
+//      event-loop stall while the sink works (perf_hooks.monitorEventLoopDelay) and the longest GC pause
+//      within it (kpng's GC policy applied: promoteWholePagesOnLargeHeaps);
 //   2. N single-endpoint changes: an EndpointSlice enters the store -> the kernel's ack, p50 / p99, and
 //      the split: JS (model + diff + render to NftOps), encode (TS encoder + the addon's libnftnl build),
 //      kernel (sendmsg -> last ack, i.e. the nf_tables transaction and commit).
 //   3. reference: 100 changes with the socket closed after each batch (how kpng sent them before).
 //   (JS = model + diff + NftOps + the TS encoder; encode = the addon's libnftnl build.)
-// Run: make build && node dist/bench/nft-change.bench.js [--sizes 1000,10000,50000] [--changes 200]
+// Run: npm run bench:nft-change -- [--sizes 1000,10000,50000] [--changes 200]
 //      [--hold]  (keep the last netns and print its name, for `perf record` against the kernel)
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { encodeFamOps, nftKernelSink, type NftKernel } from '../src/backend/nft';
 import * as native from '../src/native';
 import { ClusterStore } from '../src/store/cluster';
 import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
-import { limitYoungGeneration } from '../src/util/memory';
+import { limitYoungGeneration, promoteWholePagesOnLargeHeaps } from '../src/util/memory';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
@@ -114,6 +115,12 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   const h = monitorEventLoopDelay({ resolution: 5 });
   // A timer keeps the loop turning so that a stall shows up as a late tick.
   const tick = setInterval(() => undefined, 5);
+  // The longest GC pause inside the sync: with the stall, tells the GC's part from the sink's own.
+  // (Entries arrive after their GC: one that started before the sync is left out.)
+  let gcMax = 0;
+  const gcFrom = performance.now();
+  const gcs = new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.startTime >= gcFrom) gcMax = Math.max(gcMax, e.duration); });
+  gcs.observe({ entryTypes: ['gc'] });
   h.enable();
   // The histogram's first sample only sets its baseline: let it take one before the sync starts, or
   // a block at the sync's start would not count.
@@ -123,6 +130,8 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   const fullMs = performance.now() - t0;
   h.disable();
   clearInterval(tick);
+  await new Promise((r) => setImmediate(r)); // the observer's last entries
+  gcs.disconnect();
   const stallMs = h.max / 1e6;
   const fullMsgs = sink.stats.lastMessages;
   const fullSplit = `${(split.calledAt - t0 + split.toOpsMs).toFixed(0)} / ${split.buildMs.toFixed(0)} / ${split.kernelMs.toFixed(0)}`;
@@ -163,7 +172,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   state.close();
   native.nftCloseSockets(); // an open socket would keep the deleted namespace alive
   cleanup();
-  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, `${f2(pct(js, 50))} / ${f2(pct(js, 99))}`, f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), `${f2(pct(wall, 50))} / ${f2(pct(wall, 99))}`, `${f2(pct(queue, 99))} / ${f2(pct(ret, 99))}`, pct(msgs, 50)];
+  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), f1(gcMax), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, `${f2(pct(js, 50))} / ${f2(pct(js, 99))}`, f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), `${f2(pct(wall, 50))} / ${f2(pct(wall, 99))}`, `${f2(pct(queue, 99))} / ${f2(pct(ret, 99))}`, pct(msgs, 50)];
 }
 
 (async () => {
@@ -171,11 +180,15 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   if (!native.nativeAvailable()) { console.log('nft-change bench: native addon not built, skipped'); return; }
   // The young generation as kpng runs it (src/cli/main.ts): its size decides the scavenge pauses.
   limitYoungGeneration();
+  // Young pages promoted whole in major GCs once the heap is large (src/cli/main.ts does the same;
+  // `node --page-promotion-threshold=70 dist/bench/...` runs with V8's default instead).
+  const promotion = promoteWholePagesOnLargeHeaps();
+  console.log(`page promotion: ${promotion ? 'whole pages on heaps of 64 MiB and more' : 'as the node command line says'}`);
   const rows: (string | number)[][] = [];
   for (const [k, n] of SIZES.entries()) {
     rows.push(await run(n, k === SIZES.length - 1));
     if (globalThis.gc) globalThis.gc();
   }
   table('nft: full sync from the store, then one endpoint change (EndpointSlice into the store -> kernel ack), 10 endpoints per service',
-    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50 / p99', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50 / p99', 'queue / return p99', 'msgs/change'], rows);
+    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'longest GC ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50 / p99', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50 / p99', 'queue / return p99', 'msgs/change'], rows);
 })().catch((e) => { console.error(e); process.exitCode = 1; }).finally(() => { if (!HOLD) cleanup(); });

@@ -15,7 +15,7 @@ import { helpText, parseCli, pluginArgs, UsageError, type CliOptions } from './a
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
-import { limitYoungGeneration, reduceMemoryWhenIdle } from '../util/memory';
+import { limitYoungGeneration, promoteWholePagesOnLargeHeaps, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
 import { enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
 import { ARENA_MAX, fixMallocThresholds, limitMallocArenas, MALLOC_THRESHOLD, trimMallocEvery } from '../native/malloc';
@@ -84,6 +84,9 @@ export async function main(argv: string[]): Promise<number> {
   // The first state is built with nearly every allocation surviving: keep V8's young generation
   // from growing to its maximum for it (1k services from a file: peak RSS 147 -> 113 MiB).
   if (limitYoungGeneration()) log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
+  // A major GC's atomic pause on a large heap is mostly the copying of young objects (memory.ts).
+  const stopPromotion = promoteWholePagesOnLargeHeaps((p, used) => log.debug(`memory: heap ${(used / 2 ** 20).toFixed(0)} MiB after a major GC: ${p === 'whole-pages' ? 'young pages promoted whole' : "V8's default page promotion"}`));
+  if (stopPromotion) stops.push(stopPromotion);
   // Before the sources and backends start threads that allocate.
   const arenas = limitMallocArenas();
   log.debug(arenas === 'set' ? `memory: malloc arenas capped at ${ARENA_MAX}` : arenas === 'user' ? 'memory: malloc arenas as MALLOC_ARENA_MAX says' : 'memory: malloc arenas not capped (no addon or no glibc)');

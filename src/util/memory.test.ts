@@ -1,5 +1,5 @@
 import * as v8 from 'node:v8';
-import { reduceMemory, SYNC_GC_MAX_HEAP_BYTES } from './memory';
+import { LARGE_HEAP_BYTES, pagePromotionFor, reduceMemory, SMALL_HEAP_BYTES, SYNC_GC_MAX_HEAP_BYTES } from './memory';
 
 const newSpaceMiB = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')!.space_size / 2 ** 20;
 
@@ -26,5 +26,16 @@ describe('reduceMemory', () => {
     const r = reduceMemory(SYNC_GC_MAX_HEAP_BYTES + 1);
     expect(r).toBeDefined();
     expect(r!.incremental).toBe(true);
+  });
+});
+
+describe('pagePromotionFor', () => {
+  const MiB = 2 ** 20;
+  it('promotes whole pages from 64 MiB of heap and goes back below 32 MiB, keeping its choice in between', () => {
+    expect(pagePromotionFor(10 * MiB, 'default')).toBe('default');
+    expect(pagePromotionFor(LARGE_HEAP_BYTES, 'default')).toBe('whole-pages');
+    expect(pagePromotionFor(48 * MiB, 'whole-pages')).toBe('whole-pages');
+    expect(pagePromotionFor(48 * MiB, 'default')).toBe('default');
+    expect(pagePromotionFor(SMALL_HEAP_BYTES - 1, 'whole-pages')).toBe('default');
   });
 });

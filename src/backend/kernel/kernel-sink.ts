@@ -91,7 +91,8 @@ export class KernelSink implements Sink {
     for (const item of state.items()) {
       // A store's items() may read live: an item deleted meanwhile can come as undefined.
       if (item?.service && item.key.startsWith('svc/')) services.set(item.key, item.service);
-      if ((++n & 1023) === 0 && y.due()) await y.turn();
+      // Checked every 64th item: every 1024th made slices of 20-22 ms at 50k services.
+      if ((++n & 63) === 0 && y.due()) await y.turn();
     }
     const node = state.get(NODE_KEY)?.node ?? undefined;
     await y.turn(); // the dataplane's own turns start from here

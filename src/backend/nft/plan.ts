@@ -6,6 +6,7 @@ import { buildProgram, elemId, emptyProgram, inFamily, indexElems, sameElem, typ
 import { pushAll } from '../../util/push-all';
 import { ElemWriter } from './netlink';
 import { PackedElems } from './packed';
+import { RefCounts } from './ref-counts';
 import type { SlotState } from './slots';
 import type { Yielder } from '../../util/yielder';
 import { elemChunks, N, type Elem, type Fam, type Op, type Stmt } from './types';
@@ -35,7 +36,7 @@ export interface Rendered {
 export class TableModel {
   readonly programs = new Map<string, Rendered>();
   /** Reference counts of shared set elements (set -> id -> count): several services may hold one. */
-  readonly sharedRefs = new Map<string, Map<string, number>>();
+  readonly sharedRefs = new Map<string, RefCounts>();
   /** Picks map shards created in the kernel (created on first use, kept). */
   readonly shards = new Set<string>();
   /** Shared chains: services using each, and the ones the kernel has. */
@@ -185,18 +186,15 @@ export function diffProgram(model: TableModel, oldP: Program | undefined, newP: 
     const refs = model.sharedRefs.get(set);
     for (const [id, e] of olds) {
       if (newP.shared.get(set)?.has(id)) continue;
-      const n = (refs?.get(id) ?? 1) - 1;
-      if (n <= 0) { refs?.delete(id); c.delElem(set, e); } else refs!.set(id, n);
+      if ((refs?.drop(id) ?? 0) <= 0) c.delElem(set, e);
     }
   }
   for (const [set, news] of newP.shared) {
     let refs = model.sharedRefs.get(set);
-    if (!refs) model.sharedRefs.set(set, (refs = new Map()));
+    if (!refs) model.sharedRefs.set(set, (refs = new RefCounts()));
     for (const [id, e] of news) {
       if (oldP.shared.get(set)?.has(id)) continue;
-      const n = (refs.get(id) ?? 0) + 1;
-      refs.set(id, n);
-      if (n === 1) c.addElem(set, e);
+      if (refs.add(id) === 1) c.addElem(set, e);
     }
   }
   // Shared chains, reference counted; created or deleted once the whole batch is known.
@@ -224,12 +222,8 @@ function addProgram(model: TableModel, p: Program, c: OpCollector): void {
   for (const [name, t] of p.sets) c.addSet(name, t);
   for (const [set, news] of p.shared) {
     let refs = model.sharedRefs.get(set);
-    if (!refs) model.sharedRefs.set(set, (refs = new Map()));
-    for (const [id, e] of news) {
-      const n = (refs.get(id) ?? 0) + 1;
-      refs.set(id, n);
-      if (n === 1) c.addElem(set, e);
-    }
+    if (!refs) model.sharedRefs.set(set, (refs = new RefCounts()));
+    for (const [id, e] of news) if (refs.add(id) === 1) c.addElem(set, e);
   }
   for (const [name, rules] of p.sharedChains) {
     model.chainRefs.set(name, (model.chainRefs.get(name) ?? 0) + 1);
@@ -300,8 +294,9 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
   const c = new OpCollector(model.fam); // elements packed as they come
   let k = 0;
   for (const [key, svc] of services) {
-    // Every service counts toward the check: the other family's skip 50k services in ~13 ms.
-    if (++k % 16 === 0 && y.due()) await y.turn();
+    // Every service counts toward the check: the other family's skip 50k services in ~13 ms. Checked
+    // every 4th: V8's incremental marking steps (4-8 ms each at 50k) can land within a few services.
+    if ((++k & 3) === 0 && y.due()) await y.turn();
     if (!inFamily(svc, model.fam)) continue; // as in fullSyncOps
     updateService(model, key, svc, node, c);
   }

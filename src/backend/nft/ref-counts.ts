@@ -1,0 +1,43 @@
+// Reference counts of a shared set's elements (several services may hold one element), kept in
+// shards. One Map grows by rehashing all of its entries at once: at 50k services x 10 endpoints the
+// hairpin set's 131k ids doubled their table in 13-18 ms, inside one service's render of a full sync
+// (the event loop cannot turn in the middle of it). A shard rehashes 1/64 of the entries.
+
+const SHARDS = 64;
+
+/** Which shard an id lives in: FNV-1a over its characters (ids share long prefixes and suffixes). */
+function shardOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % SHARDS;
+}
+
+export class RefCounts {
+  private readonly shards: Map<string, number>[] = Array.from({ length: SHARDS }, () => new Map<string, number>());
+
+  get(id: string): number | undefined { return this.shards[shardOf(id)]!.get(id); }
+  set(id: string, n: number): void { this.shards[shardOf(id)]!.set(id, n); }
+  delete(id: string): boolean { return this.shards[shardOf(id)]!.delete(id); }
+
+  get size(): number {
+    let n = 0;
+    for (const s of this.shards) n += s.size;
+    return n;
+  }
+
+  /** Adds one reference; the count after. */
+  add(id: string): number {
+    const s = this.shards[shardOf(id)]!;
+    const n = (s.get(id) ?? 0) + 1;
+    s.set(id, n);
+    return n;
+  }
+
+  /** Drops one reference (an absent id counts as held once); the count after, the id gone at 0. */
+  drop(id: string): number {
+    const s = this.shards[shardOf(id)]!;
+    const n = (s.get(id) ?? 1) - 1;
+    if (n <= 0) s.delete(id); else s.set(id, n);
+    return n;
+  }
+}
