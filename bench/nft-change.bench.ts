@@ -10,6 +10,7 @@
 //   (JS = model + diff + NftOps + the TS encoder; encode = the addon's libnftnl build.)
 // Run: npm run bench:nft-change -- [--sizes 1000,10000,50000] [--changes 200]
 //      [--hold]  (keep the last netns and print its name, for `perf record` against the kernel)
+//      [--trace-stalls]  (print the full sync's ticks over 25 ms late, with the GC pauses inside them)
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
@@ -26,6 +27,7 @@ const arg = (name: string, def: string) => { const i = args.indexOf(name); retur
 const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '200'));
 const HOLD = args.includes('--hold');
+const TRACE_STALLS = args.includes('--trace-stalls');
 const id = crypto.randomBytes(2).toString('hex');
 const created: string[] = [];
 
@@ -113,13 +115,27 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   if (svcCount !== n) throw new Error(`expected ${n} services, the node state has ${svcCount}`);
   // Full sync: the sink's part only (the model's first state is computed above).
   const h = monitorEventLoopDelay({ resolution: 5 });
-  // A timer keeps the loop turning so that a stall shows up as a late tick.
-  const tick = setInterval(() => undefined, 5);
+  // A timer keeps the loop turning so that a stall shows up as a late tick (--trace-stalls: ticks
+  // over 25 ms late are printed, with the GC pauses inside them).
+  const late: Array<{ at: number; ms: number }> = [];
+  let lastTick = performance.now();
+  const tick = setInterval(() => {
+    const now = performance.now();
+    if (TRACE_STALLS && now - lastTick > 25) late.push({ at: lastTick, ms: now - lastTick });
+    lastTick = now;
+  }, 5);
   // The longest GC pause inside the sync: with the stall, tells the GC's part from the sink's own.
   // (Entries arrive after their GC: one that started before the sync is left out.)
   let gcMax = 0;
   const gcFrom = performance.now();
-  const gcs = new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.startTime >= gcFrom) gcMax = Math.max(gcMax, e.duration); });
+  const gcList: Array<{ at: number; ms: number }> = [];
+  const gcs = new PerformanceObserver((l) => {
+    for (const e of l.getEntries()) {
+      if (e.startTime < gcFrom) continue;
+      gcMax = Math.max(gcMax, e.duration);
+      if (TRACE_STALLS) gcList.push({ at: e.startTime, ms: e.duration });
+    }
+  });
   gcs.observe({ entryTypes: ['gc'] });
   h.enable();
   // The histogram's first sample only sets its baseline: let it take one before the sync starts, or
@@ -133,6 +149,11 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   await new Promise((r) => setImmediate(r)); // the observer's last entries
   gcs.disconnect();
   const stallMs = h.max / 1e6;
+  for (const l of late) {
+    if (l.at < t0) continue; // the baseline wait
+    const inside = gcList.filter((g) => g.at >= l.at && g.at < l.at + l.ms);
+    console.log(`  ${n} services: tick ${l.ms.toFixed(1)} ms late at +${(l.at - t0).toFixed(0)} ms of the sync; GC pauses inside: ${inside.length ? inside.map((g) => g.ms.toFixed(1)).join(', ') + ' ms' : 'none'}`);
+  }
   const fullMsgs = sink.stats.lastMessages;
   const fullSplit = `${(split.calledAt - t0 + split.toOpsMs).toFixed(0)} / ${split.buildMs.toFixed(0)} / ${split.kernelMs.toFixed(0)}`;
 

@@ -18,7 +18,26 @@ export interface ClassOptions {
   podClass: boolean;
 }
 
-const route = (target: Target, masquerade = false): Route => ({ target, masquerade });
+// Routes are immutable and few: one frozen object per combination, shared by every item (a Routes
+// and its three Route objects per destination were ~150 B of heap a service port).
+const routeKey = (r: Route): number => r.target * 2 + (r.masquerade ? 1 : 0);
+const routeTable = new Map<number, Route>();
+const routesTable = new Map<number, Routes>();
+
+function route(target: Target, masquerade = false): Route {
+  const k = target * 2 + (masquerade ? 1 : 0);
+  let r = routeTable.get(k);
+  if (!r) routeTable.set(k, (r = Object.freeze({ target, masquerade })));
+  return r;
+}
+
+function routes(pod: Route, node: Route, other: Route): Routes {
+  const k = (routeKey(pod) * 64 + routeKey(node)) * 64 + routeKey(other);
+  let r = routesTable.get(k);
+  if (!r) routesTable.set(k, (r = Object.freeze({ pod, node, other })));
+  return r;
+}
+
 const reject = (): Route => route(Target.REJECT);
 
 /**
@@ -28,15 +47,11 @@ const reject = (): Route => route(Target.REJECT);
  * node, another host routing the service range here), since its replies could bypass this node.
  */
 export function clusterIpRoutes(p: RouteInputs, o: ClassOptions): Routes {
-  if (!p.hasEndpoints) return { pod: reject(), node: reject(), other: reject() };
+  if (!p.hasEndpoints) return routes(reject(), reject(), reject());
   const target = !p.internalLocal ? Target.CLUSTER : p.hasLocalEndpoints ? Target.LOCAL : Target.DROP;
   const dnat = target !== Target.DROP;
   const notPod = dnat && (o.masqueradeAll || o.podClass);
-  return {
-    pod: route(target, dnat && o.masqueradeAll),
-    node: route(target, notPod),
-    other: route(target, notPod),
-  };
+  return routes(route(target, dnat && o.masqueradeAll), route(target, notPod), route(target, notPod));
 }
 
 /**
@@ -49,15 +64,11 @@ export function clusterIpRoutes(p: RouteInputs, o: ClassOptions): Routes {
  * does not apply: upstream masquerades only traffic whose destination is the cluster IP).
  */
 export function externalRoutes(p: RouteInputs, o: ClassOptions): Routes {
-  if (!p.hasEndpoints) return { pod: reject(), node: reject(), other: reject() };
+  if (!p.hasEndpoints) return routes(reject(), reject(), reject());
   if (!p.externalLocal) {
-    const r = (): Route => route(Target.CLUSTER, true);
-    return { pod: r(), node: r(), other: r() };
+    const r = route(Target.CLUSTER, true);
+    return routes(r, r, r);
   }
   const other = p.hasLocalEndpoints ? route(Target.LOCAL) : route(Target.DROP);
-  return {
-    pod: o.podClass ? route(Target.CLUSTER) : { ...other },
-    node: route(Target.CLUSTER, true),
-    other,
-  };
+  return routes(o.podClass ? route(Target.CLUSTER) : other, route(Target.CLUSTER, true), other);
 }

@@ -224,6 +224,21 @@ function hintNames(v: unknown, what: string): string[] | null {
   return list.length ? [...new Set(list)].sort() : null;
 }
 
+/**
+ * One string per node name: every endpoint names its node, and a parsed list gives each its own copy
+ * (500k copies of a few hundred names at 50k services x 10 endpoints, ~12 MiB). Bounded: a cluster
+ * with more names than this starts over, which only costs the sharing.
+ */
+const nodeNames = new Map<string, string>();
+const NODE_NAMES_MAX = 65_536;
+function internNodeName(name: string): string {
+  const known = nodeNames.get(name);
+  if (known !== undefined) return known;
+  if (nodeNames.size >= NODE_NAMES_MAX) nodeNames.clear();
+  nodeNames.set(name, name);
+  return name;
+}
+
 function parseEndpoint(e: unknown, i: number, family: Family): SliceEndpoint {
   const eo = obj(e, `endpoints[${i}]`);
   const addrs = arr(eo.addresses, `endpoints[${i}].addresses`, 100);
@@ -239,7 +254,7 @@ function parseEndpoint(e: unknown, i: number, family: Family): SliceEndpoint {
   const nodeName = str(eo.nodeName, `endpoints[${i}].nodeName`);
   return {
     ip: address, ready, serving, terminating,
-    nodeName: nodeName || null,
+    nodeName: nodeName ? internNodeName(nodeName) : null,
     zoneHints: hintNames(hints.forZones, `endpoints[${i}].hints.forZones`),
     nodeHints: hintNames(hints.forNodes, `endpoints[${i}].hints.forNodes`),
   };

@@ -12,8 +12,9 @@ import { makeEntry, type Entry } from './item-store';
 
 /** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
 export class ServiceRecord {
-  /** Item per node class, computed on first use. */
-  readonly byClass = new Map<string, Entry>();
+  /** Item per node class other than "" (that one is `generic`), computed on first use; most
+   *  services have no other class, and a Map each was ~0.3 KiB of heap a service. */
+  byClass: Map<string, Entry> | undefined;
   /** Every node it does not name is in one class (no zone hints, no source ranges). */
   readonly uniform: boolean;
   /** The item of class "" (nodes not named, outside the hinted zones), once computed. */
@@ -104,10 +105,11 @@ export class SharedItems {
   entryFor(rec: ServiceRecord, node: ModelNode): NodeEntry {
     const cls = nodeClass(rec.dep, node);
     if (cls === null) return { entry: this.compute(rec, node), own: true };
-    let entry = rec.byClass.get(cls);
+    let entry = cls === '' ? rec.generic : rec.byClass?.get(cls);
     if (!entry) {
-      rec.byClass.set(cls, (entry = this.compute(rec, node)));
+      entry = this.compute(rec, node);
       if (cls === '') rec.generic = entry;
+      else (rec.byClass ??= new Map()).set(cls, entry);
     }
     return { entry, own: false };
   }

@@ -31,6 +31,11 @@ function used(sp: ServicePort): Set<string> {
   return out;
 }
 
+function hasUdpPort(svc: Service): boolean {
+  for (const sp of svc.ports) if (sp.port.protocol === Protocol.UDP) return true;
+  return false;
+}
+
 /** The UDP service ports of a service, by "family/port" identity. */
 function udpPorts(svc: Service | null): Map<string, UdpDestinations> {
   const out = new Map<string, UdpDestinations>();
@@ -70,12 +75,17 @@ export function staleUdpFilters(oldSvc: Service | null, newSvc: Service | null):
  */
 export function fullSyncUdpFilters(services: Iterable<Service>): ConntrackFilter[] {
   const out: ConntrackFilter[] = [];
-  for (const svc of services) {
-    for (const d of udpPorts(svc).values()) {
-      const keepReplySrc = [...d.endpoints];
-      for (const vip of d.vips) out.push({ family: d.fam, proto: 'udp', origDst: vip, dport: d.port, keepReplySrc });
-      if (d.nodePort) out.push({ family: d.fam, proto: 'udp', dport: d.nodePort, keepReplySrc });
-    }
-  }
+  for (const svc of services) addFullSyncUdpFilters(svc, out);
   return out;
+}
+
+/** fullSyncUdpFilters of one service, appended to `out` (a caller may give the event loop turns in between). */
+export function addFullSyncUdpFilters(svc: Service, out: ConntrackFilter[]): void {
+  // Most services have no UDP port: skipped without building their (empty) map.
+  if (!hasUdpPort(svc)) return;
+  for (const d of udpPorts(svc).values()) {
+    const keepReplySrc = [...d.endpoints];
+    for (const vip of d.vips) out.push({ family: d.fam, proto: 'udp', origDst: vip, dport: d.port, keepReplySrc });
+    if (d.nodePort) out.push({ family: d.fam, proto: 'udp', dport: d.nodePort, keepReplySrc });
+  }
 }

@@ -8,7 +8,7 @@
 import type { ConntrackFilter } from '../../native/nft-types';
 import { NODE_KEY, type NodeInfo, type Service } from '../../model/enls';
 import type { Batch, Sink, StateView } from '../../sink/sink';
-import { fullSyncUdpFilters, staleUdpFilters } from './conntrack';
+import { addFullSyncUdpFilters, staleUdpFilters } from './conntrack';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from './dataplane';
 import { Yielder } from '../../util/yielder';
 
@@ -102,7 +102,14 @@ export class KernelSink implements Sink {
     this.applied = services;
     this.node = node;
     this.needFull = false;
-    await this.clearConntrack(fullSyncUdpFilters(services.values()));
+    // With turns: 50k services took 11-16 ms in one turn even with no UDP port among them.
+    const filters: ConntrackFilter[] = [];
+    let k = 0;
+    for (const svc of services.values()) {
+      addFullSyncUdpFilters(svc, filters);
+      if ((++k & 255) === 0 && y.due()) await y.turn();
+    }
+    await this.clearConntrack(filters);
   }
 
   private async guard(revision: number, what: string, run: () => Promise<SyncReport>): Promise<SyncReport> {

@@ -66,6 +66,41 @@ describe('nft sink', () => {
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
   });
 
+  test('over several changes the kernel picks exactly the endpoints (slot state kept when not in key order)', async () => {
+    const k = new FakeKernel();
+    const sink = nftKernelSink({ log: () => {} }, k);
+    // The picks map as the kernel holds it: slot -> endpoint, deletes by key, adds overwrite.
+    const picks = new Map<number, string>();
+    const replay = () => {
+      for (const o of k.sent[k.sent.length - 1].filter((f) => f.fam === 'ip').flatMap((f) => f.ops)) {
+        if (o.k === 'resetTable') picks.clear();
+        if ((o.k !== 'addElems' && o.k !== 'delElems' && o.k !== 'addPacked') || !o.set.startsWith('picks-vip-')) continue;
+        const elems = o.k === 'addPacked' ? o.elems.decode() : o.elems;
+        for (const e of elems) if (e.t === 'pick') { if (o.k === 'delElems') picks.delete(e.i); else picks.set(e.i, e.epAddr); }
+      }
+    };
+    const steps = [
+      ['10.244.1.1', '10.244.1.2', '10.244.1.3'],
+      ['10.244.1.1', '10.244.1.9', '10.244.1.3'], // 1.9 takes 1.2's slot: slots no longer in key order
+      ['10.244.1.1', '10.244.1.9', '10.244.1.3', '10.244.1.4'],
+      ['10.244.1.1', '10.244.1.9', '10.244.1.4'], // 1.3 goes: its slot, not 1.9's, is rewritten
+    ];
+    for (const [i, eps] of steps.entries()) {
+      const item = svc('a', eps);
+      await sink.apply(set(item, i + 1, i === 0), view([item]));
+      replay();
+      expect([...picks.keys()].sort()).toEqual(eps.map((_, j) => j));
+      expect([...picks.values()].sort()).toEqual([...eps].sort());
+    }
+  });
+
+  test('after a full sync no slot state is kept: every list is in key order', () => {
+    const model = new TableModel('ip');
+    const a = svc('a', ['10.244.1.3', '10.244.1.1', '10.244.1.2']);
+    fullSyncOps(model, [[a.key, a.service!]], undefined);
+    expect(model.programs.get(a.key)!.slots).toBeUndefined();
+  });
+
   test('no endpoints: reject; some again: conntrack entries of the rejected flow are cleared', async () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);
