@@ -5,6 +5,7 @@
 import * as crypto from 'node:crypto';
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
 import { denseSlots, type SlotState } from './slots';
+import { fnv1a } from '../../util/fnv';
 import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
 
 export interface Program {
@@ -230,9 +231,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
 
 /** The picks map shard of a service (FNV-1a of namespace/name): cheap and stable across runs. */
 export function shardOf(id: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
-  return (h >>> 0) % PICK_SHARDS;
+  return fnv1a(id) % PICK_SHARDS;
 }
 
 /**

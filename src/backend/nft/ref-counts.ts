@@ -3,14 +3,12 @@
 // hairpin set's 131k ids doubled their table in 13-18 ms, inside one service's render of a full sync
 // (the event loop cannot turn in the middle of it). A shard rehashes 1/64 of the entries.
 
+import { fnv1a } from '../../util/fnv';
+
 const SHARDS = 64;
 
-/** Which shard an id lives in: FNV-1a over its characters (ids share long prefixes and suffixes). */
-function shardOf(id: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
-  return (h >>> 0) % SHARDS;
-}
+/** Which shard an id lives in: a hash of all its characters (ids share long prefixes and suffixes). */
+const shardOf = (id: string): number => fnv1a(id) % SHARDS;
 
 export class RefCounts {
   private readonly shards: Map<string, number>[] = Array.from({ length: SHARDS }, () => new Map<string, number>());
