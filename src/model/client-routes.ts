@@ -20,19 +20,20 @@ export interface ClassOptions {
 
 // Routes are immutable and few: one frozen object per combination, shared by every item (a Routes
 // and its three Route objects per destination were ~150 B of heap a service port).
-const routeKey = (r: Route): number => r.target * 2 + (r.masquerade ? 1 : 0);
+const routeKey = (target: Target, masquerade: boolean): number => target * 2 + (masquerade ? 1 : 0);
+const keyOf = (r: Route): number => routeKey(r.target, r.masquerade);
 const routeTable = new Map<number, Route>();
 const routesTable = new Map<number, Routes>();
 
 function route(target: Target, masquerade = false): Route {
-  const k = target * 2 + (masquerade ? 1 : 0);
+  const k = routeKey(target, masquerade);
   let r = routeTable.get(k);
   if (!r) routeTable.set(k, (r = Object.freeze({ target, masquerade })));
   return r;
 }
 
 function routes(pod: Route, node: Route, other: Route): Routes {
-  const k = (routeKey(pod) * 64 + routeKey(node)) * 64 + routeKey(other);
+  const k = (keyOf(pod) * 64 + keyOf(node)) * 64 + keyOf(other);
   let r = routesTable.get(k);
   if (!r) routesTable.set(k, (r = Object.freeze({ pod, node, other })));
   return r;

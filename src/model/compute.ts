@@ -20,11 +20,14 @@ export function isExternallyAccessible(svc: ServiceSpec): boolean {
 /** The IPSet of no address, shared (frozen) by every item without one: most services have three. */
 const NO_IPS: IPSet = Object.freeze({ v4: Object.freeze([]) as readonly string[] as string[], v6: Object.freeze([]) as readonly string[] as string[] });
 
+/** An address or CIDR of IPv4. */
+const isV4 = (ipOrCidr: string): boolean => ipFamily(ipOrCidr.split('/')[0]!) === 'IPv4';
+
 function splitFamilies(ips: readonly string[]): IPSet {
   if (ips.length === 0) return NO_IPS;
-  if (ips.length === 1) return ipFamily(ips[0]!.split('/')[0]!) === 'IPv4' ? { v4: [ips[0]!], v6: [] } : { v4: [], v6: [ips[0]!] };
+  if (ips.length === 1) return isV4(ips[0]!) ? { v4: [ips[0]!], v6: [] } : { v4: [], v6: [ips[0]!] };
   const v4: string[] = [], v6: string[] = [];
-  for (const ip of ips) (ipFamily(ip.split('/')[0]) === 'IPv4' ? v4 : v6).push(ip);
+  for (const ip of ips) (isV4(ip) ? v4 : v6).push(ip);
   return { v4: [...new Set(v4)].sort(), v6: [...new Set(v6)].sort() };
 }
 
@@ -96,7 +99,7 @@ export interface NodeDependence {
 }
 
 /** One empty set for every service without names or zones (one each per service was ~0.5 KiB). */
-const NONE: ReadonlySet<string> = new Set();
+export const NO_NAMES: ReadonlySet<string> = new Set();
 
 export function nodeDependence(svc: ServiceSpec, slices: readonly SliceSpec[]): NodeDependence {
   let names: Set<string> | undefined, zones: Set<string> | undefined;
@@ -107,7 +110,7 @@ export function nodeDependence(svc: ServiceSpec, slices: readonly SliceSpec[]): 
       if (ep.zoneHints) for (const z of ep.zoneHints) (zones ??= new Set()).add(z);
     }
   }
-  return { names: names ?? NONE, zones: zones ?? NONE, ranges: svc.loadBalancerSourceRanges.length ? splitFamilies(svc.loadBalancerSourceRanges) : null };
+  return { names: names ?? NO_NAMES, zones: zones ?? NO_NAMES, ranges: svc.loadBalancerSourceRanges.length ? splitFamilies(svc.loadBalancerSourceRanges) : null };
 }
 
 /**

@@ -4,7 +4,7 @@
 // hashed and encoded once. Only nodes the service names (its endpoints' nodes and node hints) get
 // items of their own, which their NodeState keeps. So N node states cost the shared items once plus
 // what differs per node, not N x services.
-import { computeServiceItem, nodeClass, nodeDependence, type ModelNode, type NodeDependence } from '../model/compute';
+import { computeServiceItem, NO_NAMES, nodeClass, nodeDependence, type ModelNode, type NodeDependence } from '../model/compute';
 import { NODE_KEY, serviceKey } from '../model/enls';
 import type { ServiceSpec, SliceSpec } from '../model/objects';
 import type { ClusterChange, ClusterStore } from './cluster';
@@ -96,7 +96,7 @@ export class SharedItems {
   get size(): number { return this.records.size + 1; }
 
   /** Item keys of the services that name this node (it has items of its own for them). */
-  namingNode(node: string): ReadonlySet<string> { return this.naming.get(node) ?? EMPTY; }
+  namingNode(node: string): ReadonlySet<string> { return this.naming.get(node) ?? NO_NAMES; }
 
   /** Item keys of the services whose items depend on a node's zone or addresses. */
   dependingOnClass(): ReadonlySet<string> { return this.classDependent; }
@@ -160,7 +160,6 @@ export class SharedItems {
   }
 }
 
-const EMPTY: ReadonlySet<string> = new Set();
 
 /** "ns/name" (cluster store key) to "svc/ns/name" (item key). */
 export function toItemKey(key: string): string {

@@ -16,6 +16,7 @@
 // for the code that gets hot afterwards.
 import * as v8 from 'node:v8';
 import type { Logger } from './log';
+import { userNodeFlags } from './node-flags';
 
 /** Services + EndpointSlices (or served items) from which the optimizing compilers are turned on. */
 export const JIT_OBJECTS = 4000;
@@ -41,7 +42,7 @@ type SetFlags = (flags: string) => void;
  * enableOptimizingCompilers(). Returns false (and changes nothing) when the user chose compiler
  * flags, or V8 refused.
  */
-export function deferOptimizingCompilers(userFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`, setFlags: SetFlags = v8.setFlagsFromString): boolean {
+export function deferOptimizingCompilers(userFlags = userNodeFlags(), setFlags: SetFlags = v8.setFlagsFromString): boolean {
   if (COMPILER_FLAG.test(userFlags)) return false; // --maglev-inlining matches --maglev
   try {
     setFlags('--no-opt');

@@ -10,6 +10,7 @@ import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import { constants as perfConstants, performance, PerformanceObserver } from 'node:perf_hooks';
 import type { Logger } from './log';
+import { userNodeFlags } from './node-flags';
 
 type GcFn = (opts: { type: 'major'; execution: 'sync'; flavor: 'last-resort' } | { type: 'major'; execution: 'async' }) => void;
 
@@ -40,8 +41,7 @@ const SEMI_SPACE_FLAG = /--(max|min)[-_]semi[-_]space[-_]size|--semi[-_]space[-_
  * 157 MiB, no slower. Returns false when the user set a semi-space flag (theirs win) or V8 refused.
  */
 export function limitYoungGeneration(): boolean {
-  const userFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`;
-  if (SEMI_SPACE_FLAG.test(userFlags)) return false;
+  if (SEMI_SPACE_FLAG.test(userNodeFlags())) return false;
   try {
     v8.setFlagsFromString('--semi-space-growth-factor=1');
     return true;
@@ -78,8 +78,7 @@ export function pagePromotionFor(heapUsed: number, current: PagePromotion): Page
  * that stops it, or undefined when the user set the flag (theirs wins) or V8 refused.
  */
 export function promoteWholePagesOnLargeHeaps(onChange?: (p: PagePromotion, heapUsed: number) => void): (() => void) | undefined {
-  const userFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`;
-  if (PAGE_PROMOTION_FLAG.test(userFlags)) return undefined;
+  if (PAGE_PROMOTION_FLAG.test(userNodeFlags())) return undefined;
   let current: PagePromotion = 'default';
   const set = (p: PagePromotion): boolean => {
     try {
