@@ -8,8 +8,9 @@ import { kpng } from '../src/gen/proto';
 import { computeServiceItem } from '../src/model/compute';
 import type { Item } from '../src/model/enls';
 import { ClusterStore } from '../src/store/cluster';
+import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
-import { ep, slice, svc } from './helpers/k8s';
+import { ep, node, slice, svc } from './helpers/k8s';
 
 const view = { name: 'n1', zone: '', primary: [] };
 
@@ -118,4 +119,35 @@ test('a stream of stored blocks longer than one block (64 KiB), and hostile defl
   expect(bomb.length).toBeLessThan(200_000);
   expect(() => decodeOpBatch(bomb)).toThrow(/larger than|maxOutputLength|buffer/i);
   expect(() => decodeOpBatch(Buffer.from(w.OpBatch.encode({ deflatedOps: Buffer.from('not deflate at all') }).finish()))).toThrow();
+});
+
+test('a node state\'s full list, read by shared blocks, encodes to the bytes of its items read one by one', () => {
+  const store = new ClusterStore({ log: silentLogger });
+  store.apply('Node', node('n1'));
+  store.apply('Node', node('n2'));
+  for (let i = 0; i < 300; i++) {
+    store.apply('Service', svc(`b${i}`, { clusterIPs: [`10.96.3.${i % 250}`] }));
+    // Every 37th service has an endpoint on n1: n1 holds those items itself, n2 shares them.
+    store.apply('EndpointSlice', slice(`b${i}-a`, `b${i}`, [ep(`10.246.${i % 250}.1`, { node: i % 37 === 0 ? 'n1' : 'n9' }), ep(`10.246.${i % 250}.2`)]));
+  }
+  store.flush();
+  const states = ['n1', 'n2'].map((n) => new NodeState(store, n));
+  const blocks = (s: NodeState) => { const l = s.fullList(); let n = 0; for (let i = 0; i < l.length; i += 16) if (l.sharedBlock!(i)) n++; return n; };
+  expect(blocks(states[1]!)).toBeGreaterThan(blocks(states[0]!)); // n1's own items break some
+  expect(blocks(states[0]!)).toBeGreaterThan(5);
+  const w = kpng.watchv1;
+  for (const deflate of [false, true]) {
+    for (const s of states) {
+      const byBlocks = (): Buffer[] => [...encodeBatch({ reset: true, ops: s.fullList(), revision: 5 }, s.size, 8 * 1024, deflate)];
+      const oneByOne = (): Buffer[] => [...encodeBatch({ reset: true, ops: s.itemList(), revision: 5 }, s.size, 8 * 1024, deflate)];
+      // Third time each: every shared run is kept by then, through either path.
+      let a: Buffer[] = [], b: Buffer[] = [];
+      for (let k = 0; k < 3; k++) { a = byBlocks(); b = oneByOne(); }
+      expect(a.length).toBeGreaterThan(5);
+      expect(a.map((m) => m.toString('base64'))).toEqual(b.map((m) => m.toString('base64')));
+      expect(a.flatMap((m) => decodeOpBatch(m)).filter((o) => o.op === 'set').map((o) => o.op === 'set' && o.item))
+        .toEqual(s.itemList().flatMap((it) => decodeOpBatch(Buffer.from(w.OpBatch.encode({ ops: [{ set: it }] }).finish()))).map((o) => o.op === 'set' && o.item));
+    }
+  }
+  for (const s of states) s.close();
 });

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { computeNodeItem, computeServiceItem } from '../src/model/compute';
 import { NODE_KEY, serviceKey } from '../src/model/enls';
 import { ClusterStore } from '../src/store/cluster';
-import { itemHash } from '../src/store/item-store';
+import { itemHash, SHARED_BLOCK, type ItemList } from '../src/store/item-store';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { ep, node, slice, svc } from './helpers/k8s';
@@ -101,6 +101,48 @@ describe('items shared between node states', () => {
       for (let i = 0; i < expected.length; i++) expect(after[i]).toBe(expected[i]);
       expect(list.at(expected.length)).toBeUndefined();
     }
+  });
+
+  test('shared blocks: one array for every node holding nothing of its own there, with the items at() reads', () => {
+    const f = (i: number) => `f-${String(i).padStart(2, '0')}`;
+    const w = world([
+      node('n1', 'zone-a'), node('n2', 'zone-a'), node('n3', 'zone-b'),
+      ...Array.from({ length: 100 }, (_, i) => svc(f(i), { clusterIPs: [`10.96.1.${i + 1}`], ...(i === 40 ? { trafficDistribution: 'PreferClose' } : {}) })),
+      slice('f-20-1', f(20), [ep('10.244.1.20', { node: 'n1' })]),
+      slice('f-40-1', f(40), [ep('10.244.9.1', { zones: ['zone-a'] }), ep('10.244.9.2', { zones: ['zone-b'] })]),
+    ]);
+    const B = SHARED_BLOCK;
+    const lists = NODES.slice(0, 3).map((n) => w.states.get(n)!.fullList());
+    const keys = w.states.get('n1')!.keys();
+    const blockOf = (name: string) => Math.floor(keys.indexOf(serviceKey('default', name)) / B) * B;
+    const at = (list: ItemList, b: number) => lists.indexOf(list) >= 0 && list.sharedBlock!(b);
+    for (const list of lists) {
+      for (let b = 0; b + B <= list.length; b += B) {
+        const block = list.sharedBlock!(b);
+        if (block) for (let j = 0; j < B; j++) expect(block[j]).toBe(list.at(b + j));
+      }
+      expect(list.sharedBlock!(0)).toBeUndefined(); // "node": every node's own
+      expect(list.sharedBlock!(blockOf(f(40)))).toBeUndefined(); // an item per zone there
+      expect(list.sharedBlock!(B + 1)).toBeUndefined(); // not a block's start
+      expect(list.sharedBlock!(Math.floor(list.length / B) * B)).toBeUndefined(); // the last, partial
+    }
+    const [n1, n2, n3] = lists;
+    const f20 = blockOf(f(20)), f70 = blockOf(f(70));
+    expect(f20).not.toBe(blockOf(f(40)));
+    expect(at(n1, f20)).toBeUndefined(); // n1 has f-20 of its own
+    expect(at(n2, f20)).toBeDefined();
+    expect(at(n2, f20)).toBe(at(n3, f20));
+    expect(at(n1, f70)).toBeDefined();
+    expect(at(n1, f70)).toBe(at(n2, f70));
+    expect(at(n1, f70)).toBe(at(n3, f70));
+    // A new service moves every later item: new blocks; the list taken before reads its own state.
+    const before = n2.sharedBlock!(f70);
+    w.add(svc('e-new', { clusterIPs: ['10.96.2.1'] }));
+    const now = w.states.get('n2')!.fullList();
+    expect(now.sharedBlock!(f70)).toBeDefined();
+    expect(now.sharedBlock!(f70)).not.toBe(before);
+    expect(n2.sharedBlock!(f70)).toBe(before);
+    for (let j = 0; j < B; j++) expect(before![j]).toBe(n2.at(f70 + j));
   });
 
   test('items() merges as it is read and survives the state changing between reads', () => {

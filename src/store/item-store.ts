@@ -5,10 +5,20 @@ import type { Item } from '../model/enls';
 import type { StateView } from '../sink/sink';
 import { Subscription } from './subscription';
 
+/** How many items a shared block holds (ItemList.sharedBlock). */
+export const SHARED_BLOCK = 16;
+
 /** Items by index (an array is one). */
 export interface ItemList {
   readonly length: number;
   at(index: number): Item | undefined;
+  /**
+   * The SHARED_BLOCK items from `index` (a multiple of SHARED_BLOCK) as one array, when they are the
+   * items every node holding none of its own there has: the same array object for all those nodes'
+   * lists, so that their encoding can be cached by it (api/codec.ts). Undefined otherwise: read them
+   * with at().
+   */
+  sharedBlock?(index: number): readonly Item[] | undefined;
 }
 
 /** A stored item and its hash. Immutable: NodeStates share one entry for an item alike on many nodes. */

@@ -6,7 +6,7 @@ import { NODE_KEY, type Item } from '../model/enls';
 import { computeNodeItem } from '../model/compute';
 import type { ModelNode } from '../model/compute';
 import type { ClusterChange, ClusterStore } from './cluster';
-import { ItemStore, makeEntry, sameEntry, type Entry, type ItemList } from './item-store';
+import { ItemStore, makeEntry, sameEntry, SHARED_BLOCK, type Entry, type ItemList } from './item-store';
 import { SharedItems, toItemKey, type ServiceRecord } from './shared-items';
 
 export { itemHash } from './item-store';
@@ -107,8 +107,14 @@ export class NodeState extends ItemStore {
       }
     }
     const { shared, view } = this;
+    const blocks = shared.sharedBlocks();
     return {
       length: keys.length,
+      sharedBlock: (i) => {
+        if (i % SHARED_BLOCK !== 0 || i < 0 || i + SHARED_BLOCK > keys.length) return undefined;
+        for (let j = i; j < i + SHARED_BLOCK; j++) if (isOwn[j]) return undefined;
+        return blocks.at(i / SHARED_BLOCK, view);
+      },
       at: (i) => {
         if (!(i >= 0 && i < keys.length)) return undefined;
         if (isOwn[i]) return dense ? dense[i] : own!.get(i);

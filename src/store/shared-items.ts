@@ -5,10 +5,10 @@
 // items of their own, which their NodeState keeps. So N node states cost the shared items once plus
 // what differs per node, not N x services.
 import { computeServiceItem, NO_NAMES, nodeClass, nodeDependence, type ModelNode, type NodeDependence } from '../model/compute';
-import { NODE_KEY, serviceKey } from '../model/enls';
+import { NODE_KEY, serviceKey, type Item } from '../model/enls';
 import type { ServiceSpec, SliceSpec } from '../model/objects';
 import type { ClusterChange, ClusterStore } from './cluster';
-import { makeEntry, type Entry } from './item-store';
+import { makeEntry, SHARED_BLOCK, type Entry } from './item-store';
 
 /** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
 export class ServiceRecord {
@@ -21,6 +21,44 @@ export class ServiceRecord {
   generic: Entry | undefined;
   constructor(readonly svc: ServiceSpec, readonly slices: readonly SliceSpec[], readonly dep: NodeDependence) {
     this.uniform = dep.zones.size === 0 && dep.ranges === null;
+  }
+}
+
+/**
+ * Blocks of SHARED_BLOCK records in one order whose items are the same on every node that holds
+ * none of its own there: all of them uniform (every node they do not name gets the generic item).
+ * A block's array is made once per order, so it is the same object in every node's full list.
+ */
+export class SharedBlocks {
+  /** Per block: its items, or null when a record there is not uniform (or it is "node"). */
+  private readonly cache: (readonly Item[] | null)[] = [];
+  constructor(readonly recs: readonly (ServiceRecord | null)[], private readonly shared: SharedItems) {}
+
+  /**
+   * Block `b`'s items, asked for by a node (`view`) that holds none of its own there: a uniform
+   * record's item for it is then the generic one (computed now if no node asked for it yet).
+   */
+  at(b: number, view: ModelNode): readonly Item[] | undefined {
+    let block: readonly Item[] | null | undefined = this.cache[b];
+    if (block === undefined) {
+      block = this.build(b * SHARED_BLOCK, view);
+      if (block === undefined) return undefined; // the node is named there after all: not cached
+      this.cache[b] = block;
+    }
+    return block ?? undefined;
+  }
+
+  private build(from: number, view: ModelNode): Item[] | null | undefined {
+    if (from + SHARED_BLOCK > this.recs.length) return null;
+    const items = new Array<Item>(SHARED_BLOCK);
+    for (let j = 0; j < SHARED_BLOCK; j++) {
+      const rec = this.recs[from + j];
+      if (!rec?.uniform) return null;
+      const e = this.shared.entryFor(rec, view);
+      if (e.own) return undefined;
+      items[j] = e.entry.item;
+    }
+    return items;
   }
 }
 
@@ -39,6 +77,8 @@ export class SharedItems {
   private sorted: string[] | null = null;
   /** The record of each of `sorted` (null for "node"); rebuilt after any record changed. */
   private sortedRecs: (ServiceRecord | null)[] | null = null;
+  /** The shared blocks of sortedRecs (one cache per order). */
+  private blocks: SharedBlocks | null = null;
   /** The change last applied, and the records it replaced (read while node states catch up with it). */
   private lastChange: ClusterChange | null = null;
   private replaced = new Map<string, ServiceRecord | undefined>();
@@ -91,6 +131,13 @@ export class SharedItems {
   recordsInOrder(): readonly (ServiceRecord | null)[] {
     if (!this.sortedRecs) this.sortedRecs = this.keys().map((k) => (k === NODE_KEY ? null : this.records.get(k)!));
     return this.sortedRecs;
+  }
+
+  /** The blocks of recordsInOrder() that nodes share whole (ItemList.sharedBlock), read on demand. */
+  sharedBlocks(): SharedBlocks {
+    const recs = this.recordsInOrder();
+    if (this.blocks?.recs !== recs) this.blocks = new SharedBlocks(recs, this);
+    return this.blocks;
   }
 
   get size(): number { return this.records.size + 1; }

@@ -10,6 +10,8 @@ import type { ItemStore } from './item-store';
 export interface OpList {
   readonly length: number;
   at(index: number): Item | string | undefined;
+  /** As ItemList.sharedBlock (a reset's ops are a state's fullList()). */
+  sharedBlock?(index: number): readonly Item[] | undefined;
 }
 
 /**
