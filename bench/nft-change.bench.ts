@@ -2,7 +2,8 @@
 // For each size (services x 10 endpoints, ClusterIP, --cluster-cidr set):
 //   1. full sync from the store into an empty table in a fresh netns: time, messages, and the longest
 //      event-loop stall while the sink works (perf_hooks.monitorEventLoopDelay) and the longest GC pause
-//      within it (kpng's GC policy applied: promoteWholePagesOnLargeHeaps);
+//      within it (kpng's GC policy applied: promoteWholePagesOnLargeHeaps), and the major page faults
+//      of the process meanwhile (pages read back from disk);
 //   2. N single-endpoint changes: an EndpointSlice enters the store -> the kernel's ack, p50 / p99, and
 //      the split: JS (model + diff + render to NftOps), encode (TS encoder + the addon's libnftnl build),
 //      kernel (sendmsg -> last ack, i.e. the nf_tables transaction and commit).
@@ -10,8 +11,10 @@
 //   (JS = model + diff + NftOps + the TS encoder; encode = the addon's libnftnl build.)
 // Run: npm run bench:nft-change -- [--sizes 1000,10000,50000] [--changes 200]
 //      [--hold]  (keep the last netns and print its name, for `perf record` against the kernel)
-//      [--trace-stalls]  (print the full sync's ticks over 25 ms late, with the GC pauses inside them)
+//      [--trace-stalls]  (print the full sync's ticks over 25 ms late, with the GC pauses inside them
+//                         and how long the main thread waited for a CPU meanwhile)
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import * as crypto from 'node:crypto';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { encodeFamOps, nftKernelSink, type NftKernel } from '../src/backend/nft';
@@ -21,6 +24,15 @@ import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps } from '../src/util/memory';
+
+/** How long this thread has waited on a run queue, in ms (Linux schedstat; 0 elsewhere). */
+function runQueueWaitMs(): number {
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[1]) / 1e6;
+  } catch {
+    return 0;
+  }
+}
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
@@ -117,12 +129,17 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   const h = monitorEventLoopDelay({ resolution: 5 });
   // A timer keeps the loop turning so that a stall shows up as a late tick (--trace-stalls: ticks
   // over 25 ms late are printed, with the GC pauses inside them).
-  const late: Array<{ at: number; ms: number }> = [];
+  // With --trace-stalls each tick also reads how long this thread waited for a CPU (run queue):
+  // on 2 vCPUs the main thread shares them with the addon's worker and V8's GC helpers.
+  const late: Array<{ at: number; ms: number; waitMs: number }> = [];
   let lastTick = performance.now();
+  let lastWait = TRACE_STALLS ? runQueueWaitMs() : 0;
   const tick = setInterval(() => {
     const now = performance.now();
-    if (TRACE_STALLS && now - lastTick > 25) late.push({ at: lastTick, ms: now - lastTick });
+    const wait = TRACE_STALLS ? runQueueWaitMs() : 0;
+    if (TRACE_STALLS && now - lastTick > 25) late.push({ at: lastTick, ms: now - lastTick, waitMs: wait - lastWait });
     lastTick = now;
+    lastWait = wait;
   }, 5);
   // The longest GC pause inside the sync: with the stall, tells the GC's part from the sink's own.
   // (Entries arrive after their GC: one that started before the sync is left out.)
@@ -141,9 +158,13 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   // The histogram's first sample only sets its baseline: let it take one before the sync starts, or
   // a block at the sync's start would not count.
   await new Promise((r) => setTimeout(r, 20));
+  const faults0 = process.resourceUsage().majorPageFault;
   const t0 = performance.now();
   await sink.apply(first, state);
   const fullMs = performance.now() - t0;
+  // Pages read back from disk during the sync (this VM's DAMON reclaims file pages cold for 60 s,
+  // the node binary's code among them): a long GC pause with faults here was not the GC's own work.
+  const majorFaults = process.resourceUsage().majorPageFault - faults0;
   h.disable();
   clearInterval(tick);
   await new Promise((r) => setImmediate(r)); // the observer's last entries
@@ -152,7 +173,8 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   for (const l of late) {
     if (l.at < t0) continue; // the baseline wait
     const inside = gcList.filter((g) => g.at >= l.at && g.at < l.at + l.ms);
-    console.log(`  ${n} services: tick ${l.ms.toFixed(1)} ms late at +${(l.at - t0).toFixed(0)} ms of the sync; GC pauses inside: ${inside.length ? inside.map((g) => g.ms.toFixed(1)).join(', ') + ' ms' : 'none'}`);
+    console.log(`  ${n} services: tick ${l.ms.toFixed(1)} ms late at +${(l.at - t0).toFixed(0)} ms of the sync; GC pauses inside: ${inside.length ? inside.map((g) => g.ms.toFixed(1)).join(', ') + ' ms' : 'none'}; ` +
+      `waiting for a CPU: ${l.waitMs.toFixed(1)} ms`);
   }
   const fullMsgs = sink.stats.lastMessages;
   const fullSplit = `${(split.calledAt - t0 + split.toOpsMs).toFixed(0)} / ${split.buildMs.toFixed(0)} / ${split.kernelMs.toFixed(0)}`;
@@ -193,7 +215,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   state.close();
   native.nftCloseSockets(); // an open socket would keep the deleted namespace alive
   cleanup();
-  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), f1(gcMax), CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, `${f2(pct(js, 50))} / ${f2(pct(js, 99))}`, f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), `${f2(pct(wall, 50))} / ${f2(pct(wall, 99))}`, `${f2(pct(queue, 99))} / ${f2(pct(ret, 99))}`, pct(msgs, 50)];
+  return [n, f1(modelMs), f1(fullMs), fullSplit, fullMsgs, f1(stallMs), f1(gcMax), majorFaults, CHANGES, f2(pct(total, 50)), f2(pct(total, 99)), `${f1(pct(ref, 50))} / ${f1(pct(ref, 99))}`, `${f2(pct(js, 50))} / ${f2(pct(js, 99))}`, f2(pct(enc, 50)), f2(pct(kern, 50)), f2(pct(kern, 99)), `${f2(pct(wall, 50))} / ${f2(pct(wall, 99))}`, `${f2(pct(queue, 99))} / ${f2(pct(ret, 99))}`, pct(msgs, 50)];
 }
 
 (async () => {
@@ -211,5 +233,5 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
     if (globalThis.gc) globalThis.gc();
   }
   table('nft: full sync from the store, then one endpoint change (EndpointSlice into the store -> kernel ack), 10 endpoints per service',
-    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'longest GC ms', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50 / p99', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50 / p99', 'queue / return p99', 'msgs/change'], rows);
+    ['services', 'state items ms', 'full sync ms', 'JS / build / kernel ms', 'messages', 'max stall ms', 'longest GC ms', 'major faults', 'changes', 'p50 ms', 'p99 ms', 'closing p50 / p99', 'JS p50 / p99', 'encode p50', 'kernel p50', 'kernel p99', 'addon wall p50 / p99', 'queue / return p99', 'msgs/change'], rows);
 })().catch((e) => { console.error(e); process.exitCode = 1; }).finally(() => { if (!HOLD) cleanup(); });
