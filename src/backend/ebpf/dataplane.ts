@@ -50,7 +50,8 @@ class Journal<K, V> implements PlanMap<K, V>, Before<K, V> {
 
 /** Everything the desired map or the kernel's copy has, the kernel's copy being the before. */
 function againstKernel<K, V>(desired: Map<K, V>, kernel: Map<K, V>): Before<K, V> {
-  return { touched: () => keysOfBoth(desired, kernel), before: (k) => kernel.get(k) };
+  // An empty kernel map (a first start): the desired keys alone, without a generator's turns.
+  return { touched: () => (kernel.size === 0 ? desired.keys() : keysOfBoth(desired, kernel)), before: (k) => kernel.get(k) };
 }
 
 export class EbpfDataplane implements Dataplane {

@@ -166,10 +166,18 @@ export async function packU32<K>(keys: readonly K[], width: number, y: Yielder, 
 /** `text(key)` of each key, byte strings of exactly `width` bytes, in one buffer. */
 export async function packLatin1<K>(keys: readonly K[], width: number, y: Yielder, text: (k: K) => string): Promise<Buffer> {
   const b = Buffer.allocUnsafe(keys.length * width);
-  for (let i = 0; i < keys.length; i++) {
-    if ((i & 1023) === 0 && y.due()) await y.turn();
-    const t = text(keys[i]!);
-    if (t.length !== width || b.write(t, i * width, width, 'latin1') !== width) throw new Error(`ebpf: a map entry of ${t.length} bytes where ${width} belong`);
+  // 1024 entries joined, then written at once: one native call per 1024 instead of one each (a
+  // first sync at 1k services writes ~20k entries, in the interpreter).
+  for (let from = 0; from < keys.length; from += 1024) {
+    if (y.due()) await y.turn();
+    const to = Math.min(keys.length, from + 1024);
+    let chunk = '';
+    for (let i = from; i < to; i++) {
+      const t = text(keys[i]!);
+      if (t.length !== width) throw new Error(`ebpf: a map entry of ${t.length} bytes where ${width} belong`);
+      chunk += t;
+    }
+    if (b.write(chunk, from * width, (to - from) * width, 'latin1') !== (to - from) * width) throw new Error('ebpf: map entries short of their width');
   }
   return b;
 }
