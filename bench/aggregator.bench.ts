@@ -19,6 +19,9 @@ import { aggregatorKernel } from '../src/aggregator/nft-kernel';
 import { nftKernelSink, nativeKernel, type NftKernel } from '../src/backend/nft';
 import { IPFamily, normalizeItem, Protocol, Target, type Item, type NodeInfo } from '../src/model/enls';
 import type { Batch, StateView } from '../src/sink/sink';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const DURATION = Number(process.argv[2] ?? 2000);
 const PERIOD = Number(process.argv[3] ?? 20);

@@ -29,6 +29,9 @@ import { ClusterStore } from '../src/store/cluster';
 import { ItemStore } from '../src/store/item-store';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const { values: args, positionals } = parseArgs({
   allowPositionals: true,

@@ -13,6 +13,9 @@ import { EbpfDataplane, cgroup2Mount } from '../src/backend/ebpf';
 import { NftDataplane } from '../src/backend/nft/sink';
 import { nativeKernel } from '../src/backend/nft';
 import { EbpfLoader, ebpfCleanup } from '../src/native/ebpf';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };

@@ -14,6 +14,9 @@ import { startControlPlane } from '../test/e2e/support/controlplane';
 import { createSynthetic } from './vs-upstream/cluster';
 import { nodeBinary } from './events/kpng-child';
 import type { FirstSyncResult } from './first-sync/child';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 interface Variant { name: string; env: Record<string, string>; nodeArgs: string[] }
 

@@ -18,6 +18,9 @@ import { nativeKernel } from '../src/backend/nft';
 import { Aggregator } from '../src/aggregator/aggregator';
 import { nativeTransport } from '../src/aggregator/transport';
 import { ipvsApply } from '../src/native/ipvs';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };

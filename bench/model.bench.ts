@@ -5,6 +5,9 @@ import { parseArgs } from 'node:util';
 import { ClusterStore } from '../src/store/cluster';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const { values } = parseArgs({ options: { sizes: { type: 'string', default: '1000,10000,50000' }, events: { type: 'string', default: '20000' } } });
 const sizes = values.sizes!.split(',').map(Number);

@@ -7,6 +7,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { NftBatch, concat, ipv4, nftApply, port, proto, type NftOp } from '../src/native/index';
 import { nftList } from '../test/helpers/nft-list';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const ns = `kpng-bench-${process.pid}`;
 const nsPath = `/var/run/netns/${ns}`;

@@ -24,6 +24,9 @@ import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps } from '../src/util/memory';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 /** How long this thread has waited on a run queue, in ms (Linux schedstat; 0 elsewhere). */
 function runQueueWaitMs(): number {

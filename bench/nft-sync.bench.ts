@@ -19,6 +19,9 @@ import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { Lab, PODS } from '../test/e2e/lab/lab';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };

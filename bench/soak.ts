@@ -18,6 +18,9 @@ import { listedIps } from './vs-upstream/kernel';
 import { Lab } from './vs-upstream/lab';
 import { procSample } from './vs-upstream/proc';
 import { kpng } from './vs-upstream/proxies';
+import { helpIfAsked } from './help';
+
+helpIfAsked(__filename);
 
 const out = (l: string) => process.stdout.write(l + '\n');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -25,6 +25,9 @@ import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
 import { KpngChild, repoRoot, type StatsLine } from './kpng-child';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES, type EndpointSpec } from './objects';
+import { helpIfAsked } from '../help';
+
+helpIfAsked(__filename);
 
 interface Options { services: number; pods: number; duration: number; rate: number; nodes: number; concurrency: number; minSyncPeriod: string; relevant: number }
 

@@ -45,6 +45,9 @@ import { SyscallCounter, percentile, procSample } from './proc';
 import { buildKubeProxy, kpng, upstream, type ProxySpec } from './proxies';
 import { table, writeSvg, type Figure } from './report';
 import { stracePass, type NetlinkFigures } from './strace';
+import { helpIfAsked } from '../help';
+
+helpIfAsked(__filename);
 
 interface Options {
   services: number; endpoints: number; duration: number; rate: number; probes: number; input?: string; node?: string;
