@@ -136,23 +136,23 @@ describe('reading objects (parse.ts)', () => {
   };
 
   test('conditions: ready unset reads as true', () => {
-    expect(sliceOf([{ addresses: ['10.0.0.1'], conditions: {} }]).endpoints[0]).toMatchObject({ ready: true });
+    expect(sliceOf([{ addresses: ['10.0.0.1'], conditions: {} }]).endpoints.at(0)).toMatchObject({ ready: true });
   });
   test('conditions: serving unset reads as true (a terminating endpoint is then used as fallback)', () => {
-    expect(sliceOf([{ addresses: ['10.0.0.1'], conditions: { ready: false, terminating: true } }]).endpoints[0]).toMatchObject({ serving: true, terminating: true });
+    expect(sliceOf([{ addresses: ['10.0.0.1'], conditions: { ready: false, terminating: true } }]).endpoints.at(0)).toMatchObject({ serving: true, terminating: true });
     const c = cluster('n1', [svc('web'), slice('web-1', 'web', [{ addresses: ['10.0.0.1'], conditions: { ready: false, terminating: true } }])]);
     expect(c.state.get('svc/default/web')!.service!.ports[0].clusterEndpoints).toEqual([{ ip: '10.0.0.1', port: 8080, local: false, terminating: true }]);
   });
   test('conditions: terminating unset reads as false', () => {
-    expect(sliceOf([{ addresses: ['10.0.0.1'] }]).endpoints[0]).toMatchObject({ terminating: false });
+    expect(sliceOf([{ addresses: ['10.0.0.1'] }]).endpoints.at(0)).toMatchObject({ terminating: false });
   });
   test('IPv4 with leading zeros reads as decimal (netutils.ParseIPSloppy), in services, endpoints and source ranges', () => {
     const s = parseService(svc('web', { clusterIPs: ['010.096.000.010'], externalIPs: ['192.168.099.011'], sourceRanges: ['010.000.000.000/8'], type: 'LoadBalancer' }));
     expect(s.ok && s.value).toMatchObject({ clusterIPs: ['10.96.0.10'], externalIPs: ['192.168.99.11'], loadBalancerSourceRanges: ['10.0.0.0/8'] });
-    expect(sliceOf([ep('010.180.000.001')]).endpoints[0].ip).toBe('10.180.0.1');
+    expect(sliceOf([ep('010.180.000.001')]).endpoints.at(0).ip).toBe('10.180.0.1');
   });
   test('IPv6 in canonical form, so two spellings are one endpoint', () => {
-    expect(sliceOf([ep('2001:DB8:0::1')], 'IPv6').endpoints[0].ip).toBe('2001:db8::1');
+    expect(sliceOf([ep('2001:DB8:0::1')], 'IPv6').endpoints.at(0).ip).toBe('2001:db8::1');
   });
   test('slice ports match a service port by name AND protocol', () => {
     const c = cluster('n1', [

@@ -4,6 +4,7 @@ import { clusterIpRoutes, externalRoutes, type ClassOptions, type RouteInputs } 
 import { IPFamily, NODE_KEY, serviceKey, type Endpoint, type IPSet, type Item, type ServicePort } from './enls';
 import type { Family, NodeSpec, ServiceSpec, SliceSpec } from './objects';
 import type { Protocol } from './enls';
+import { orEmpty } from '../util/intern';
 import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from './options';
 import { categorize, type NodeView, type PortEndpoint } from './topology';
 
@@ -25,10 +26,10 @@ const isV4 = (ipOrCidr: string): boolean => ipFamily(ipOrCidr.split('/')[0]!) ==
 
 function splitFamilies(ips: readonly string[]): IPSet {
   if (ips.length === 0) return NO_IPS;
-  if (ips.length === 1) return isV4(ips[0]!) ? { v4: [ips[0]!], v6: [] } : { v4: [], v6: [ips[0]!] };
+  if (ips.length === 1) return isV4(ips[0]!) ? { v4: [ips[0]!], v6: orEmpty([]) } : { v4: orEmpty([]), v6: [ips[0]!] };
   const v4: string[] = [], v6: string[] = [];
   for (const ip of ips) (isV4(ip) ? v4 : v6).push(ip);
-  return { v4: [...new Set(v4)].sort(), v6: [...new Set(v6)].sort() };
+  return { v4: orEmpty([...new Set(v4)].sort()), v6: orEmpty([...new Set(v6)].sort()) };
 }
 
 const FAMILIES: Array<[Family, IPFamily, keyof IPSet]> = [['IPv4', IPFamily.IPV4, 'v4'], ['IPv6', IPFamily.IPV6, 'v6']];
@@ -44,15 +45,17 @@ export function portEndpoints(portName: string, protocol: Protocol, slices: read
     if (slice.family !== family) continue;
     const sp = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
     if (!sp) continue;
-    for (const ep of slice.endpoints) {
-      const key = hostPort(ep.ip, sp.port);
-      if (!byKey.has(key)) byKey.set(key, { ...ep, port: sp.port });
+    const eps = slice.endpoints;
+    for (let i = 0; i < eps.length; i++) {
+      const key = hostPort(eps.ip(i), sp.port);
+      if (!byKey.has(key)) byKey.set(key, { ...eps.at(i), port: sp.port });
     }
   }
   return [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1]);
 }
 
 function toEndpoints(eps: readonly PortEndpoint[], node: NodeView, terminating: boolean): Endpoint[] {
+  if (eps.length === 0) return orEmpty([]);
   return eps.map((ep) => ({ ip: ep.ip, port: ep.port, local: ep.nodeName === node.name, terminating }));
 }
 
@@ -104,10 +107,12 @@ export const NO_NAMES: ReadonlySet<string> = new Set();
 export function nodeDependence(svc: ServiceSpec, slices: readonly SliceSpec[]): NodeDependence {
   let names: Set<string> | undefined, zones: Set<string> | undefined;
   for (const s of slices) {
-    for (const ep of s.endpoints) {
-      if (ep.nodeName !== null) (names ??= new Set()).add(ep.nodeName);
-      if (ep.nodeHints) for (const n of ep.nodeHints) (names ??= new Set()).add(n);
-      if (ep.zoneHints) for (const z of ep.zoneHints) (zones ??= new Set()).add(z);
+    const eps = s.endpoints;
+    for (let i = 0; i < eps.length; i++) {
+      const nodeName = eps.nodeName(i), nodeHints = eps.nodeHints(i), zoneHints = eps.zoneHints(i);
+      if (nodeName !== null) (names ??= new Set()).add(nodeName);
+      if (nodeHints) for (const n of nodeHints) (names ??= new Set()).add(n);
+      if (zoneHints) for (const z of zoneHints) (zones ??= new Set()).add(z);
     }
   }
   return { names: names ?? NO_NAMES, zones: zones ?? NO_NAMES, ranges: svc.loadBalancerSourceRanges.length ? splitFamilies(svc.loadBalancerSourceRanges) : null };
@@ -148,7 +153,7 @@ export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[
       const c = categorize(eps, policy, node);
       const inputs: RouteInputs = { ...policy, hasEndpoints: c.hasAny, hasLocalEndpoints: c.local.length > 0 };
       ports.push({
-        port: { name: p.name, protocol: p.protocol, port: p.port, nodePort: p.nodePort },
+        port: p, // the parsed port (frozen, shared by every service with the same ports)
         family,
         clusterEndpoints: toEndpoints(c.cluster, node, c.clusterFallback),
         localEndpoints: toEndpoints(c.local, node, c.localFallback),
@@ -168,7 +173,7 @@ export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[
     clusterIps,
     externalIps,
     loadBalancerIps,
-    loadBalancerSourceRanges: [...new Set(svc.loadBalancerSourceRanges)].sort(),
+    loadBalancerSourceRanges: orEmpty([...new Set(svc.loadBalancerSourceRanges)].sort()),
     sessionAffinity: svc.affinityTimeout === null ? null : { timeoutSeconds: svc.affinityTimeout },
     internalTrafficPolicy: svc.internalTrafficPolicy,
     externalTrafficPolicy: svcExternal ? svc.externalTrafficPolicy : 'Cluster',

@@ -2,6 +2,7 @@
 // else (managedFields, status noise, unrelated labels and annotations) is dropped when an
 // object is parsed, so an update that only touches those fields changes nothing here.
 import type { Protocol } from './enls';
+import type { SliceEndpoints } from './slice-endpoints';
 
 export type Family = 'IPv4' | 'IPv6';
 export type TrafficPolicy = 'Cluster' | 'Local';
@@ -35,6 +36,7 @@ export interface ServiceSpec {
   topologyMode: string | null;
 }
 
+/** One endpoint of a slice, as read from the API (a slice stores its endpoints by column: SliceEndpoints). */
 export interface SliceEndpoint {
   ip: string;
   ready: boolean;
@@ -59,7 +61,7 @@ export interface SliceSpec {
   service: string;
   family: Family;
   ports: SlicePort[];
-  endpoints: SliceEndpoint[];
+  endpoints: SliceEndpoints;
 }
 
 export interface NodeSpec {

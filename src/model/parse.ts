@@ -5,6 +5,8 @@ import { canonicalCIDR, canonicalIP, ipFamily } from './ip';
 import type {
   Family, NodeSpec, ServicePortSpec, ServiceSpec, SliceEndpoint, SlicePort, SliceSpec, TrafficPolicy,
 } from './objects';
+import { SliceEndpoints } from './slice-endpoints';
+import { Interner, orEmpty } from '../util/intern';
 
 export type Parsed<T> =
   | { ok: true; value: T }
@@ -165,7 +167,9 @@ export function parseService(raw: unknown, proxyName = '', skipped: string[] = [
     const td = spec.trafficDistribution;
     const mode = annotations[ANNOTATION_TOPOLOGY_MODE] ?? annotations[ANNOTATION_TOPOLOGY_HINTS];
     return {
-      namespace, name, type, clusterIPs, externalIPs, loadBalancerIPs, loadBalancerSourceRanges, ports,
+      namespace, name, type, clusterIPs,
+      externalIPs: orEmpty(externalIPs), loadBalancerIPs: orEmpty(loadBalancerIPs), loadBalancerSourceRanges: orEmpty(loadBalancerSourceRanges),
+      ports: internPorts(servicePortLists, ports),
       affinityTimeout,
       internalTrafficPolicy: policy(spec.internalTrafficPolicy, 'spec.internalTrafficPolicy'),
       externalTrafficPolicy: policy(spec.externalTrafficPolicy, 'spec.externalTrafficPolicy'),
@@ -209,7 +213,7 @@ export function parseEndpointSlice(raw: unknown): Parsed<ParsedSlice> {
         skipped.push(err.message);
       }
     });
-    return { slice: { namespace, name, service: service as string, family, ports, endpoints }, skipped };
+    return { slice: { namespace, name, service: service as string, family, ports: internPorts(slicePortLists, ports), endpoints: SliceEndpoints.of(endpoints) }, skipped };
   });
 }
 
@@ -226,17 +230,20 @@ function hintNames(v: unknown, what: string): string[] | null {
 
 /**
  * One string per node name: every endpoint names its node, and a parsed list gives each its own copy
- * (500k copies of a few hundred names at 50k services x 10 endpoints, ~12 MiB). Bounded: a cluster
- * with more names than this starts over, which only costs the sharing.
+ * (500k copies of a few hundred names at 50k services x 10 endpoints, ~12 MiB).
  */
-const nodeNames = new Map<string, string>();
-const NODE_NAMES_MAX = 65_536;
-function internNodeName(name: string): string {
-  const known = nodeNames.get(name);
-  if (known !== undefined) return known;
-  if (nodeNames.size >= NODE_NAMES_MAX) nodeNames.clear();
-  nodeNames.set(name, name);
-  return name;
+const nodeNames = new Interner<string>(65_536);
+
+/**
+ * One frozen list per distinct port list: most services and slices of a cluster have one of a few
+ * (80/TCP "http", 443/TCP...), and the model's items reuse the service's port objects.
+ */
+const servicePortLists = new Interner<ServicePortSpec[]>(16_384);
+const slicePortLists = new Interner<SlicePort[]>(16_384);
+function internPorts<P extends SlicePort>(table: Interner<P[]>, ports: P[]): P[] {
+  if (ports.length === 0) return orEmpty(ports);
+  const key = ports.map((p) => `${p.name}\u0000${p.protocol}\u0000${p.port}\u0000${'nodePort' in p ? String(p.nodePort) : ''}`).join('\u0001');
+  return table.intern(key, Object.freeze(ports.map((p) => Object.freeze(p))) as P[]);
 }
 
 function parseEndpoint(e: unknown, i: number, family: Family): SliceEndpoint {
@@ -254,7 +261,7 @@ function parseEndpoint(e: unknown, i: number, family: Family): SliceEndpoint {
   const nodeName = str(eo.nodeName, `endpoints[${i}].nodeName`);
   return {
     ip: address, ready, serving, terminating,
-    nodeName: nodeName ? internNodeName(nodeName) : null,
+    nodeName: nodeName ? nodeNames.intern(nodeName, nodeName) : null,
     zoneHints: hintNames(hints.forZones, `endpoints[${i}].hints.forZones`),
     nodeHints: hintNames(hints.forNodes, `endpoints[${i}].hints.forNodes`),
   };

@@ -1,0 +1,23 @@
+// Values a cluster repeats by the thousand (node names, port lists, runs of endpoint conditions),
+// kept once: every parsed object gets its own copy otherwise, and each copy is one more thing the
+// GC traces. Bounded: past `max` keys the table starts over, which only costs the sharing.
+
+export class Interner<T> {
+  private readonly known = new Map<string, T>();
+  constructor(private readonly max: number) {}
+
+  /** The value first interned under `key`, else `value` (now interned). */
+  intern(key: string, value: T): T {
+    const known = this.known.get(key);
+    if (known !== undefined) return known;
+    if (this.known.size >= this.max) this.known.clear();
+    this.known.set(key, value);
+    return value;
+  }
+}
+
+/** One frozen empty list for every field that has nothing (at 50k services, 300k empty arrays). */
+const EMPTY: readonly never[] = Object.freeze([]);
+
+/** `xs`, or the shared empty list when `xs` is empty. Frozen: code that writes to it throws. */
+export const orEmpty = <T>(xs: T[]): T[] => (xs.length ? xs : (EMPTY as unknown as T[]));
