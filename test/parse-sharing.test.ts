@@ -1,6 +1,6 @@
 // What parsing shares between objects (src/util/intern.ts): port lists, node names and empty lists are
 // kept once for the whole cluster, frozen so that no reader can change them for everyone.
-import { computeServiceItem } from '../src/model/compute';
+import { computeServiceItem, nodeClass, nodeDependence, sortedHas } from '../src/model/compute';
 import { parseEndpointSlice, parseService } from '../src/model/parse';
 import { Interner, orEmpty } from '../src/util/intern';
 
@@ -59,5 +59,29 @@ describe('sharing parsed values', () => {
     t.intern('k3', []); // over the bound: the table starts over
     const again = ['x'];
     expect(t.intern('k', again)).toBe(again);
+  });
+
+  test("a service's node dependence: names and zones sorted, each once; nodeClass finds every name", () => {
+    const a = parsed(parseService(svc('a', [{ name: 'http', port: 80 }])));
+    const names = Array.from({ length: 37 }, (_, i) => `node-${(i * 7) % 37}`);
+    const s = parsed(parseEndpointSlice({
+      metadata: { namespace: 'd', name: 'a-1', labels: { 'kubernetes.io/service-name': 'a' } }, addressType: 'IPv4',
+      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+      endpoints: [...names, 'node-3'].map((n, i) => ({ addresses: [`10.0.1.${i + 1}`], nodeName: n, hints: { forZones: [{ name: i % 2 ? 'zb' : 'za' }] } })),
+    })).slice;
+    const dep = nodeDependence(a, [s]);
+    expect(dep.names).toEqual([...new Set(names)].sort());
+    expect(dep.zones).toEqual(['za', 'zb']);
+    for (const n of names) expect(nodeClass(dep, { name: n, zone: 'za', primary: [] })).toBeNull();
+    expect(nodeClass(dep, { name: 'node-37', zone: 'za', primary: [] })).toBe('za');
+    expect(nodeClass(dep, { name: 'node-', zone: 'zc', primary: [] })).toBe('');
+    expect(nodeDependence(a, []).names).toEqual([]);
+  });
+
+  test('sortedHas', () => {
+    const list = ['a', 'b', 'd', 'f', 'g'];
+    for (const x of list) expect(sortedHas(list, x)).toBe(true);
+    for (const x of ['', 'c', 'e', 'h', 'aa']) expect(sortedHas(list, x)).toBe(false);
+    expect(sortedHas([], 'a')).toBe(false);
   });
 });

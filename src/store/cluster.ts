@@ -28,6 +28,17 @@ export interface ClusterStoreOptions {
 const nsName = (ns: string, name: string) => `${ns}/${name}`;
 
 /** Trimmed objects by key; a no-op update (an equal object) is told from a real change. */
+const NO_SLICES: readonly SliceSpec[] = Object.freeze([]);
+
+/** A new list: `list` with `slice` in place of the one of its name, or inserted in name order. */
+function withSlice(list: readonly SliceSpec[], slice: SliceSpec): readonly SliceSpec[] {
+  const out = list.filter((s) => s.name !== slice.name);
+  let i = 0;
+  while (i < out.length && out[i]!.name < slice.name) i++;
+  out.splice(i, 0, slice);
+  return out;
+}
+
 class TrimmedMap<T> {
   private readonly entries = new Map<string, T>();
   get(key: string): T | undefined { return this.entries.get(key); }
@@ -45,8 +56,12 @@ class TrimmedMap<T> {
 
 export class ClusterStore {
   private readonly services = new TrimmedMap<ServiceSpec>();
-  /** slices by owning service "ns/svc", then by slice name. */
-  private readonly slicesByService = new Map<string, Map<string, SliceSpec>>();
+  /**
+   * Slices by owning service "ns/svc", in name order. Each list is replaced on a change, never
+   * written to, so slicesOf() hands it out as is (a Map per service, and a copy of it per service
+   * record, were 100k objects at 50k services).
+   */
+  private readonly slicesByService = new Map<string, readonly SliceSpec[]>();
   /** slice "ns/name" -> owner "ns/svc" */
   private readonly slices = new Map<string, string>();
   private readonly nodes = new TrimmedMap<NodeSpec>();
@@ -91,7 +106,7 @@ export class ClusterStore {
   serviceKeys(): IterableIterator<string> { return this.services.keys(); }
   get serviceCount(): number { return this.services.size; }
   get sliceCount(): number { return this.slices.size; }
-  slicesOf(key: string): SliceSpec[] { return [...(this.slicesByService.get(key)?.values() ?? [])]; }
+  slicesOf(key: string): readonly SliceSpec[] { return this.slicesByService.get(key) ?? NO_SLICES; }
   getNode(name: string): NodeSpec | undefined { return this.nodes.get(name); }
 
   /** Add or update (`deleted` false) or delete an object of a kind. Never throws on bad input. */
@@ -148,12 +163,10 @@ export class ClusterStore {
     if (parsed?.ok) {
       const slice = parsed.value.slice;
       const owner = nsName(slice.namespace, slice.service);
-      if (prev === owner && sameJson(this.slicesByService.get(owner)?.get(slice.name), slice)) return;
+      if (prev === owner && sameJson(this.slicesByService.get(owner)?.find((s) => s.name === slice.name), slice)) return;
       if (prev !== undefined && prev !== owner) this.dropSlice(key, prev);
       this.slices.set(key, owner);
-      let m = this.slicesByService.get(owner);
-      if (!m) this.slicesByService.set(owner, (m = new Map()));
-      m.set(slice.name, slice);
+      this.slicesByService.set(owner, withSlice(this.slicesByService.get(owner) ?? NO_SLICES, slice));
       this.dirtyServices.add(owner);
     } else if (prev !== undefined) {
       this.dropSlice(key, prev);
@@ -162,9 +175,10 @@ export class ClusterStore {
 
   private dropSlice(key: string, owner: string): void {
     this.slices.delete(key);
-    const m = this.slicesByService.get(owner);
-    m?.delete(key.slice(key.indexOf('/') + 1));
-    if (m && m.size === 0) this.slicesByService.delete(owner);
+    const name = key.slice(key.indexOf('/') + 1);
+    const rest = (this.slicesByService.get(owner) ?? NO_SLICES).filter((s) => s.name !== name);
+    if (rest.length > 0) this.slicesByService.set(owner, rest);
+    else this.slicesByService.delete(owner);
     this.dirtyServices.add(owner);
   }
 

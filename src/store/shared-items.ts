@@ -4,13 +4,16 @@
 // hashed and encoded once. Only nodes the service names (its endpoints' nodes and node hints) get
 // items of their own, which their NodeState keeps. So N node states cost the shared items once plus
 // what differs per node, not N x services.
-import { computeServiceItem, NO_NAMES, nodeClass, nodeDependence, type ModelNode, type NodeDependence } from '../model/compute';
+import { computeServiceItem, nodeClass, nodeDependence, type ModelNode, type NodeDependence } from '../model/compute';
 import { NODE_KEY, serviceKey, type Item } from '../model/enls';
 import type { ServiceSpec, SliceSpec } from '../model/objects';
 import type { ClusterChange, ClusterStore } from './cluster';
 import { makeEntry, SHARED_BLOCK, type Entry } from './item-store';
 
 /** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
+/** The naming index's answer for a node no service names. */
+const NO_KEYS: ReadonlySet<string> = new Set();
+
 export class ServiceRecord {
   /** Item per node class other than "" (that one is `generic`), computed on first use; most
    *  services have no other class, and a Map each was ~0.3 KiB of heap a service. */
@@ -19,8 +22,15 @@ export class ServiceRecord {
   readonly uniform: boolean;
   /** The item of class "" (nodes not named, outside the hinted zones), once computed. */
   generic: Entry | undefined;
-  constructor(readonly svc: ServiceSpec, readonly slices: readonly SliceSpec[], readonly dep: NodeDependence) {
-    this.uniform = dep.zones.size === 0 && dep.ranges === null;
+  /** What of a node its items depend on (NodeDependence's fields, kept here: one object less a service). */
+  readonly names: readonly string[];
+  readonly zones: readonly string[];
+  readonly ranges: NodeDependence['ranges'];
+  constructor(readonly svc: ServiceSpec, readonly slices: readonly SliceSpec[], dep: NodeDependence) {
+    this.names = dep.names;
+    this.zones = dep.zones;
+    this.ranges = dep.ranges;
+    this.uniform = dep.zones.length === 0 && dep.ranges === null;
   }
 }
 
@@ -143,14 +153,14 @@ export class SharedItems {
   get size(): number { return this.records.size + 1; }
 
   /** Item keys of the services that name this node (it has items of its own for them). */
-  namingNode(node: string): ReadonlySet<string> { return this.naming.get(node) ?? NO_NAMES; }
+  namingNode(node: string): ReadonlySet<string> { return this.naming.get(node) ?? NO_KEYS; }
 
   /** Item keys of the services whose items depend on a node's zone or addresses. */
   dependingOnClass(): ReadonlySet<string> { return this.classDependent; }
 
   /** The item of a service version for a node: the shared one of its class, or one of its own. */
   entryFor(rec: ServiceRecord, node: ModelNode): NodeEntry {
-    const cls = nodeClass(rec.dep, node);
+    const cls = nodeClass(rec, node);
     if (cls === null) return { entry: this.compute(rec, node), own: true };
     let entry = cls === '' ? rec.generic : rec.byClass?.get(cls);
     if (!entry) {
@@ -178,7 +188,7 @@ export class SharedItems {
     const itemKey = toItemKey(key);
     const old = this.records.get(itemKey);
     this.sortedRecs = null;
-    if (old) for (const n of old.dep.names) this.unname(n, itemKey);
+    if (old) for (const n of old.names) this.unname(n, itemKey);
     const svc = this.cluster.getService(key);
     if (!svc) {
       if (old) this.sorted = null;
@@ -190,12 +200,12 @@ export class SharedItems {
     const rec = new ServiceRecord(svc, slices, nodeDependence(svc, slices));
     if (!old) this.sorted = null;
     this.records.set(itemKey, rec);
-    for (const n of rec.dep.names) {
+    for (const n of rec.names) {
       let s = this.naming.get(n);
       if (!s) this.naming.set(n, (s = new Set()));
       s.add(itemKey);
     }
-    if (rec.dep.zones.size > 0 || rec.dep.ranges) this.classDependent.add(itemKey);
+    if (rec.zones.length > 0 || rec.ranges) this.classDependent.add(itemKey);
     else this.classDependent.delete(itemKey);
   }
 
