@@ -3,6 +3,7 @@ import { cluster, ep, node, slice, svc } from './helpers/k8s';
 import { formatStats, StatsMeter } from '../src/stats';
 import { ClusterStore } from '../src/store/cluster';
 import { NodeState } from '../src/store/node-state';
+import { SharedItems } from '../src/store/shared-items';
 import { silentLogger } from '../src/util/log';
 
 describe('revisions', () => {
@@ -105,5 +106,34 @@ describe('stats line', () => {
     expect(s.revsPerEventsPct).toBeCloseTo(1.5);
     expect(s.usrCpuMs + s.sysCpuMs).toBeGreaterThan(0);
     expect(formatStats(s)).toMatch(/^stats: \d+ 200 3 \d+ \d+ \d+\.\d\d% \d+\.\dMiB 1\.50%$/);
+  });
+});
+
+describe('before the first sync', () => {
+  // Lists arrive in any order, object by object; nobody holds the state yet, so items are computed
+  // when first read (once), except this node's own.
+  const objects = () => [
+    svc('web'), svc('api', { clusterIPs: ['10.96.0.9'] }), svc('gone', { clusterIPs: ['10.96.0.8'] }),
+    slice('web-1', 'web', [ep('10.244.1.1', { node: 'n1' })]), slice('api-1', 'api', [ep('10.244.2.1', { node: 'n2' })]),
+  ];
+
+  test('shared items are not computed while the lists arrive; own ones are; the synced state is as computed at once', async () => {
+    const store = new ClusterStore({ log: silentLogger });
+    const state = new NodeState(store, 'n1');
+    const shared = SharedItems.of(store);
+    for (const o of objects()) { store.apply(o.kind as 'Service', o); store.flush(); }
+    store.apply('Service', svc('gone'), true);
+    store.apply('Service', svc('api', { clusterIPs: ['10.96.0.9'], ports: [{ name: 'http', protocol: 'TCP', port: 81, targetPort: 'http' }] }));
+    store.flush();
+    expect(shared.record('svc/default/api')!.generic).toBeUndefined();
+    expect(state.isOwn('svc/default/web')).toBe(true); // its endpoint is on n1
+    store.markSynced();
+    const sub = state.subscribe();
+    const first = await sub.next();
+    expect(first.changes.map((x) => x.key)).toEqual(['node', 'svc/default/api', 'svc/default/web']);
+
+    const once = cluster('n1', [...objects().filter((o) => (o.metadata as { name: string }).name !== 'gone'),
+      svc('api', { clusterIPs: ['10.96.0.9'], ports: [{ name: 'http', protocol: 'TCP', port: 81, targetPort: 'http' }] })]);
+    expect([...state.items()]).toEqual([...once.state.items()]);
   });
 });

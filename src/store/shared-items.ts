@@ -158,6 +158,9 @@ export class SharedItems {
   /** Item keys of the services whose items depend on a node's zone or addresses. */
   dependingOnClass(): ReadonlySet<string> { return this.classDependent; }
 
+  /** Whether a service version names the node (the node then has an item of its own for it). */
+  namesNode(rec: ServiceRecord, node: ModelNode): boolean { return nodeClass(rec, node) === null; }
+
   /** The item of a service version for a node: the shared one of its class, or one of its own. */
   entryFor(rec: ServiceRecord, node: ModelNode): NodeEntry {
     const cls = nodeClass(rec, node);
