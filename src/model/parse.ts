@@ -242,7 +242,7 @@ const servicePortLists = new Interner<ServicePortSpec[]>(16_384);
 const slicePortLists = new Interner<SlicePort[]>(16_384);
 function internPorts<P extends SlicePort>(table: Interner<P[]>, ports: P[]): P[] {
   if (ports.length === 0) return orEmpty(ports);
-  const key = ports.map((p) => `${p.name}\u0000${p.protocol}\u0000${p.port}\u0000${'nodePort' in p ? String(p.nodePort) : ''}`).join('\u0001');
+  const key = JSON.stringify(ports); // every field, so a field added to the specs is never left out
   return table.intern(key, Object.freeze(ports.map((p) => Object.freeze(p))) as P[]);
 }
 
