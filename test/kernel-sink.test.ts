@@ -2,7 +2,7 @@
 // syncs, how it recovers, and the stale UDP conntrack filters it computes from the ENLS.
 import type { Dataplane, ServiceChange, SyncReport } from '../src/backend/kernel/dataplane';
 import { KernelSink } from '../src/backend/kernel/kernel-sink';
-import { fullSyncUdpFilters, staleUdpFilters } from '../src/backend/kernel/conntrack';
+import { addFullSyncUdpFilters, staleUdpFilters } from '../src/backend/kernel/conntrack';
 import type { ConntrackFilter } from '../src/native/nft-types';
 import type { NodeInfo, Service } from '../src/model/enls';
 import type { Batch } from '../src/sink/sink';
@@ -137,7 +137,9 @@ describe('stale UDP conntrack filters from ENLS changes', () => {
   });
   test('nothing for an unchanged service; after a full sync, entries whose reply source is not an endpoint in use', () => {
     expect(staleUdpFilters(dnsItem(['10.244.2.1']), dnsItem(['10.244.2.1']))).toEqual([]);
-    expect(fullSyncUdpFilters([dnsItem(['10.244.2.1'])])).toEqual([
+    const filters: ConntrackFilter[] = [];
+    addFullSyncUdpFilters(dnsItem(['10.244.2.1']), filters);
+    expect(filters).toEqual([
       { family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, keepReplySrc: ['10.244.2.1'] },
       { family: 'ip', proto: 'udp', dport: 30053, keepReplySrc: ['10.244.2.1'] },
     ]);

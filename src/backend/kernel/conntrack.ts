@@ -71,15 +71,9 @@ export function staleUdpFilters(oldSvc: Service | null, newSvc: Service | null):
 
 /**
  * After a full sync (start-up, a failed batch), kpng does not know what changed: every DNATed UDP entry
- * to a service whose reply source is not one of the endpoints in use now is stale.
+ * to a service whose reply source is not one of the endpoints in use now is stale. The filters of one
+ * service, appended to `out` (the kernel sink gives the event loop turns between services).
  */
-export function fullSyncUdpFilters(services: Iterable<Service>): ConntrackFilter[] {
-  const out: ConntrackFilter[] = [];
-  for (const svc of services) addFullSyncUdpFilters(svc, out);
-  return out;
-}
-
-/** fullSyncUdpFilters of one service, appended to `out` (a caller may give the event loop turns in between). */
 export function addFullSyncUdpFilters(svc: Service, out: ConntrackFilter[]): void {
   // Most services have no UDP port: skipped without building their (empty) map.
   if (!hasUdpPort(svc)) return;

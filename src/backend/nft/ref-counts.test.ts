@@ -14,10 +14,6 @@ describe('RefCounts', () => {
     expect(r.size).toBe(4999);
     // An id never added counts as held once (a kernel element kpng did not count): dropping it frees it.
     expect(r.drop('10.255.255.255')).toBe(0);
-    r.set('x', 3);
-    expect(r.get('x')).toBe(3);
-    expect(r.delete('x')).toBe(true);
-    expect(r.size).toBe(4999);
   });
 
   it('spreads ids that share prefixes and suffixes over its shards', () => {

@@ -14,8 +14,6 @@ export class RefCounts {
   private readonly shards: Map<string, number>[] = Array.from({ length: SHARDS }, () => new Map<string, number>());
 
   get(id: string): number | undefined { return this.shards[shardOf(id)]!.get(id); }
-  set(id: string, n: number): void { this.shards[shardOf(id)]!.set(id, n); }
-  delete(id: string): boolean { return this.shards[shardOf(id)]!.delete(id); }
 
   get size(): number {
     let n = 0;
