@@ -36,22 +36,42 @@ const FAMILIES: Array<[Family, IPFamily, keyof IPSet]> = [['IPv4', IPFamily.IPV4
 
 /**
  * The endpoints of one service port across the service's slices of one family: the slice port that
- * matches by name and protocol gives the target port (per slice); de-duplicated by address and port
- * (slices in name order, first wins).
+ * matches by name and protocol gives the target port (per slice); in the order of their "addr:port"
+ * text (hostPort), de-duplicated by address and port (slices in name order, first wins).
  */
 export function portEndpoints(portName: string, protocol: Protocol, slices: readonly SliceSpec[], family: Family): PortEndpoint[] {
-  const byKey = new Map<string, PortEndpoint>();
+  const found: PortEndpoint[] = [];
   for (const slice of slices) {
     if (slice.family !== family) continue;
     const sp = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
     if (!sp) continue;
     const eps = slice.endpoints;
-    for (let i = 0; i < eps.length; i++) {
-      const key = hostPort(eps.ip(i), sp.port);
-      if (!byKey.has(key)) byKey.set(key, { ...eps.at(i), port: sp.port });
-    }
+    for (let i = 0; i < eps.length; i++) found.push(eps.withPort(i, sp.port));
   }
-  return [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1]);
+  if (found.length < 2) return found;
+  // A stable sort keeps equal endpoints in slice order, so the first of each run is the one kept.
+  // With one target port (the usual case) the "addr:port" texts compare as the addresses followed by
+  // the separator, without building them (the keys and a Map of them were most of a 50k compute).
+  const port = found[0]!.port;
+  if (found.every((ep) => ep.port === port)) {
+    const sep = family === 'IPv6' ? 0x5d /* ] */ : 0x3a; /* : */
+    found.sort((a, b) => compareThenSep(a.ip, b.ip, sep));
+  } else {
+    const keys = new Map(found.map((ep) => [ep, hostPort(ep.ip, ep.port)]));
+    found.sort((a, b) => { const x = keys.get(a)!, y = keys.get(b)!; return x < y ? -1 : x > y ? 1 : 0; });
+  }
+  return found.filter((ep, i) => i === 0 || ep.ip !== found[i - 1]!.ip || ep.port !== found[i - 1]!.port);
+}
+
+/** How `a + sep` compares with `b + sep` (sep a char code), by UTF-16 code units as `<` does. */
+function compareThenSep(a: string, b: string, sep: number): number {
+  const n = Math.min(a.length, b.length);
+  for (let k = 0; k < n; k++) {
+    const d = a.charCodeAt(k) - b.charCodeAt(k);
+    if (d !== 0) return d;
+  }
+  if (a.length === b.length) return 0;
+  return a.length < b.length ? sep - b.charCodeAt(n) : a.charCodeAt(n) - sep;
 }
 
 function toEndpoints(eps: readonly PortEndpoint[], node: NodeView, terminating: boolean): Endpoint[] {

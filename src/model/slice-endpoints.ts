@@ -3,6 +3,7 @@
 // endpoint was, at 50k services x 10 endpoints, 500k objects (38 MB) that every major GC traced
 // while the event loop waited; by column a slice holds three.
 import type { SliceEndpoint } from './objects';
+import type { PortEndpoint } from './topology';
 import { Interner } from '../util/intern';
 
 const READY = 1, SERVING = 2, TERMINATING = 4;
@@ -55,6 +56,14 @@ export class SliceEndpoints {
     return {
       ip: this.ip(i), ready: this.ready(i), serving: this.serving(i), terminating: this.terminating(i),
       nodeName: this.nodeName(i), zoneHints: this.zoneHints(i), nodeHints: this.nodeHints(i),
+    };
+  }
+
+  /** Endpoint i with its target port, as the model's rules read it. */
+  withPort(i: number, port: number): PortEndpoint {
+    return {
+      ip: this.ip(i), ready: this.ready(i), serving: this.serving(i), terminating: this.terminating(i),
+      nodeName: this.nodeName(i), zoneHints: this.zoneHints(i), nodeHints: this.nodeHints(i), port,
     };
   }
 
