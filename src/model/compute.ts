@@ -5,6 +5,7 @@ import { IPFamily, NODE_KEY, serviceKey, type Endpoint, type IPSet, type Item, t
 import type { Family, NodeSpec, ServiceSpec, SliceSpec } from './objects';
 import type { Protocol } from './enls';
 import { orEmpty } from '../util/intern';
+import { sortedIndexOf } from '../util/sorted';
 import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from './options';
 import { categorize, type NodeView, type PortEndpoint } from './topology';
 
@@ -19,7 +20,7 @@ export function isExternallyAccessible(svc: ServiceSpec): boolean {
 }
 
 /** The IPSet of no address, shared (frozen) by every item without one: most services have three. */
-const NO_IPS: IPSet = Object.freeze({ v4: Object.freeze([]) as readonly string[] as string[], v6: Object.freeze([]) as readonly string[] as string[] });
+const NO_IPS: IPSet = Object.freeze({ v4: orEmpty<string>([]), v6: orEmpty<string>([]) });
 
 /** An address or CIDR of IPv4. */
 const isV4 = (ipOrCidr: string): boolean => ipFamily(ipOrCidr.split('/')[0]!) === 'IPv4';
@@ -125,15 +126,7 @@ export interface NodeDependence {
 }
 
 /** Whether sorted `list` holds `x` (binary search: a service can name a thousand nodes). */
-export function sortedHas(list: readonly string[], x: string): boolean {
-  let lo = 0, hi = list.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1, v = list[mid]!;
-    if (v === x) return true;
-    if (v < x) lo = mid + 1; else hi = mid - 1;
-  }
-  return false;
-}
+export const sortedHas = (list: readonly string[], x: string): boolean => sortedIndexOf(list, x) >= 0;
 
 const sortedList = (set: Set<string> | undefined): readonly string[] => (set ? orEmpty([...set].sort()) : orEmpty([]));
 

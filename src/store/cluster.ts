@@ -3,6 +3,7 @@
 import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from '../model/options';
 import { objectName, parseEndpointSlice, parseNode, parseService, type Parsed } from '../model/parse';
 import type { NodeSpec, ServiceSpec, SliceSpec } from '../model/objects';
+import { orEmpty } from '../util/intern';
 import { ObjectWarnings, type Logger } from '../util/log';
 import { sameJson } from '../util/same-json';
 
@@ -27,8 +28,7 @@ export interface ClusterStoreOptions {
 
 const nsName = (ns: string, name: string) => `${ns}/${name}`;
 
-/** Trimmed objects by key; a no-op update (an equal object) is told from a real change. */
-const NO_SLICES: readonly SliceSpec[] = Object.freeze([]);
+const NO_SLICES: readonly SliceSpec[] = orEmpty<SliceSpec>([]);
 
 /** A new list: `list` with `slice` in place of the one of its name, or inserted in name order. */
 function withSlice(list: readonly SliceSpec[], slice: SliceSpec): readonly SliceSpec[] {
@@ -39,6 +39,7 @@ function withSlice(list: readonly SliceSpec[], slice: SliceSpec): readonly Slice
   return out;
 }
 
+/** Trimmed objects by key; a no-op update (an equal object) is told from a real change. */
 class TrimmedMap<T> {
   private readonly entries = new Map<string, T>();
   get(key: string): T | undefined { return this.entries.get(key); }

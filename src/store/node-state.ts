@@ -8,6 +8,7 @@ import type { ModelNode } from '../model/compute';
 import type { ClusterChange, ClusterStore } from './cluster';
 import { ItemStore, makeEntry, sameEntry, SHARED_BLOCK, type Entry, type ItemList } from './item-store';
 import { SharedItems, toItemKey, type ServiceRecord } from './shared-items';
+import { sortedIndexOf } from '../util/sorted';
 
 export { itemHash } from './item-store';
 
@@ -215,11 +216,7 @@ export class NodeState extends ItemStore {
 
 /** Where `key` is in the sorted `keys` (it must be there: own keys are a subset of the shared ones). */
 function sortedIndex(keys: readonly string[], key: string): number {
-  let lo = 0, hi = keys.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    if (keys[mid] === key) return mid;
-    if (keys[mid]! < key) lo = mid + 1; else hi = mid - 1;
-  }
-  throw new Error(`node state: own key ${key} is not among the shared keys`);
+  const i = sortedIndexOf(keys, key);
+  if (i < 0) throw new Error(`node state: own key ${key} is not among the shared keys`);
+  return i;
 }

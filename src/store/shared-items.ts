@@ -10,10 +10,10 @@ import type { ServiceSpec, SliceSpec } from '../model/objects';
 import type { ClusterChange, ClusterStore } from './cluster';
 import { makeEntry, SHARED_BLOCK, type Entry } from './item-store';
 
-/** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
 /** The naming index's answer for a node no service names. */
 const NO_KEYS: ReadonlySet<string> = new Set();
 
+/** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
 export class ServiceRecord {
   /** Item per node class other than "" (that one is `generic`), computed on first use; most
    *  services have no other class, and a Map each was ~0.3 KiB of heap a service. */
