@@ -4,6 +4,7 @@ import os from 'node:os';
 import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backend/registry';
 import { modelOptions, OptionError, type ModelOptions } from '../model/options';
 import { JIT_CPU_SHARE, JIT_MODES, JIT_OBJECTS, type JitMode } from '../util/jit';
+import { PROTOBUF, type ContentType } from '../source/kube/protobuf';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -33,6 +34,8 @@ export interface CliOptions {
   jit: JitMode;
   input?: string;
   kubeconfig?: string;
+  /** What the kube source asks the API server for (--kube-api-content-type). */
+  kubeContentType: ContentType;
   api?: string;
   listen?: string;
   socketGroup?: string;
@@ -107,7 +110,19 @@ Options:
   --api URL             the server to read from (local source)
   --tls-cert/--tls-key/--tls-ca FILE
   --kubeconfig PATH     kube source: the kubeconfig to use
+  --kube-api-content-type TYPE
+                        kube source: application/vnd.kubernetes.protobuf (default, as kube-proxy: half
+                        the bytes of JSON) or application/json; the server may answer JSON either way
 `;
+}
+
+/** --kube-api-content-type: kube-proxy's media types (or their short names) to the kube source's encoding. */
+export function contentTypeFlag(v: string | undefined): ContentType {
+  switch (v?.trim().toLowerCase()) {
+    case undefined: case '': case PROTOBUF: case 'protobuf': return 'protobuf';
+    case 'application/json': case 'json': return 'json';
+    default: throw new UsageError(`--kube-api-content-type ${JSON.stringify(v)}: expected ${PROTOBUF} or application/json`);
+  }
 }
 
 /** "1s", "250ms", "2m", "0" or a number of seconds, to milliseconds. */
@@ -161,6 +176,7 @@ export function parseCli(argv: string[]): CliOptions {
         'log-level': { type: 'string' },
         jit: { type: 'string' },
         kubeconfig: { type: 'string' },
+        'kube-api-content-type': { type: 'string' },
         api: { type: 'string' },
         listen: { type: 'string' },
         'socket-group': { type: 'string' },
@@ -226,6 +242,7 @@ export function parseCli(argv: string[]): CliOptions {
     jit,
     input: v.input,
     kubeconfig: v.kubeconfig,
+    kubeContentType: contentTypeFlag(v['kube-api-content-type']),
     api: v.api,
     listen: v.listen,
     socketGroup: v['socket-group'],

@@ -166,6 +166,7 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
     if (cfg.syncPeriodMs !== undefined) add('sync-period', `${cfg.syncPeriodMs}ms`);
     if (cfg.minSyncPeriodMs !== undefined) add('min-sync-period', `${cfg.minSyncPeriodMs}ms`);
     if (cfg.kubeconfig) add('kubeconfig', cfg.kubeconfig);
+    if (cfg.contentType) add('kube-api-content-type', cfg.contentType);
   }
   const verbosity = intFlag(v.v, 'v', 0, 1000) ?? cfg?.verbosity;
   if (verbosity !== undefined && verbosity >= 4) add('log-level', 'debug');

@@ -27,6 +27,8 @@ export interface KubeProxySettings {
   /** The proxy mode as written ('' = kube-proxy's default). */
   mode: string;
   kubeconfig?: string;
+  /** clientConnection.contentType (the kube source's encoding). */
+  contentType?: string;
   verbosity?: number;
   oomScoreAdj: number;
   conntrack: ConntrackSettings;
@@ -138,7 +140,8 @@ export function parseKubeProxyConfiguration(text: string, source = 'config'): Ku
   if (isObj(gates)) for (const g of Object.keys(gates)) ignore(`featureGates.${g}`);
 
   const client = f.sub('clientConnection');
-  ignoreIfSet(client, ['acceptContentTypes', 'contentType', 'qps', 'burst']);
+  ignoreIfSet(client, ['acceptContentTypes', 'qps', 'burst']);
+  const contentType = client.str('contentType');
 
   const logging = f.sub('logging');
   const verbosity = logging.int('verbosity', 0, 1000);
@@ -198,6 +201,7 @@ export function parseKubeProxyConfiguration(text: string, source = 'config'): Ku
     bindAddressHardFail: f.bool('bindAddressHardFail') || undefined,
     mode,
     kubeconfig: client.str('kubeconfig'),
+    contentType: contentType || undefined,
     verbosity,
     oomScoreAdj: f.int('oomScoreAdj', -1000, 1000) ?? -999,
     conntrack,

@@ -30,7 +30,7 @@ async function sliceReads(cp: ControlPlane): Promise<{ watchLists: number; lists
 
 /** A control plane with a node and 5 services with one endpoint each, and kpng started on it;
  *  `reads` = the API server's EndpointSlice reads during kpng's start. */
-async function scenario(apiServerArgs: string[]): Promise<{ cp: ControlPlane; kpng: KpngChild; reads: { watchLists: number; lists: number } }> {
+async function scenario(apiServerArgs: string[], kpngArgs: string[] = []): Promise<{ cp: ControlPlane; kpng: KpngChild; reads: { watchLists: number; lists: number } }> {
   const cp = await startControlPlane({ log: () => {}, apiServerArgs });
   try {
     await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
@@ -40,7 +40,7 @@ async function scenario(apiServerArgs: string[]): Promise<{ cp: ControlPlane; kp
       await ok(cp.request('POST', SLICES(NS), endpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }])), 'create slice');
     }
     const before = await sliceReads(cp);
-    const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug'], env: {} });
+    const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug', ...kpngArgs], env: {} });
     await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
     const after = await sliceReads(cp);
     return { cp, kpng, reads: { watchLists: after.watchLists - before.watchLists, lists: after.lists - before.lists } };
@@ -76,10 +76,20 @@ describe('kube source initial sync: watch-list, and the fallback to lists (real 
     const k = kpng;
     // The server's own count: one watch-list served for EndpointSlices, no LIST.
     expect(reads).toEqual({ watchLists: 1, lists: 0 });
-    expect(k.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, watch-list, /.test(l))).toBe(true);
-    expect(k.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, watch-list, /.test(l))).toBe(true);
-    expect(k.stderr.some((l) => /kube: listed 1 Node n1 \(resourceVersion \d+, watch-list, /.test(l))).toBe(true);
+    // In protobuf, as kube-proxy asks for by default.
+    expect(k.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, watch-list, protobuf, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, watch-list, protobuf, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /kube: listed 1 Node n1 \(resourceVersion \d+, watch-list, protobuf, /.test(l))).toBe(true);
     expect(k.stderr.some((l) => /page|does not serve watch-list/.test(l))).toBe(false);
+    await expectCompleteAndLive(cp, k);
+  }, 180_000);
+
+  test('--kube-api-content-type application/json: the same watch-list sync in JSON', async () => {
+    ({ cp, kpng } = await scenario([], ['--kube-api-content-type', 'application/json']));
+    const k = kpng;
+    expect(k.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, watch-list, JSON, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, watch-list, JSON, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /protobuf/.test(l))).toBe(false);
     await expectCompleteAndLive(cp, k);
   }, 180_000);
 
@@ -91,9 +101,9 @@ describe('kube source initial sync: watch-list, and the fallback to lists (real 
     const refused = k.stderr.filter((l) => /does not serve watch-list/.test(l));
     expect(refused).toHaveLength(1);
     expect(refused[0]).toMatch(/HTTP 422 Invalid: .*sendInitialEvents is forbidden/);
-    expect(k.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, 1 page, /.test(l))).toBe(true);
-    expect(k.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, 1 page, /.test(l))).toBe(true);
-    expect(k.stderr.some((l) => /kube: listed 1 Node n1 \(resourceVersion \d+, 1 page, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /kube: listed 6 Services \(resourceVersion \d+, 1 page, protobuf, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /kube: listed 5 EndpointSlices \(resourceVersion \d+, 1 page, protobuf, /.test(l))).toBe(true);
+    expect(k.stderr.some((l) => /kube: listed 1 Node n1 \(resourceVersion \d+, 1 page, protobuf, /.test(l))).toBe(true);
     expect(k.stderr.some((l) => /watch-list,/.test(l))).toBe(false);
     await expectCompleteAndLive(cp, k);
   }, 180_000);

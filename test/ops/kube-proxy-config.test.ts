@@ -98,6 +98,14 @@ test('kube-proxy\'s command line becomes kpng kube; flags win over the file', ()
   expect(opts.logLevel).toBe('info');
   expect(r.ops).toMatchObject({ metricsBindAddress: '127.0.0.1:10249', healthzBindAddress: '0.0.0.0:10256', bindAddressHardFail: false, oomScoreAdj: -999, configFile: '/c.yaml' });
   expect(r.ops.conntrack?.tcpEstablishedTimeout).toBe(86400);
+  expect(opts.kubeContentType).toBe('protobuf'); // kubeadm's contentType "" is kube-proxy's default
+
+  // clientConnection.contentType picks the kube source's encoding; --kube-api-content-type wins over it.
+  files['/j.yaml'] = kubeadm.replace('contentType: ""', 'contentType: application/json');
+  expect(parseKubeProxyConfiguration(files['/j.yaml'], 'j').ignored).toEqual([]);
+  expect(parseCli(resolveKubeProxyArgs(['--config', '/j.yaml'], { registered, readFile }).argv).kubeContentType).toBe('json');
+  expect(parseCli(resolveKubeProxyArgs(['--config', '/j.yaml', '--kube-api-content-type', 'application/vnd.kubernetes.protobuf'], { registered, readFile }).argv).kubeContentType).toBe('protobuf');
+  expect(() => parseCli(['kube', '--kube-api-content-type', 'application/yaml'])).toThrow(/--kube-api-content-type "application\/yaml": expected application\/vnd.kubernetes.protobuf or application\/json/);
 
   const f = resolveKubeProxyArgs(['file', '--input', 'x.yaml', '--metrics-bind-address', '', '--healthz-bind-address=127.0.0.1:0', '--conntrack-tcp-timeout-established', '1h', '--conntrack-tcp-be-liberal', '--proxy-mode', 'iptables', '--to', 'routes'], { registered });
   expect(f.argv).toEqual(['file', '--input', 'x.yaml', '--to', 'routes']);

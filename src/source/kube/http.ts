@@ -12,8 +12,8 @@ export type ApplyOptions = (opts: https.RequestOptions) => Promise<void>;
 export interface Transport {
   /** The API server's URL (for logs). */
   readonly server: string;
-  /** GET `path` (with its query); resolves once the response headers arrived. */
-  get(path: string, signal: AbortSignal): Promise<http.IncomingMessage>;
+  /** GET `path` (with its query) asking for `accept` (default JSON); resolves once the response headers arrived. */
+  get(path: string, signal: AbortSignal, accept?: string): Promise<http.IncomingMessage>;
 }
 
 export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng'): Transport {
@@ -23,8 +23,8 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
   const mod = base.protocol === 'http:' ? http : https;
   return {
     server,
-    async get(path: string, signal: AbortSignal): Promise<http.IncomingMessage> {
-      const opts: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json', 'User-Agent': userAgent } };
+    async get(path: string, signal: AbortSignal, accept = 'application/json'): Promise<http.IncomingMessage> {
+      const opts: https.RequestOptions = { method: 'GET', headers: { Accept: accept, 'User-Agent': userAgent } };
       await applyOptions(opts);
       const url = new URL(base.origin + prefix + path);
       return new Promise((resolve, reject) => {
@@ -38,8 +38,8 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
   };
 }
 
-/** Reads a whole response body as JSON (bounded). */
-export function readJson(res: http.IncomingMessage, maxBytes = 1 << 30): Promise<unknown> {
+/** Reads a whole response body (bounded). */
+export function readBody(res: http.IncomingMessage, maxBytes = 1 << 30): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -54,15 +54,27 @@ export function readJson(res: http.IncomingMessage, maxBytes = 1 << 30): Promise
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('response aborted')));
     res.on('close', () => { if (!res.complete) reject(new Error('connection closed before the response ended')); });
-    res.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      try {
-        resolve(text ? JSON.parse(text) : undefined);
-      } catch {
-        reject(new Error(`HTTP ${res.statusCode}: response is not JSON: ${text.slice(0, 200)}`));
-      }
-    });
+    res.on('end', () => resolve(Buffer.concat(chunks, size)));
   });
+}
+
+/** Reads a whole response body as JSON (bounded). */
+export async function readJson(res: http.IncomingMessage, maxBytes = 1 << 30): Promise<unknown> {
+  return parseJsonBody(res, await readBody(res, maxBytes));
+}
+
+export function parseJsonBody(res: http.IncomingMessage, body: Buffer): unknown {
+  const text = body.toString('utf8');
+  try {
+    return text ? JSON.parse(text) : undefined;
+  } catch {
+    throw new Error(`HTTP ${res.statusCode}: response is not JSON: ${text.slice(0, 200)}`);
+  }
+}
+
+/** The media type of a response, lower case, without parameters ("" when absent). */
+export function mediaType(res: http.IncomingMessage): string {
+  return (res.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
 }
 
 /** Splits a byte stream into lines (a watch response carries one JSON event per line). */

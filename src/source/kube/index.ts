@@ -10,6 +10,7 @@ import type { Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
+import type { ContentType } from './protobuf';
 
 export { Reflector, WatchListSupport } from './reflector';
 
@@ -29,6 +30,8 @@ export interface KubeSourceOptions {
    * GC could land in the middle of that sync (3.3 s inside a 50k-service eBPF full sync).
    */
   reduceMemoryWhenSynced?: boolean;
+  /** The encoding asked of the API server (default 'protobuf', as kube-proxy; JSON when it cannot). */
+  contentType?: ContentType;
 }
 
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
@@ -39,7 +42,7 @@ export function createReflectors(
   const sel = selectorsFor(opts.serviceProxyName);
   const { watchList = true, ...rest } = tuning;
   // One verdict on watch-list support for the three resources (one server).
-  const common = { transport: opts.transport, store: opts.store, log: opts.log, ...rest, watchList: new WatchListSupport(watchList) };
+  const common = { transport: opts.transport, store: opts.store, log: opts.log, contentType: opts.contentType, ...rest, watchList: new WatchListSupport(watchList) };
   return [
     new Reflector({ ...common, kind: 'Service', what: 'Services', path: '/api/v1/services', labelSelector: sel.services }),
     new Reflector({ ...common, kind: 'EndpointSlice', what: 'EndpointSlices', path: '/apis/discovery.k8s.io/v1/endpointslices', labelSelector: sel.endpointSlices }),
@@ -77,7 +80,7 @@ export const startKubeSource: StartKubeSource = async (opts) => {
   // Before the first lists: they are what would grow V8's young generation (memory.ts).
   if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
   const target = loadKubeTarget(opts.kubeconfig);
-  opts.log.info(`kube: API server ${target.transport.server} (${target.describe}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
+  opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
   const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
   return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal, opts.reduceMemoryWhenSynced ?? true);
 };

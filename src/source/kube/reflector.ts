@@ -21,6 +21,9 @@
 //   watchdog a watch silent past a bound (no event, no bookmark, no bytes) is torn down and
 //          resumed: a half-open connection never leaves the proxy on stale rules.
 //
+// Requests ask for protobuf first, as kube-proxy does (contentType 'protobuf', the default; JSON
+// second), and each response is read in the encoding the server chose (its Content-Type).
+//
 // Each event is one store.apply(); the store trims objects and ignores updates that change
 // nothing a proxy uses (status noise, labels, annotations).
 import type { IncomingMessage } from 'node:http';
@@ -28,7 +31,8 @@ import type { Kind } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { Backoff } from '../../util/backoff';
 import { sleep } from '../../util/sleep';
-import { LineSplitter, readJson, type Transport } from './http';
+import { LineSplitter, mediaType, parseJsonBody, readBody, type Transport } from './http';
+import { decodeList, decodeStatus, decodeWatchEvent, FrameSplitter, PROTOBUF, type ContentType } from './protobuf';
 
 export interface ReflectorStore {
   apply(kind: Kind, raw: unknown, deleted?: boolean): void;
@@ -57,6 +61,8 @@ export interface ReflectorOptions {
   backoff?: Backoff;
   /** Initial syncs by watch-list while this says so (shared by a node's reflectors); lists without it. */
   watchList?: WatchListSupport;
+  /** The encoding asked for first. Default 'protobuf' (with JSON as the server's alternative). */
+  contentType?: ContentType;
 }
 
 /** Whether the API server serves watch-list initial syncs; shared by the reflectors of one server. */
@@ -116,6 +122,8 @@ export class Reflector {
   private readonly backoff: Backoff;
   /** Something of this kind went into the store (a later initial sync must replace, not add). */
   private applied = false;
+  /** The encoding of the last response read (for logs). */
+  private encoding = '';
 
   constructor(private readonly opts: ReflectorOptions) {
     this.listed = new Promise((r) => (this.resolveListed = r));
@@ -186,6 +194,11 @@ export class Reflector {
     }
   }
 
+  /** The Accept header: protobuf first when asked for, JSON always acceptable. */
+  private get accept(): string {
+    return (this.opts.contentType ?? 'protobuf') === 'protobuf' ? `${PROTOBUF}, application/json` : 'application/json';
+  }
+
   private query(params: Record<string, string | number | undefined>): string {
     const q = new URLSearchParams();
     if (this.opts.labelSelector) q.set('labelSelector', this.opts.labelSelector);
@@ -203,7 +216,7 @@ export class Reflector {
     if (signal.aborted) onAbort();
     let res: IncomingMessage;
     try {
-      res = await this.opts.transport.get(path, ac.signal);
+      res = await this.opts.transport.get(path, ac.signal, this.accept);
     } catch (e) {
       throw ac.signal.aborted && ac.signal.reason instanceof Error ? ac.signal.reason : e;
     } finally {
@@ -212,7 +225,7 @@ export class Reflector {
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;
-    const body = (await readJson(res, 1 << 20).catch(() => undefined)) as { reason?: string; message?: string } | undefined;
+    const body = (await readBody(res, 1 << 20).then((b) => (mediaType(res) === PROTOBUF ? decodeStatus(b) : parseJsonBody(res, b))).catch(() => undefined)) as { reason?: string; message?: string } | undefined;
     throw new ApiError(`HTTP ${status}${body?.reason ? ` ${body.reason}` : ''}${body?.message ? `: ${body.message}` : ''}`, status, body?.reason ?? '');
   }
 
@@ -235,7 +248,9 @@ export class Reflector {
       let page: { metadata?: { resourceVersion?: string; continue?: string }; items?: unknown[] };
       try {
         const res = await this.get(this.query({ limit: limit > 0 ? limit : undefined, continue: cont }), signal, ac);
-        page = (await readJson(res)) as typeof page;
+        const body = await readBody(res);
+        page = (mediaType(res) === PROTOBUF ? decodeList(kind, body) : parseJsonBody(res, body)) as typeof page;
+        this.encoding = mediaType(res) === PROTOBUF ? 'protobuf' : 'JSON';
       } catch (e) {
         throw ac.signal.aborted && !signal.aborted && ac.signal.reason instanceof Error ? ac.signal.reason : e;
       } finally {
@@ -252,7 +267,7 @@ export class Reflector {
     if (!rv) throw new Error('list response has no resourceVersion');
     this.opts.store.replace(kind, items);
     this.applied = true;
-    this.noteListed(rv, items.length, `${pages} page${pages === 1 ? '' : 's'}`, t0);
+    this.noteListed(rv, items.length, `${pages} page${pages === 1 ? '' : 's'}, ${this.encoding}`, t0);
   }
 
   /** A list or watch-list's initial events are in the store: the store is current at `rv`. */
@@ -289,7 +304,29 @@ export class Reflector {
     return new Promise<number>((resolve, reject) => {
       let events = 0;
       let settled = false;
-      const splitter = new LineSplitter();
+      // Frames of protobuf WatchEvents, or one JSON event per line: as the server chose.
+      const protobuf = mediaType(res) === PROTOBUF;
+      this.encoding = protobuf ? 'protobuf' : 'JSON';
+      const lines = protobuf ? null : new LineSplitter();
+      const frames = protobuf ? new FrameSplitter() : null;
+      const onFrame = (buf: Buffer, start: number, end: number) => handle(decodeWatchEvent(kind, buf, start, end) as WatchEvent);
+      const onLine = (line: string) => {
+        let ev: WatchEvent;
+        try {
+          ev = JSON.parse(line) as WatchEvent;
+        } catch {
+          throw new Error(`undecodable watch event: ${line.slice(0, 200)}`);
+        }
+        handle(ev);
+      };
+      const read = (chunk: Buffer) => {
+        if (frames) frames.push(chunk, onFrame);
+        else for (const line of lines!.push(chunk)) onLine(line);
+      };
+      const readEnd = () => {
+        if (lines) for (const line of lines.end()) onLine(line);
+        else if (frames!.leftover > 0) throw new Error(`watch stream ended inside a frame (${frames!.leftover} bytes)`);
+      };
       const finish = (err?: Error) => {
         if (settled) return;
         settled = true;
@@ -306,13 +343,7 @@ export class Reflector {
       // The server ends the watch after timeoutSeconds; if it does not, something is wrong.
       const hard = setTimeout(() => finish(new Error(`watch not ended by the server ${timeoutSeconds} s + 60 s after it began (watchdog)`)), (timeoutSeconds + 60) * 1000);
       if (signal.aborted) return finish();
-      const handle = (line: string) => {
-        let ev: WatchEvent;
-        try {
-          ev = JSON.parse(line) as WatchEvent;
-        } catch {
-          throw new Error(`undecodable watch event: ${line.slice(0, 200)}`);
-        }
+      const handle = (ev: WatchEvent) => {
         const obj = ev.object;
         const rv = obj?.metadata?.resourceVersion;
         switch (ev.type) {
@@ -354,7 +385,7 @@ export class Reflector {
               this.applied = true;
             }
             this.stats.watchLists++;
-            this.noteListed(rv, initialCount, 'watch-list', t0);
+            this.noteListed(rv, initialCount, `watch-list, ${this.encoding}`, t0);
             return;
           case 'ERROR': {
             const code = typeof obj?.code === 'number' ? obj.code : 0;
@@ -369,14 +400,14 @@ export class Reflector {
         if (settled) return;
         idle.refresh(); // the same timer, restarted: a watch-list delivers thousands of chunks
         try {
-          for (const line of splitter.push(chunk)) handle(line);
+          read(chunk);
         } catch (e) {
           finish(e as Error);
         }
       });
       res.on('end', () => {
         try {
-          for (const line of splitter.end()) handle(line);
+          readEnd();
         } catch (e) {
           return finish(e as Error);
         }

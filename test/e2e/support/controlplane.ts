@@ -55,6 +55,8 @@ export interface ApiResponse<T = any> {
   headers: IncomingHttpHeaders;
   /** Raw response body (for a watch: one JSON event per line). */
   text: string;
+  /** The body's bytes (a protobuf response). */
+  raw: Buffer;
   /** The body parsed as JSON, or undefined when it is not one JSON document. */
   body: T;
 }
@@ -242,14 +244,15 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       const chunks: Buffer[] = [];
       const finish = () => {
         clearTimeout(timer);
-        const text = Buffer.concat(chunks).toString('utf8');
+        const raw = Buffer.concat(chunks);
+        const text = raw.toString('utf8');
         let parsed: any;
         try {
           parsed = text ? JSON.parse(text) : undefined;
         } catch {
           parsed = undefined;
         }
-        resolve({ status, headers: resHeaders, text, body: parsed });
+        resolve({ status, headers: resHeaders, text, raw, body: parsed });
       };
       const req = https.request(url, { method: method.toUpperCase(), headers, agent: httpsAgent }, (res) => {
         status = res.statusCode ?? 0;
