@@ -3,7 +3,8 @@
 // bench/first-sync/child.ts once per variant (a fresh process each: peak RSS is a process's
 // high-water mark) and prints time to synced, time to the node's first state, peak RSS and heap.
 // Variants with V8 flags show whether kpng could set them for itself (v8.setFlagsFromString at
-// start, no re-exec) and what they buy, beside the same flag on the node command line.
+// start, no re-exec) and what they buy, beside the same flag on the node command line. The last
+// variant reads the watch-list in JSON instead of protobuf.
 //
 //   node dist/bench/first-sync.bench.js [--services 10000] [--endpoints 10] [--runs 1]
 //     [--variants 0,1] (indexes into VARIANTS; default all) [--concurrency 16]
@@ -32,6 +33,8 @@ const VARIANTS: Variant[] = [
   // Does --max-semi-space-size take when set at run time? (It does not: the heap is configured at start.)
   { name: 'watch-list, V8 default + setFlagsFromString --max-semi-space-size=2', env: { KPNG_BENCH_V8_FLAGS: '--max-semi-space-size=2' }, nodeArgs: [V8_DEFAULT] },
   { name: 'watch-list, V8 default + node --max-semi-space-size=2', env: {}, nodeArgs: ['--max-semi-space-size=2'] },
+  // kpng asks for protobuf (as kube-proxy); this is the same watch-list in JSON.
+  { name: 'watch-list, JSON', env: { KPNG_BENCH_CONTENT_TYPE: 'json' }, nodeArgs: [] },
 ];
 
 function argValue(name: string, dflt: string): string {
@@ -42,7 +45,7 @@ function argValue(name: string, dflt: string): string {
 function runChild(v: Variant, kubeconfig: string): Promise<FirstSyncResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(nodeBinary(), [...v.nodeArgs, path.join(__dirname, 'first-sync', 'child.js'), '--kubeconfig', kubeconfig, '--node', 'n1'], {
-      env: { ...process.env, KPNG_KUBE_WATCH_LIST: '', KPNG_BENCH_V8_FLAGS: '', ...v.env },
+      env: { ...process.env, KPNG_KUBE_WATCH_LIST: '', KPNG_BENCH_V8_FLAGS: '', KPNG_BENCH_CONTENT_TYPE: '', ...v.env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
@@ -99,6 +102,7 @@ async function main(): Promise<void> {
     console.log('\n(above 1 = the second is better)');
     ratios('list', 'watch-list');
     ratios('list, V8 default young generation', 'watch-list');
+    ratios('watch-list, JSON', 'watch-list');
   } finally {
     await cp.stop();
   }

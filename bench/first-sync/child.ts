@@ -48,7 +48,8 @@ async function main(): Promise<void> {
   const store = new ClusterStore({ log });
   const state = new NodeState(store, node);
   const ac = new AbortController();
-  const source = await startKubeSource({ store, log, kubeconfig: arg('kubeconfig'), node, serviceProxyName: '', signal: ac.signal });
+  const source = await startKubeSource({ store, log, kubeconfig: arg('kubeconfig'), node, serviceProxyName: '', signal: ac.signal,
+    contentType: process.env.KPNG_BENCH_CONTENT_TYPE === 'json' ? 'json' : undefined });
   await store.whenSynced();
   const syncedMs = performance.now();
   await state.whenSynced();
