@@ -58,11 +58,7 @@ export function readBody(res: http.IncomingMessage, maxBytes = 1 << 30): Promise
   });
 }
 
-/** Reads a whole response body as JSON (bounded). */
-export async function readJson(res: http.IncomingMessage, maxBytes = 1 << 30): Promise<unknown> {
-  return parseJsonBody(res, await readBody(res, maxBytes));
-}
-
+/** A whole response body as JSON (undefined when empty). */
 export function parseJsonBody(res: http.IncomingMessage, body: Buffer): unknown {
   const text = body.toString('utf8');
   try {

@@ -13,6 +13,8 @@
 // the message; a watch stream is frames of a 4-byte big-endian length and a meta/v1.WatchEvent, whose
 // object (a RawExtension) holds an enveloped object.
 
+import type { Kind } from '../../store/cluster';
+
 export const PROTOBUF = 'application/vnd.kubernetes.protobuf';
 
 /** The encodings a reflector can ask for. */
@@ -113,9 +115,19 @@ class Reader {
   }
 }
 
-// Each message decoder reads tags until its end and switches on the whole tag, (field << 3) | wire
-// type, so that a field of an unexpected wire type is skipped like an unknown one. Written as plain
-// loops (no callback per message): the start of kpng runs this code before any optimizing compiler.
+// Each message decoder reads tags up to the reader's end and switches on the whole tag, (field << 3)
+// | wire type, so that a field of an unexpected wire type is skipped like an unknown one. sub()
+// narrows the reader to a nested message for its decoder. Plain loops and top-level functions (no
+// closure per message): kpng's start runs this code before any optimizing compiler.
+
+/** Decodes the length-delimited message that comes next with `decode` (which reads to r.end). */
+function sub<T>(r: Reader, decode: (r: Reader) => T): T {
+  const end = r.sub();
+  const outer = r.enter(end);
+  const v = decode(r);
+  r.leave(end, outer);
+  return v;
+}
 
 /** A string field, left out when empty as the JSON encoding does. */
 function setString(o: Obj, key: string, r: Reader): void {
@@ -129,10 +141,8 @@ function push<T>(o: Obj, key: string, v: T): void {
   else o[key] = [v];
 }
 
-/** A map<string, string> entry (key = 1, value = 2) into `into`. */
-function mapEntry(r: Reader, into: Obj): void {
-  const end = r.sub();
-  const outer = r.enter(end);
+/** A map<string, string> entry (key = 1, value = 2) as [key, value]. */
+function mapEntry(r: Reader): [string, string] {
   let key = '';
   let value = '';
   while (r.more()) {
@@ -141,29 +151,28 @@ function mapEntry(r: Reader, into: Obj): void {
     else if (tag === 0x12) value = r.string();
     else r.skip(tag);
   }
-  r.leave(end, outer);
+  return [key, value];
+}
+
+function setEntry(o: Obj, key: 'labels' | 'annotations', r: Reader): void {
+  const [k, v] = sub(r, mapEntry);
   // A key that would set the object's prototype instead of a property (never a valid label key).
-  if (key !== '__proto__') into[key] = value;
+  if (k !== '__proto__') ((o[key] ??= {}) as Obj)[k] = v;
 }
 
 /** meta/v1.Time as the JSON encoding writes it (RFC 3339, seconds). */
 function time(r: Reader): string {
-  const end = r.sub();
-  const outer = r.enter(end);
   let seconds = 0;
   while (r.more()) {
     const tag = r.uint();
     if (tag === 0x08) seconds = r.uint();
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return new Date(seconds * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
 /** meta/v1.ObjectMeta: the name, namespace, resourceVersion, labels, annotations and deletionTimestamp. */
 function objectMeta(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const m: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -171,20 +180,17 @@ function objectMeta(r: Reader): Obj {
       case 0x0a: setString(m, 'name', r); break;
       case 0x1a: setString(m, 'namespace', r); break;
       case 0x32: setString(m, 'resourceVersion', r); break;
-      case 0x4a: m.deletionTimestamp = time(r); break;
-      case 0x5a: mapEntry(r, (m.labels ??= {}) as Obj); break;
-      case 0x62: mapEntry(r, (m.annotations ??= {}) as Obj); break;
+      case 0x4a: m.deletionTimestamp = sub(r, time); break;
+      case 0x5a: setEntry(m, 'labels', r); break;
+      case 0x62: setEntry(m, 'annotations', r); break;
       default: r.skip(tag);
     }
   }
-  r.leave(end, outer);
   return m;
 }
 
 /** meta/v1.ListMeta: resourceVersion and continue. */
 function listMeta(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const m: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -192,15 +198,12 @@ function listMeta(r: Reader): Obj {
     else if (tag === 0x1a) setString(m, 'continue', r);
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return m;
 }
 
 // --- core/v1.Service ---
 
 function servicePort(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const p: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -212,41 +215,35 @@ function servicePort(r: Reader): Obj {
       default: r.skip(tag);
     }
   }
-  r.leave(end, outer);
   return p;
 }
 
-/** SessionAffinityConfig: { clientIP: { timeoutSeconds } }. */
-function sessionAffinityConfig(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
+function clientIPConfig(r: Reader): Obj {
   const c: Obj = {};
   while (r.more()) {
     const tag = r.uint();
-    if (tag !== 0x0a) { r.skip(tag); continue; }
-    const cend = r.sub();
-    const couter = r.enter(cend);
-    const ip: Obj = {};
-    while (r.more()) {
-      const t = r.uint();
-      if (t === 0x08) ip.timeoutSeconds = r.int32();
-      else r.skip(t);
-    }
-    r.leave(cend, couter);
-    c.clientIP = ip;
+    if (tag === 0x08) c.timeoutSeconds = r.int32();
+    else r.skip(tag);
   }
-  r.leave(end, outer);
+  return c;
+}
+
+function sessionAffinityConfig(r: Reader): Obj {
+  const c: Obj = {};
+  while (r.more()) {
+    const tag = r.uint();
+    if (tag === 0x0a) c.clientIP = sub(r, clientIPConfig);
+    else r.skip(tag);
+  }
   return c;
 }
 
 function serviceSpec(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const s: Obj = {};
   while (r.more()) {
     const tag = r.uint();
     switch (tag) {
-      case 0x0a: push(s, 'ports', servicePort(r)); break;
+      case 0x0a: push(s, 'ports', sub(r, servicePort)); break;
       case 0x1a: setString(s, 'clusterIP', r); break;
       case 0x22: setString(s, 'type', r); break;
       case 0x2a: push(s, 'externalIPs', r.string()); break;
@@ -254,20 +251,17 @@ function serviceSpec(r: Reader): Obj {
       case 0x4a: push(s, 'loadBalancerSourceRanges', r.string()); break;
       case 0x5a: setString(s, 'externalTrafficPolicy', r); break;
       case 0x60: s.healthCheckNodePort = r.int32(); break;
-      case 0x72: s.sessionAffinityConfig = sessionAffinityConfig(r); break;
-      case 0x92: push(s, 'clusterIPs', r.string()); break; // field 18: two-byte tag 0x92 0x01
+      case 0x72: s.sessionAffinityConfig = sub(r, sessionAffinityConfig); break;
+      case 0x92: push(s, 'clusterIPs', r.string()); break; // field 18 (on the wire: 0x92 0x01)
       case 0xb2: setString(s, 'internalTrafficPolicy', r); break; // 22
       case 0xba: setString(s, 'trafficDistribution', r); break; // 23
       default: r.skip(tag);
     }
   }
-  r.leave(end, outer);
   return s;
 }
 
 function loadBalancerIngress(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const g: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -276,30 +270,26 @@ function loadBalancerIngress(r: Reader): Obj {
     else if (tag === 0x1a) setString(g, 'ipMode', r);
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return g;
 }
 
-/** ServiceStatus: { loadBalancer: { ingress: [...] } }. */
+function loadBalancerStatus(r: Reader): Obj {
+  const lb: Obj = {};
+  while (r.more()) {
+    const tag = r.uint();
+    if (tag === 0x0a) push(lb, 'ingress', sub(r, loadBalancerIngress));
+    else r.skip(tag);
+  }
+  return lb;
+}
+
 function serviceStatus(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const s: Obj = {};
   while (r.more()) {
     const tag = r.uint();
-    if (tag !== 0x0a) { r.skip(tag); continue; }
-    const lend = r.sub();
-    const louter = r.enter(lend);
-    const lb: Obj = {};
-    while (r.more()) {
-      const t = r.uint();
-      if (t === 0x0a) push(lb, 'ingress', loadBalancerIngress(r));
-      else r.skip(t);
-    }
-    r.leave(lend, louter);
-    s.loadBalancer = lb;
+    if (tag === 0x0a) s.loadBalancer = sub(r, loadBalancerStatus);
+    else r.skip(tag);
   }
-  r.leave(end, outer);
   return s;
 }
 
@@ -307,9 +297,9 @@ function service(r: Reader): Obj {
   const o: Obj = {};
   while (r.more()) {
     const tag = r.uint();
-    if (tag === 0x0a) o.metadata = objectMeta(r);
-    else if (tag === 0x12) o.spec = serviceSpec(r);
-    else if (tag === 0x1a) o.status = serviceStatus(r);
+    if (tag === 0x0a) o.metadata = sub(r, objectMeta);
+    else if (tag === 0x12) o.spec = sub(r, serviceSpec);
+    else if (tag === 0x1a) o.status = sub(r, serviceStatus);
     else r.skip(tag);
   }
   return o;
@@ -318,8 +308,6 @@ function service(r: Reader): Obj {
 // --- discovery/v1.EndpointSlice ---
 
 function conditions(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const c: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -328,60 +316,48 @@ function conditions(r: Reader): Obj {
     else if (tag === 0x18) c.terminating = r.bool();
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return c;
 }
 
 /** ForZone or ForNode: { name }. */
 function named(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const n: Obj = {};
   while (r.more()) {
     const tag = r.uint();
     if (tag === 0x0a) setString(n, 'name', r);
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return n;
 }
 
 function hints(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const h: Obj = {};
   while (r.more()) {
     const tag = r.uint();
-    if (tag === 0x0a) push(h, 'forZones', named(r));
-    else if (tag === 0x12) push(h, 'forNodes', named(r));
+    if (tag === 0x0a) push(h, 'forZones', sub(r, named));
+    else if (tag === 0x12) push(h, 'forNodes', sub(r, named));
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return h;
 }
 
 function endpoint(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const e: Obj = {};
   while (r.more()) {
     const tag = r.uint();
     switch (tag) {
       case 0x0a: push(e, 'addresses', r.string()); break;
-      case 0x12: e.conditions = conditions(r); break;
+      case 0x12: e.conditions = sub(r, conditions); break;
       case 0x32: setString(e, 'nodeName', r); break;
       case 0x3a: setString(e, 'zone', r); break;
-      case 0x42: e.hints = hints(r); break;
+      case 0x42: e.hints = sub(r, hints); break;
       default: r.skip(tag);
     }
   }
-  r.leave(end, outer);
   return e;
 }
 
 function endpointPort(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const p: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -390,7 +366,6 @@ function endpointPort(r: Reader): Obj {
     else if (tag === 0x18) p.port = r.int32();
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return p;
 }
 
@@ -399,9 +374,9 @@ function endpointSlice(r: Reader): Obj {
   while (r.more()) {
     const tag = r.uint();
     switch (tag) {
-      case 0x0a: o.metadata = objectMeta(r); break;
-      case 0x12: push(o, 'endpoints', endpoint(r)); break;
-      case 0x1a: push(o, 'ports', endpointPort(r)); break;
+      case 0x0a: o.metadata = sub(r, objectMeta); break;
+      case 0x12: push(o, 'endpoints', sub(r, endpoint)); break;
+      case 0x1a: push(o, 'ports', sub(r, endpointPort)); break;
       case 0x22: setString(o, 'addressType', r); break;
       default: r.skip(tag);
     }
@@ -412,8 +387,6 @@ function endpointSlice(r: Reader): Obj {
 // --- core/v1.Node ---
 
 function taint(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const t: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -422,13 +395,20 @@ function taint(r: Reader): Obj {
     else if (tag === 0x1a) setString(t, 'effect', r);
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return t;
 }
 
+function nodeSpec(r: Reader): Obj {
+  const s: Obj = {};
+  while (r.more()) {
+    const tag = r.uint();
+    if (tag === 0x2a) push(s, 'taints', sub(r, taint));
+    else r.skip(tag);
+  }
+  return s;
+}
+
 function nodeAddress(r: Reader): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
   const a: Obj = {};
   while (r.more()) {
     const tag = r.uint();
@@ -436,31 +416,26 @@ function nodeAddress(r: Reader): Obj {
     else if (tag === 0x12) setString(a, 'address', r);
     else r.skip(tag);
   }
-  r.leave(end, outer);
   return a;
 }
 
-/** NodeSpec's taints (field 5) or NodeStatus's addresses (field 5). */
-function listField5(r: Reader, key: string, item: (r: Reader) => Obj): Obj {
-  const end = r.sub();
-  const outer = r.enter(end);
-  const o: Obj = {};
+function nodeStatus(r: Reader): Obj {
+  const s: Obj = {};
   while (r.more()) {
     const tag = r.uint();
-    if (tag === 0x2a) push(o, key, item(r));
+    if (tag === 0x2a) push(s, 'addresses', sub(r, nodeAddress));
     else r.skip(tag);
   }
-  r.leave(end, outer);
-  return o;
+  return s;
 }
 
 function node(r: Reader): Obj {
   const o: Obj = {};
   while (r.more()) {
     const tag = r.uint();
-    if (tag === 0x0a) o.metadata = objectMeta(r);
-    else if (tag === 0x12) o.spec = listField5(r, 'taints', taint);
-    else if (tag === 0x1a) o.status = listField5(r, 'addresses', nodeAddress);
+    if (tag === 0x0a) o.metadata = sub(r, objectMeta);
+    else if (tag === 0x12) o.spec = sub(r, nodeSpec);
+    else if (tag === 0x1a) o.status = sub(r, nodeStatus);
     else r.skip(tag);
   }
   return o;
@@ -483,11 +458,22 @@ function status(r: Reader): Obj {
 
 // --- envelopes ---
 
-/** The kinds a reflector reads, by the kind its requests name. */
-export type ProtoKind = 'Service' | 'EndpointSlice' | 'Node';
+/** The kinds a reflector reads. */
+export type ProtoKind = Kind;
 const decoders: Record<ProtoKind, (r: Reader) => Obj> = { Service: service, EndpointSlice: endpointSlice, Node: node };
 
 const MAGIC = [0x6b, 0x38, 0x73, 0x00]; // "k8s\0"
+
+/** runtime.TypeMeta's kind (field 2). */
+function typeMetaKind(r: Reader): string {
+  let kind = '';
+  while (r.more()) {
+    const tag = r.uint();
+    if (tag === 0x12) kind = r.string();
+    else r.skip(tag);
+  }
+  return kind;
+}
 
 /** An enveloped object (magic + runtime.Unknown) in buf[start, end): its kind and a reader of its message. */
 function enveloped(buf: Buffer, start: number, end: number, what: string): { typeKind: string; r: Reader } {
@@ -501,16 +487,8 @@ function enveloped(buf: Buffer, start: number, end: number, what: string): { typ
   let contentEncoding = '';
   while (r.more()) {
     const tag = r.uint();
-    if (tag === 0x0a) { // TypeMeta: kind = 2
-      const tend = r.sub();
-      const outer = r.enter(tend);
-      while (r.more()) {
-        const t = r.uint();
-        if (t === 0x12) typeKind = r.string();
-        else r.skip(t);
-      }
-      r.leave(tend, outer);
-    } else if (tag === 0x12) {
+    if (tag === 0x0a) typeKind = sub(r, typeMetaKind);
+    else if (tag === 0x12) {
       rawEnd = r.sub();
       rawStart = r.pos;
       r.pos = rawEnd;
@@ -537,13 +515,9 @@ export function decodeList(kind: ProtoKind, buf: Buffer): Obj {
   const list: Obj = { items };
   while (r.more()) {
     const tag = r.uint();
-    if (tag === 0x0a) list.metadata = listMeta(r);
-    else if (tag === 0x12) {
-      const iend = r.sub();
-      const outer = r.enter(iend);
-      items.push(decode(r));
-      r.leave(iend, outer);
-    } else r.skip(tag);
+    if (tag === 0x0a) list.metadata = sub(r, listMeta);
+    else if (tag === 0x12) items.push(sub(r, decode));
+    else r.skip(tag);
   }
   return list;
 }
