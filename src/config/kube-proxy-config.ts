@@ -142,6 +142,10 @@ export function parseKubeProxyConfiguration(text: string, source = 'config'): Ku
   const client = f.sub('clientConnection');
   ignoreIfSet(client, ['acceptContentTypes', 'qps', 'burst']);
   const contentType = client.str('contentType');
+  // kube-proxy's client speaks these two; anything else is a mistake worth stopping on.
+  if (contentType && !['application/vnd.kubernetes.protobuf', 'application/json'].includes(contentType.trim().toLowerCase())) {
+    throw new ConfigError(`${client.path('contentType')}: ${JSON.stringify(contentType)} is not application/vnd.kubernetes.protobuf or application/json`);
+  }
 
   const logging = f.sub('logging');
   const verbosity = logging.int('verbosity', 0, 1000);

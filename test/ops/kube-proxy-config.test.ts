@@ -105,6 +105,7 @@ test('kube-proxy\'s command line becomes kpng kube; flags win over the file', ()
   expect(parseKubeProxyConfiguration(files['/j.yaml'], 'j').ignored).toEqual([]);
   expect(parseCli(resolveKubeProxyArgs(['--config', '/j.yaml'], { registered, readFile }).argv).kubeContentType).toBe('json');
   expect(parseCli(resolveKubeProxyArgs(['--config', '/j.yaml', '--kube-api-content-type', 'application/vnd.kubernetes.protobuf'], { registered, readFile }).argv).kubeContentType).toBe('protobuf');
+  expect(() => parseKubeProxyConfiguration(kubeadm.replace('contentType: ""', 'contentType: application/yaml'), 'y')).toThrow(/clientConnection.contentType: "application\/yaml" is not application\/vnd.kubernetes.protobuf or application\/json/);
   expect(() => parseCli(['kube', '--kube-api-content-type', 'application/yaml'])).toThrow(/--kube-api-content-type "application\/yaml": expected application\/vnd.kubernetes.protobuf or application\/json/);
 
   const f = resolveKubeProxyArgs(['file', '--input', 'x.yaml', '--metrics-bind-address', '', '--healthz-bind-address=127.0.0.1:0', '--conntrack-tcp-timeout-established', '1h', '--conntrack-tcp-be-liberal', '--proxy-mode', 'iptables', '--to', 'routes'], { registered });
