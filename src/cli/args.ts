@@ -4,7 +4,7 @@ import os from 'node:os';
 import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backend/registry';
 import { modelOptions, OptionError, type ModelOptions } from '../model/options';
 import { JIT_CPU_SHARE, JIT_MODES, JIT_OBJECTS, type JitMode } from '../util/jit';
-import { PROTOBUF, type ContentType } from '../source/kube/protobuf';
+import { contentTypeOf, PROTOBUF, type ContentType } from '../source/kube/protobuf';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -118,11 +118,12 @@ Options:
 
 /** --kube-api-content-type: kube-proxy's media types (or their short names) to the kube source's encoding. */
 export function contentTypeFlag(v: string | undefined): ContentType {
-  switch (v?.trim().toLowerCase()) {
-    case undefined: case '': case PROTOBUF: case 'protobuf': return 'protobuf';
-    case 'application/json': case 'json': return 'json';
-    default: throw new UsageError(`--kube-api-content-type ${JSON.stringify(v)}: expected ${PROTOBUF} or application/json`);
-  }
+  const t = v?.trim().toLowerCase() ?? '';
+  if (t === '' || t === 'protobuf') return 'protobuf';
+  if (t === 'json') return 'json';
+  const type = contentTypeOf(t);
+  if (!type) throw new UsageError(`--kube-api-content-type ${JSON.stringify(v)}: expected ${PROTOBUF} or application/json`);
+  return type;
 }
 
 /** "1s", "250ms", "2m", "0" or a number of seconds, to milliseconds. */

@@ -7,6 +7,7 @@
 import { yaml } from '../util/lazy-yaml';
 import { parseGoDuration } from './duration';
 import { KUBE_PROXY_CONNTRACK_DEFAULTS, type ConntrackSettings } from './conntrack';
+import { contentTypeOf, PROTOBUF } from '../source/kube/protobuf';
 
 export const API_VERSION = 'kubeproxy.config.k8s.io/v1alpha1';
 export const KIND = 'KubeProxyConfiguration';
@@ -143,8 +144,8 @@ export function parseKubeProxyConfiguration(text: string, source = 'config'): Ku
   ignoreIfSet(client, ['acceptContentTypes', 'qps', 'burst']);
   const contentType = client.str('contentType');
   // kube-proxy's client speaks these two; anything else is a mistake worth stopping on.
-  if (contentType && !['application/vnd.kubernetes.protobuf', 'application/json'].includes(contentType.trim().toLowerCase())) {
-    throw new ConfigError(`${client.path('contentType')}: ${JSON.stringify(contentType)} is not application/vnd.kubernetes.protobuf or application/json`);
+  if (contentType && !contentTypeOf(contentType)) {
+    throw new ConfigError(`${client.path('contentType')}: ${JSON.stringify(contentType)} is not ${PROTOBUF} or application/json`);
   }
 
   const logging = f.sub('logging');

@@ -20,6 +20,15 @@ export const PROTOBUF = 'application/vnd.kubernetes.protobuf';
 /** The encodings a reflector can ask for. */
 export type ContentType = 'protobuf' | 'json';
 
+/** kube-proxy's content types (its flag and clientConnection.contentType) as an encoding; undefined for any other. */
+export function contentTypeOf(mediaType: string): ContentType | undefined {
+  switch (mediaType.trim().toLowerCase()) {
+    case PROTOBUF: return 'protobuf';
+    case 'application/json': return 'json';
+    default: return undefined;
+  }
+}
+
 /** A response that claims to be protobuf but cannot be read as the message expected. */
 export class ProtobufError extends Error {}
 
@@ -141,6 +150,33 @@ function push<T>(o: Obj, key: string, v: T): void {
   else o[key] = [v];
 }
 
+/** A small message of string fields only, by tag (e.g. { 0x0a: 'ip' }): the rarely read ones. */
+function stringFields(names: Readonly<Record<number, string>>): (r: Reader) => Obj {
+  return (r) => {
+    const o: Obj = {};
+    while (r.more()) {
+      const tag = r.uint();
+      const key = names[tag];
+      if (key !== undefined) setString(o, key, r);
+      else r.skip(tag);
+    }
+    return o;
+  };
+}
+
+/** A message read for one repeated message field (`tag`), kept as `key`: [items]. */
+function listField(tag: number, key: string, item: (r: Reader) => Obj): (r: Reader) => Obj {
+  return (r) => {
+    const o: Obj = {};
+    while (r.more()) {
+      const t = r.uint();
+      if (t === tag) push(o, key, sub(r, item));
+      else r.skip(t);
+    }
+    return o;
+  };
+}
+
 /** A map<string, string> entry (key = 1, value = 2) as [key, value]. */
 function mapEntry(r: Reader): [string, string] {
   let key = '';
@@ -189,17 +225,23 @@ function objectMeta(r: Reader): Obj {
   return m;
 }
 
-/** meta/v1.ListMeta: resourceVersion and continue. */
-function listMeta(r: Reader): Obj {
-  const m: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x12) setString(m, 'resourceVersion', r);
-    else if (tag === 0x1a) setString(m, 'continue', r);
-    else r.skip(tag);
-  }
-  return m;
+/** A top-level object of metadata (1), spec (2) and status (3): Service, Node. */
+function metaSpecStatus(spec: (r: Reader) => Obj, status: (r: Reader) => Obj): (r: Reader) => Obj {
+  return (r) => {
+    const o: Obj = {};
+    while (r.more()) {
+      const tag = r.uint();
+      if (tag === 0x0a) o.metadata = sub(r, objectMeta);
+      else if (tag === 0x12) o.spec = sub(r, spec);
+      else if (tag === 0x1a) o.status = sub(r, status);
+      else r.skip(tag);
+    }
+    return o;
+  };
 }
+
+/** meta/v1.ListMeta: resourceVersion and continue. */
+const listMeta = stringFields({ 0x12: 'resourceVersion', 0x1a: 'continue' });
 
 // --- core/v1.Service ---
 
@@ -261,27 +303,9 @@ function serviceSpec(r: Reader): Obj {
   return s;
 }
 
-function loadBalancerIngress(r: Reader): Obj {
-  const g: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) setString(g, 'ip', r);
-    else if (tag === 0x12) setString(g, 'hostname', r);
-    else if (tag === 0x1a) setString(g, 'ipMode', r);
-    else r.skip(tag);
-  }
-  return g;
-}
-
-function loadBalancerStatus(r: Reader): Obj {
-  const lb: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) push(lb, 'ingress', sub(r, loadBalancerIngress));
-    else r.skip(tag);
-  }
-  return lb;
-}
+const loadBalancerIngress = stringFields({ 0x0a: 'ip', 0x12: 'hostname', 0x1a: 'ipMode' });
+/** LoadBalancerStatus: { ingress: [...] }. */
+const loadBalancerStatus = listField(0x0a, 'ingress', loadBalancerIngress);
 
 function serviceStatus(r: Reader): Obj {
   const s: Obj = {};
@@ -293,17 +317,7 @@ function serviceStatus(r: Reader): Obj {
   return s;
 }
 
-function service(r: Reader): Obj {
-  const o: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) o.metadata = sub(r, objectMeta);
-    else if (tag === 0x12) o.spec = sub(r, serviceSpec);
-    else if (tag === 0x1a) o.status = sub(r, serviceStatus);
-    else r.skip(tag);
-  }
-  return o;
-}
+const service = metaSpecStatus(serviceSpec, serviceStatus);
 
 // --- discovery/v1.EndpointSlice ---
 
@@ -320,15 +334,7 @@ function conditions(r: Reader): Obj {
 }
 
 /** ForZone or ForNode: { name }. */
-function named(r: Reader): Obj {
-  const n: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) setString(n, 'name', r);
-    else r.skip(tag);
-  }
-  return n;
-}
+const named = stringFields({ 0x0a: 'name' });
 
 function hints(r: Reader): Obj {
   const h: Obj = {};
@@ -386,60 +392,14 @@ function endpointSlice(r: Reader): Obj {
 
 // --- core/v1.Node ---
 
-function taint(r: Reader): Obj {
-  const t: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) setString(t, 'key', r);
-    else if (tag === 0x12) setString(t, 'value', r);
-    else if (tag === 0x1a) setString(t, 'effect', r);
-    else r.skip(tag);
-  }
-  return t;
-}
+const taint = stringFields({ 0x0a: 'key', 0x12: 'value', 0x1a: 'effect' });
+/** NodeSpec: { taints: [...] } (field 5). */
+const nodeSpec = listField(0x2a, 'taints', taint);
+const nodeAddress = stringFields({ 0x0a: 'type', 0x12: 'address' });
+/** NodeStatus: { addresses: [...] } (field 5). */
+const nodeStatus = listField(0x2a, 'addresses', nodeAddress);
 
-function nodeSpec(r: Reader): Obj {
-  const s: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x2a) push(s, 'taints', sub(r, taint));
-    else r.skip(tag);
-  }
-  return s;
-}
-
-function nodeAddress(r: Reader): Obj {
-  const a: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) setString(a, 'type', r);
-    else if (tag === 0x12) setString(a, 'address', r);
-    else r.skip(tag);
-  }
-  return a;
-}
-
-function nodeStatus(r: Reader): Obj {
-  const s: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x2a) push(s, 'addresses', sub(r, nodeAddress));
-    else r.skip(tag);
-  }
-  return s;
-}
-
-function node(r: Reader): Obj {
-  const o: Obj = {};
-  while (r.more()) {
-    const tag = r.uint();
-    if (tag === 0x0a) o.metadata = sub(r, objectMeta);
-    else if (tag === 0x12) o.spec = sub(r, nodeSpec);
-    else if (tag === 0x1a) o.status = sub(r, nodeStatus);
-    else r.skip(tag);
-  }
-  return o;
-}
+const node = metaSpecStatus(nodeSpec, nodeStatus);
 
 // --- meta/v1.Status (errors) ---
 

@@ -79,6 +79,15 @@ export class WatchListSupport {
   }
 }
 
+/** The encoding the server answered in (for logs, and to pick the reader). */
+const encodingOf = (res: IncomingMessage): 'protobuf' | 'JSON' => (mediaType(res) === PROTOBUF ? 'protobuf' : 'JSON');
+
+/** A whole response body in the encoding the server chose: `protobuf` decodes it, else JSON. */
+async function readDecoded(res: IncomingMessage, protobuf: (body: Buffer) => unknown, maxBytes?: number): Promise<unknown> {
+  const body = await readBody(res, maxBytes);
+  return encodingOf(res) === 'protobuf' ? protobuf(body) : parseJsonBody(res, body);
+}
+
 /** The annotation of the bookmark that ends a watch-list's initial events. */
 export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
@@ -123,7 +132,7 @@ export class Reflector {
   /** Something of this kind went into the store (a later initial sync must replace, not add). */
   private applied = false;
   /** The encoding of the last response read (for logs). */
-  private encoding = '';
+  private encoding: 'protobuf' | 'JSON' | '' = '';
 
   constructor(private readonly opts: ReflectorOptions) {
     this.listed = new Promise((r) => (this.resolveListed = r));
@@ -225,7 +234,7 @@ export class Reflector {
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;
-    const body = (await readBody(res, 1 << 20).then((b) => (mediaType(res) === PROTOBUF ? decodeStatus(b) : parseJsonBody(res, b))).catch(() => undefined)) as { reason?: string; message?: string } | undefined;
+    const body = (await readDecoded(res, decodeStatus, 1 << 20).catch(() => undefined)) as { reason?: string; message?: string } | undefined;
     throw new ApiError(`HTTP ${status}${body?.reason ? ` ${body.reason}` : ''}${body?.message ? `: ${body.message}` : ''}`, status, body?.reason ?? '');
   }
 
@@ -248,9 +257,8 @@ export class Reflector {
       let page: { metadata?: { resourceVersion?: string; continue?: string }; items?: unknown[] };
       try {
         const res = await this.get(this.query({ limit: limit > 0 ? limit : undefined, continue: cont }), signal, ac);
-        const body = await readBody(res);
-        page = (mediaType(res) === PROTOBUF ? decodeList(kind, body) : parseJsonBody(res, body)) as typeof page;
-        this.encoding = mediaType(res) === PROTOBUF ? 'protobuf' : 'JSON';
+        page = (await readDecoded(res, (b) => decodeList(kind, b))) as typeof page;
+        this.encoding = encodingOf(res);
       } catch (e) {
         throw ac.signal.aborted && !signal.aborted && ac.signal.reason instanceof Error ? ac.signal.reason : e;
       } finally {
@@ -305,8 +313,8 @@ export class Reflector {
       let events = 0;
       let settled = false;
       // Frames of protobuf WatchEvents, or one JSON event per line: as the server chose.
-      const protobuf = mediaType(res) === PROTOBUF;
-      this.encoding = protobuf ? 'protobuf' : 'JSON';
+      this.encoding = encodingOf(res);
+      const protobuf = this.encoding === 'protobuf';
       const lines = protobuf ? null : new LineSplitter();
       const frames = protobuf ? new FrameSplitter() : null;
       const onFrame = (buf: Buffer, start: number, end: number) => handle(decodeWatchEvent(kind, buf, start, end) as WatchEvent);
