@@ -144,7 +144,7 @@ function runWorker(): void {
       const note: BatchNote = {
         i: first + k, reset: b.reset, changes: b.changes.length, items: b.items,
         keys: b.changes.length <= 5 ? b.changes.map((ch) => ch.key) : [],
-        port1000: svc?.op === 'set' ? svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0 : 0,
+        port1000: svc?.op === 'set' ? svc.item.service!.ports[0].clusterEndpoints.at(0)?.port ?? 0 : 0,
         bytes: c.stats.bytes, messages: c.stats.messages, reconnects: c.stats.failures,
       };
       parentPort!.postMessage(note);
@@ -198,7 +198,7 @@ function runLightClients(api: string, nodes: string[], first: number): void {
           changes = decoded.length;
           keys = decoded.length <= 5 ? decoded.map((o) => (o.op === 'set' ? o.item.key : o.op === 'delete' ? o.key : '')) : [];
           const svc = decoded.find((o) => o.op === 'set' && o.item.key === BURST_KEY);
-          if (svc?.op === 'set') port1000 = svc.item.service!.ports[0].clusterEndpoints[0]?.port ?? 0;
+          if (svc?.op === 'set') port1000 = svc.item.service!.ports[0].clusterEndpoints.at(0)?.port ?? 0;
         }
         const note: BatchNote = { i: first + k, reset, changes, items: sync.items ?? 0, keys, port1000, bytes, messages, reconnects };
         parentPort!.postMessage(note);

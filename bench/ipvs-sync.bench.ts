@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as os from 'node:os';
-import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Service } from '../src/model/enls';
+import { EndpointList, IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Service } from '../src/model/enls';
 import type { Dataplane, SyncReport } from '../src/backend/kernel/dataplane';
 import { IpvsDataplane } from '../src/backend/ipvs/dataplane';
 import { NftDataplane } from '../src/backend/nft/sink';
@@ -80,8 +80,9 @@ async function measure(name: string, make: (netns: string) => Dataplane, service
     const i = (c * 7919) % services.length;
     const old = services[i];
     // One endpoint replaced by a new one (the others stay).
-    const next: Service = JSON.parse(JSON.stringify(old));
-    next.ports[0].clusterEndpoints[ENDPOINTS - 1].ip = ip4(((10 << 24) | (201 << 16)) + c + 1);
+    const eps = old.ports[0].clusterEndpoints.toArray();
+    eps[ENDPOINTS - 1] = { ...eps[ENDPOINTS - 1], ip: ip4(((10 << 24) | (201 << 16)) + c + 1) };
+    const next: Service = { ...old, ports: [{ ...old.ports[0], clusterEndpoints: EndpointList.from(eps) }] };
     const one = await timed(() => dp.update([{ key: `svc/bench/s${i}`, old, new: next }], NODE, 3 + c));
     services[i] = next;
     times.push(one.ms);

@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import { IPFamily, normalizeItem, Protocol, Target, type Item, type NodeInfo, type Service } from '../src/model/enls';
+import { EndpointList, IPFamily, normalizeItem, Protocol, Target, type Endpoint, type Item, type NodeInfo, type Service } from '../src/model/enls';
 import { fullSyncOps, TableModel } from '../src/backend/nft/plan';
 import { toNftOps } from '../src/backend/nft/netlink';
 import { toNftText } from '../src/backend/nft/text';
@@ -62,6 +62,12 @@ function service(i: number, eps = 10, epBase = 0): Item {
       }],
     },
   });
+}
+
+/** The item with its first port's cluster endpoints replaced (items are immutable: a new item). */
+function withEndpoints(item: Item, eps: Endpoint[]): Item {
+  const svc = item.service!;
+  return { key: item.key, service: { ...svc, ports: [{ ...svc.ports[0], clusterEndpoints: EndpointList.from(eps) }, ...svc.ports.slice(1)] } };
 }
 
 function view(items: Item[], revision = 1): StateView {
@@ -132,9 +138,9 @@ async function incremental(): Promise<void> {
     const i = Math.floor(Math.random() * n);
     const item = items[i];
     // Replace one endpoint by a new address.
-    const svc = structuredClone(item.service!);
-    svc.ports[0].clusterEndpoints[c % 10] = { ip: ip4((10 << 24) | (201 << 16) + c + 1), port: 8080, local: false, terminating: false };
-    const next = normalizeItem({ key: item.key, service: svc });
+    const eps = item.service!.ports[0].clusterEndpoints.toArray();
+    eps[c % 10] = { ip: ip4((10 << 24) | (201 << 16) + c + 1), port: 8080, local: false, terminating: false };
+    const next = withEndpoints(item, eps);
     items[i] = next;
     const t = performance.now();
     await sink.apply({ revision: rev++, reset: false, changes: [{ op: 'set', key: next.key, item: next }] }, view(items, rev));
@@ -146,9 +152,7 @@ async function incremental(): Promise<void> {
   const scale: number[] = [];
   for (let c = 0; c < 50; c++) {
     const i = Math.floor(Math.random() * n);
-    const svc = structuredClone(items[i].service!);
-    svc.ports[0].clusterEndpoints = svc.ports[0].clusterEndpoints.slice(0, 5 + (c % 5));
-    const next = normalizeItem({ key: items[i].key, service: svc });
+    const next = withEndpoints(items[i], items[i].service!.ports[0].clusterEndpoints.toArray().slice(0, 5 + (c % 5)));
     items[i] = next;
     const t = performance.now();
     await sink.apply({ revision: rev++, reset: false, changes: [{ op: 'set', key: next.key, item: next }] }, view(items, rev));

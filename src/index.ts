@@ -1,7 +1,7 @@
 // kpng as a library: `import { watchLocalState, type Backend } from 'kpng'`.
 //
 // - The ENLS (expected node-local state) as strict TypeScript types: Item, Service,
-//   PortEndpoints, Endpoint, NodeInfo... and its protobuf codec.
+//   ServicePort, EndpointList (endpoints by column), NodeInfo... and its protobuf codec.
 // - The Sink contract (Batch, Change, StateView) that kpng's own backends implement.
 // - Receiving a node's state, in-process or from another kpng over its API socket, as full
 //   state (Backend.onState) or incremental changes (Backend.onChange).
@@ -10,7 +10,7 @@
 
 // The ENLS.
 export type { IPSet, Port, Endpoint, Route, Routes, ServicePort, SessionAffinity, Service, NodeInfo, Item } from './model/enls';
-export { Protocol, Target, IPFamily, NODE_KEY, serviceKey, encodeItem, decodeItem, normalizeItem, protocolName, ofFamily, pb } from './model/enls';
+export { EndpointList, Protocol, Target, IPFamily, NODE_KEY, serviceKey, encodeItem, decodeItem, normalizeItem, wireItem, protocolName, ofFamily, pb } from './model/enls';
 export { routeEndpoints, externalRoutesOf, describeRoute, describeRoutes, targetName } from './model/views';
 export { modelOptions, DEFAULT_MODEL_OPTIONS, type ModelOptions } from './model/options';
 

@@ -6,7 +6,7 @@ import { decodeOpBatch, encodeBatch, MAX_INFLATED_BYTES } from '../src/api/codec
 import { assemble, deflatePiece } from '../src/api/deflate';
 import { kpng } from '../src/gen/proto';
 import { computeServiceItem } from '../src/model/compute';
-import type { Item } from '../src/model/enls';
+import { wireItem, type Item } from '../src/model/enls';
 import { ClusterStore } from '../src/store/cluster';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
@@ -32,7 +32,7 @@ test('encodeBatch messages equal protobufjs OpBatch encodings, in chunks', () =>
   const check = (reset: boolean, ops: (Item | string)[], chunk: number) => {
     const msgs = [...encodeBatch({ reset, ops, revision: 7 }, items.length, chunk)];
     expect(msgs.length).toBeGreaterThan(2);
-    const expected: kpng.watchv1.IOp[] = [...(reset ? [{ reset: {} }] : []), ...ops.map((o) => (typeof o === 'string' ? { delete: { key: o } } : { set: o })), { sync: { revision: 7, items: items.length } }];
+    const expected: kpng.watchv1.IOp[] = [...(reset ? [{ reset: {} }] : []), ...ops.map((o) => (typeof o === 'string' ? { delete: { key: o } } : { set: wireItem(o) })), { sync: { revision: 7, items: items.length } }];
     let at = 0;
     for (const m of msgs) {
       const n = w.OpBatch.decode(m).ops.length;
@@ -146,7 +146,7 @@ test('a node state\'s full list, read by shared blocks, encodes to the bytes of 
       expect(a.length).toBeGreaterThan(5);
       expect(a.map((m) => m.toString('base64'))).toEqual(b.map((m) => m.toString('base64')));
       expect(a.flatMap((m) => decodeOpBatch(m)).filter((o) => o.op === 'set').map((o) => o.op === 'set' && o.item))
-        .toEqual(s.itemList().flatMap((it) => decodeOpBatch(Buffer.from(w.OpBatch.encode({ ops: [{ set: it }] }).finish()))).map((o) => o.op === 'set' && o.item));
+        .toEqual(s.itemList().flatMap((it) => decodeOpBatch(Buffer.from(w.OpBatch.encode({ ops: [{ set: wireItem(it) }] }).finish()))).map((o) => o.op === 'set' && o.item));
     }
   }
   for (const s of states) s.close();

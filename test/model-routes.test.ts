@@ -70,7 +70,7 @@ describe('traffic policies', () => {
     // Cluster-wide a ready endpoint exists; locally only a terminating one, which is used.
     expect(one(c)).toMatchObject({ internal: ['10.244.2.1:8080'], external: ['10.244.1.1:8080'] });
     const item = c.state.get('svc/default/web')!.service!.ports[0];
-    expect(item.localEndpoints[0]).toMatchObject({ local: true, terminating: true });
+    expect(item.localEndpoints.at(0)).toMatchObject({ local: true, terminating: true });
   });
 
   test('both policies Local', () => {

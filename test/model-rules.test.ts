@@ -141,7 +141,7 @@ describe('reading objects (parse.ts)', () => {
   test('conditions: serving unset reads as true (a terminating endpoint is then used as fallback)', () => {
     expect(sliceOf([{ addresses: ['10.0.0.1'], conditions: { ready: false, terminating: true } }]).endpoints.at(0)).toMatchObject({ serving: true, terminating: true });
     const c = cluster('n1', [svc('web'), slice('web-1', 'web', [{ addresses: ['10.0.0.1'], conditions: { ready: false, terminating: true } }])]);
-    expect(c.state.get('svc/default/web')!.service!.ports[0].clusterEndpoints).toEqual([{ ip: '10.0.0.1', port: 8080, local: false, terminating: true }]);
+    expect(c.state.get('svc/default/web')!.service!.ports[0].clusterEndpoints.toArray()).toEqual([{ ip: '10.0.0.1', port: 8080, local: false, terminating: true }]);
   });
   test('conditions: terminating unset reads as false', () => {
     expect(sliceOf([{ addresses: ['10.0.0.1'] }]).endpoints.at(0)).toMatchObject({ terminating: false });
@@ -243,7 +243,7 @@ describe('the service and node items (compute.ts)', () => {
     const eps = [ep('10.0.0.1', { node: 'n2' })];
     const plain = withNode([svc('web', { etp: 'Local' }), slice('web-1', 'web', eps)]);
     expect(item(plain).externalTrafficPolicy).toBe('Cluster');
-    expect(item(plain).ports[0].localEndpoints).toEqual([]);
+    expect(item(plain).ports[0].localEndpoints.toArray()).toEqual([]);
     const ext = withNode([svc('web', { etp: 'Local', externalIPs: ['192.168.99.11'] }), slice('web-1', 'web', eps)]);
     expect(item(ext).externalTrafficPolicy).toBe('Local');
     expect(item(ext).ports[0].externalIp!.other.target).toBe(Target.DROP);

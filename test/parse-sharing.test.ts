@@ -3,6 +3,7 @@
 import { computeServiceItem, nodeClass, nodeDependence, sortedHas } from '../src/model/compute';
 import { parseEndpointSlice, parseService } from '../src/model/parse';
 import { Interner, orEmpty } from '../src/util/intern';
+import { EndpointList } from '../src/model/endpoint-list';
 
 const svc = (name: string, ports: object[], extra: object = {}) =>
   ({ metadata: { namespace: 'd', name }, spec: { clusterIP: `10.96.0.${name.length}`, ports, ...extra } });
@@ -40,8 +41,8 @@ describe('sharing parsed values', () => {
     const item = computeServiceItem(a, [], { name: 'n1', zone: '', primary: [] });
     const port = item.service!.ports[0]!;
     expect(port.port).toBe(a.ports[0]); // the model reuses the parsed port
-    expect(port.clusterEndpoints).toEqual([]);
-    expect(() => port.localEndpoints.push({ ip: '10.0.0.1', port: 80, local: true, terminating: false })).toThrow(TypeError);
+    expect(port.clusterEndpoints).toBe(EndpointList.EMPTY);
+    expect(port.localEndpoints).toBe(EndpointList.EMPTY);
     expect(item.service!.clusterIps.v6).toBe(item.service!.loadBalancerSourceRanges);
   });
 

@@ -2,7 +2,7 @@
 // encoding; this file adds what gRPC needs (serializers that never throw on the server side)
 // and a per-item cache so that an item shared by many clients is encoded once.
 import { kpng } from '../gen/proto';
-import { normalizeItem, type Item } from '../model/enls';
+import { normalizeItem, wireItem, type Item } from '../model/enls';
 import { SHARED_BLOCK } from '../store/item-store';
 import type { OpList } from '../store/subscription';
 import { assemble, deflatePiece, deflateWhole, inflateOps } from './deflate';
@@ -83,7 +83,7 @@ function frame(op: Uint8Array): FramedOp {
 
 function setOp(item: Item): FramedOp {
   let f = setOpCache.get(item);
-  if (!f) setOpCache.set(item, (f = frame(w.Op.encode({ set: item }).finish())));
+  if (!f) setOpCache.set(item, (f = frame(w.Op.encode({ set: wireItem(item) }).finish())));
   return f;
 }
 

@@ -1,7 +1,7 @@
 // Computes one service's ENLS item for one node from the trimmed objects.
 import { cidrContains, hostPort, ipFamily } from './ip';
 import { clusterIpRoutes, externalRoutes, type ClassOptions, type RouteInputs } from './client-routes';
-import { IPFamily, NODE_KEY, serviceKey, type Endpoint, type IPSet, type Item, type ServicePort } from './enls';
+import { EndpointList, IPFamily, NODE_KEY, serviceKey, type IPSet, type Item, type ServicePort } from './enls';
 import type { Family, NodeSpec, ServiceSpec, SliceSpec } from './objects';
 import type { Protocol } from './enls';
 import { orEmpty } from '../util/intern';
@@ -27,7 +27,8 @@ const isV4 = (ipOrCidr: string): boolean => ipFamily(ipOrCidr.split('/')[0]!) ==
 
 function splitFamilies(ips: readonly string[]): IPSet {
   if (ips.length === 0) return NO_IPS;
-  if (ips.length === 1) return isV4(ips[0]!) ? { v4: [ips[0]!], v6: orEmpty([]) } : { v4: orEmpty([]), v6: [ips[0]!] };
+  // One address (most services): the parsed list itself, shared (neither side is ever written to).
+  if (ips.length === 1) return isV4(ips[0]!) ? { v4: ips as string[], v6: orEmpty([]) } : { v4: orEmpty([]), v6: ips as string[] };
   const v4: string[] = [], v6: string[] = [];
   for (const ip of ips) (isV4(ip) ? v4 : v6).push(ip);
   return { v4: orEmpty([...new Set(v4)].sort()), v6: orEmpty([...new Set(v6)].sort()) };
@@ -75,9 +76,9 @@ function compareThenSep(a: string, b: string, sep: number): number {
   return a.length < b.length ? sep - b.charCodeAt(n) : a.charCodeAt(n) - sep;
 }
 
-function toEndpoints(eps: readonly PortEndpoint[], node: NodeView, terminating: boolean): Endpoint[] {
-  if (eps.length === 0) return orEmpty([]);
-  return eps.map((ep) => ({ ip: ep.ip, port: ep.port, local: ep.nodeName === node.name, terminating }));
+function toEndpoints(eps: readonly PortEndpoint[], node: NodeView, terminating: boolean): EndpointList {
+  if (eps.length === 0) return EndpointList.EMPTY;
+  return EndpointList.build(eps.map((ep) => ep.ip), eps.map((ep) => ep.port), eps.map((ep) => ep.nodeName === node.name), terminating);
 }
 
 const hostCidr = (ip: string): string => `${ip}/${ip.includes(':') ? 128 : 32}`;

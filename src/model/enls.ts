@@ -1,8 +1,12 @@
 // The ENLS (proto/localv1.proto) as strict TypeScript types, and its protobuf codec.
 // protobufjs' generated classes type every nested field as optional; kpng always fills
 // every field, so consumers get these strict shapes instead (decoded messages are brought
-// to them by `normalizeItem`).
+// to them by `normalizeItem`). Endpoint lists are EndpointLists (by column), not arrays:
+// protobufjs encodes an item through `wireItem`.
 import { kpng } from '../gen/proto';
+import { EndpointList, type Endpoint } from './endpoint-list';
+
+export { EndpointList, type Endpoint };
 
 /** The generated protobufjs codec (encode/decode/toObject) for kpng.localv1. */
 export const pb = kpng.localv1;
@@ -16,7 +20,6 @@ export type IPFamily = kpng.localv1.IPFamily;
 
 export interface IPSet { v4: string[]; v6: string[] }
 export interface Port { name: string; protocol: Protocol; port: number; nodePort: number }
-export interface Endpoint { ip: string; port: number; local: boolean; terminating: boolean }
 /** Where a packet of one client class to one destination goes, and whether it is masqueraded. */
 export interface Route { target: Target; masquerade: boolean }
 /** Per client class, matched in this order: pod (source in NodeInfo.podCidrs), node (a local address), other. */
@@ -25,8 +28,10 @@ export interface Routes { pod: Route; node: Route; other: Route }
 export interface ServicePort {
   port: Port;
   family: IPFamily;
-  clusterEndpoints: Endpoint[];
-  localEndpoints: Endpoint[];
+  /** Endpoints for Cluster targets (topology applied, terminating fallback), this family. */
+  clusterEndpoints: EndpointList;
+  /** This node's endpoints for Local targets (terminating fallback applied), this family. */
+  localEndpoints: EndpointList;
   clusterIp: Routes;
   externalIp: Routes | null;
   loadBalancerIp: Routes | null;
@@ -55,10 +60,25 @@ export interface NodeInfo { name: string; zone: string; addresses: string[]; pod
 export interface Item { key: string; service?: Service | null; node?: NodeInfo | null }
 
 export const NODE_KEY = 'node';
-export const serviceKey = (namespace: string, name: string): string => `svc/${namespace}/${name}`;
+/**
+ * "svc/namespace/name". Joined, not concatenated: `+` makes a rope of the parts (two heap objects
+ * per key, and the key of every item is kept by several maps), join() one flat string.
+ */
+export const serviceKey = (namespace: string, name: string): string => ['svc', namespace, name].join('/');
 
 export function encodeItem(item: Item): Uint8Array {
-  return pb.Item.encode(item).finish();
+  return pb.Item.encode(wireItem(item)).finish();
+}
+
+/**
+ * The item as protobufjs encodes it: endpoint lists as arrays of objects (a shallow copy; the item is
+ * not changed). Every encoder of an Item goes through this.
+ */
+export function wireItem(item: Item): kpng.localv1.IItem {
+  const svc = item.service;
+  if (!svc) return item as kpng.localv1.IItem;
+  const ports = svc.ports.map((sp) => ({ ...sp, clusterEndpoints: sp.clusterEndpoints.toArray(), localEndpoints: sp.localEndpoints.toArray() }));
+  return { ...item, service: { ...svc, ports } };
 }
 
 /** Decodes an Item and fills every field, so it has the strict shape above. */
@@ -68,15 +88,23 @@ export function decodeItem(bytes: Uint8Array): Item {
 
 const ipset = (s: Partial<IPSet> | null | undefined): IPSet => ({ v4: [...(s?.v4 ?? [])], v6: [...(s?.v6 ?? [])] });
 const endpoint = (e: Partial<Endpoint>): Endpoint => ({ ip: e.ip ?? '', port: e.port ?? 0, local: !!e.local, terminating: !!e.terminating });
+/** A list as given (an EndpointList is immutable), or one of the endpoint objects, filled. */
+const endpoints = (l: EndpointList | Partial<Endpoint>[] | null | undefined): EndpointList =>
+  l instanceof EndpointList ? l : l && l.length ? EndpointList.from(l.map(endpoint)) : EndpointList.EMPTY;
 const route = (r: Partial<Route> | null | undefined): Route => ({ target: r?.target ?? Target.TARGET_UNSPECIFIED, masquerade: !!r?.masquerade });
 const routes = (r: Partial<Routes> | null | undefined): Routes | null => (r ? { pod: route(r.pod), node: route(r.node), other: route(r.other) } : null);
 
-function servicePort(p: Partial<ServicePort>): ServicePort {
+type LooseServicePort = Omit<Partial<ServicePort>, 'clusterEndpoints' | 'localEndpoints'> & {
+  clusterEndpoints?: EndpointList | Partial<Endpoint>[] | null;
+  localEndpoints?: EndpointList | Partial<Endpoint>[] | null;
+};
+
+function servicePort(p: LooseServicePort): ServicePort {
   return {
     port: { name: p.port?.name ?? '', protocol: p.port?.protocol ?? Protocol.PROTOCOL_UNSPECIFIED, port: p.port?.port ?? 0, nodePort: p.port?.nodePort ?? 0 },
     family: p.family ?? IPFamily.IP_FAMILY_UNSPECIFIED,
-    clusterEndpoints: (p.clusterEndpoints ?? []).map(endpoint),
-    localEndpoints: (p.localEndpoints ?? []).map(endpoint),
+    clusterEndpoints: endpoints(p.clusterEndpoints),
+    localEndpoints: endpoints(p.localEndpoints),
     clusterIp: routes(p.clusterIp) ?? { pod: route(null), node: route(null), other: route(null) },
     externalIp: routes(p.externalIp),
     loadBalancerIp: routes(p.loadBalancerIp),
@@ -87,7 +115,7 @@ function servicePort(p: Partial<ServicePort>): ServicePort {
 
 /** Brings a decoded or hand-written item to the strict shape (missing fields take proto defaults). */
 export function normalizeItem(raw: unknown): Item {
-  const r = raw as { key?: string; service?: Partial<Service> | null; node?: Partial<NodeInfo> | null };
+  const r = raw as { key?: string; service?: (Omit<Partial<Service>, 'ports'> & { ports?: LooseServicePort[] }) | null; node?: Partial<NodeInfo> | null };
   const item: Item = { key: r.key ?? '' };
   if (r.service) {
     const s = r.service;

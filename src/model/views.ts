@@ -1,13 +1,13 @@
 // Reading the ENLS back for people and simple consumers: which endpoints a route leads to, and
 // short texts for the routes, trace and example views. No Kubernetes rule is decided here.
 import { hostPort } from './ip';
-import { Target, type Endpoint, type Route, type Routes, type ServicePort } from './enls';
+import { EndpointList, Target, type Route, type Routes, type ServicePort } from './enls';
 
 /** The endpoints a route DNATs to (empty for REJECT / DROP). */
-export function routeEndpoints(sp: ServicePort, r: Route): Endpoint[] {
+export function routeEndpoints(sp: ServicePort, r: Route): EndpointList {
   if (r.target === Target.CLUSTER) return sp.clusterEndpoints;
   if (r.target === Target.LOCAL) return sp.localEndpoints;
-  return [];
+  return EndpointList.EMPTY;
 }
 
 /** The routes of the port's external destinations (they are computed alike), or null when it has none. */

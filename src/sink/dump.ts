@@ -1,13 +1,13 @@
 // The dump view: the ENLS itself (the State message) as JSON or YAML, after every sync.
 import { yaml } from '../util/lazy-yaml';
-import { pb, type Item } from '../model/enls';
+import { pb, wireItem, type Item } from '../model/enls';
 import type { Batch, Sink, StateView } from './sink';
 
 export type DumpFormat = 'json' | 'yaml';
 
 /** A plain object of the state: enums as names, every field present (so a reader sees zeros too). */
 export function stateObject(node: string, revision: number, items: Iterable<Item>): Record<string, unknown> {
-  const state = pb.State.toObject(pb.State.create({ node, revision, items: [...items] }), { enums: String, longs: Number, defaults: true, oneofs: false });
+  const state = pb.State.toObject(pb.State.create({ node, revision, items: [...items].map(wireItem) }), { enums: String, longs: Number, defaults: true, oneofs: false });
   // Readers expect the header fields first.
   return { node: state.node, revision: state.revision, items: state.items };
 }

@@ -2,7 +2,7 @@
 // A table for humans, or JSON lines for tools:
 //   {"service":"ns/name","protocol":"TCP","port":80,"internal":["10.0.0.1:8080"],"external":[]}
 import { hostPort } from '../model/ip';
-import { protocolName, Target, type Endpoint, type IPSet, type Item } from '../model/enls';
+import { protocolName, Target, type EndpointList, type IPSet, type Item } from '../model/enls';
 import { externalRoutesOf, routeEndpoints, targetName } from '../model/views';
 import type { Batch, Sink, StateView } from './sink';
 
@@ -18,7 +18,7 @@ export interface RouteRow {
 interface TableRow extends RouteRow { vips: string[]; nodePort: number; internalText: string; externalText: string; shortCircuit: string }
 
 const ips = (s: IPSet): string[] => [...s.v4, ...s.v6];
-const eps = (list: Endpoint[]): string[] => list.map((e) => hostPort(e.ip, e.port));
+const eps = (list: EndpointList): string[] => list.map((e) => hostPort(e.ip, e.port));
 
 /**
  * One row per service port (families merged): `internal` is where cluster-IP traffic goes, `external`
@@ -51,7 +51,7 @@ function rowsOf(item: Item): TableRow[] {
   return [...rows.values()];
 }
 
-function noneText(t: Target, list: Endpoint[]): string {
+function noneText(t: Target, list: EndpointList): string {
   if (list.length) return eps(list).join(',');
   return t === Target.DROP ? '(drop: no local endpoint)' : '(reject: no endpoints)';
 }

@@ -9,7 +9,7 @@
 //   REJECT -> refused (ECONNREFUSED at once);
 //   DROP -> refused too: a socket-level program cannot make a connect() hang the way a dropped SYN
 //   does, and failing at once is kinder than a timeout.
-import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
+import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
 import { cidrContains } from '../../model/ip';
 import { BackendWriter, FLAG_REFUSE, SvcKeyWriter, svcValueBytes } from './maps';
 
@@ -74,7 +74,7 @@ function* destinations(svc: Service, node: NodeInfo | undefined): Generator<Dest
     const proto = IPPROTO[sp.port.protocol];
     if (!proto || sp.port.port <= 0) continue;
     const fam = sp.family === IPFamily.IPV6 ? 6 : 4;
-    const ofFam = (eps: Endpoint[]) => eps.filter((e) => e.ip.includes(':') === (fam === 6));
+    const ofFam = (eps: EndpointList) => eps.filter((e) => e.ip.includes(':') === (fam === 6));
     const cluster = ofFam(sp.clusterEndpoints), local = ofFam(sp.localEndpoints);
     const dests: Array<[string[], Routes | null, number]> = [
       [ofFamily(svc.clusterIps, sp.family), sp.clusterIp, sp.port.port],

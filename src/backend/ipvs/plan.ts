@@ -9,7 +9,7 @@
 //     the Cluster endpoints, outside clients to this node's), the odd class is steered by a firewall mark
 //     to a mark-keyed virtual server holding its endpoints;
 //   - per class, an action for the nft companion table: pass, masquerade, mark, drop or reject.
-import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { IPFamily, Protocol, Target, ofFamily, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
 import type { IpvsProtocol } from '../../native/ipvs';
 
 export type Fam = 'ip' | 'ip6';
@@ -69,7 +69,7 @@ const l4 = (p: Protocol): IpvsProtocol => (p === Protocol.UDP ? 'udp' : p === Pr
 const isDnat = (r: Route): boolean => r.target === Target.CLUSTER || r.target === Target.LOCAL;
 
 function endpointsOf(sp: ServicePort, target: Target): Array<{ ip: string; port: number }> {
-  const list: Endpoint[] = target === Target.LOCAL ? sp.localEndpoints : sp.clusterEndpoints;
+  const list: EndpointList = target === Target.LOCAL ? sp.localEndpoints : sp.clusterEndpoints;
   const seen = new Map<string, { ip: string; port: number }>();
   for (const e of list) seen.set(`${e.ip}|${e.port}`, { ip: e.ip, port: e.port });
   return [...seen.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));

@@ -3,7 +3,7 @@
 // node item and the previous slot assignment (for stability). It renders the model's routes (target
 // and masquerade per destination and client class); it decides no Kubernetes rule itself.
 import * as crypto from 'node:crypto';
-import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
 import { denseSlots, type SlotState } from './slots';
 import { fnv1a } from '../../util/fnv';
 import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
@@ -212,8 +212,9 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     // source only when the client is the endpoint, and a pod's packets meet the service rules of its
     // own node only, so endpoints elsewhere never need it (upstream's IPVS mode fills its loop-back
     // set the same way). At 50k services x 10 endpoints this set held all 500k endpoints before.
-    for (const e of sp.clusterEndpoints) if (e.local) add(p.shared, N.hairpin, { t: 'pair', addr: e.ip });
-    for (const e of sp.localEndpoints) if (e.local) add(p.shared, N.hairpin, { t: 'pair', addr: e.ip });
+    for (const list of [sp.clusterEndpoints, sp.localEndpoints]) {
+      for (let i = 0; i < list.length; i++) if (list.local(i)) add(p.shared, N.hairpin, { t: 'pair', addr: list.ip(i) });
+    }
   }
   for (const [map, m] of elems) p.elems.set(map, [...m.values()]);
   for (const d of picks.values()) {
@@ -261,15 +262,15 @@ function shared(p: Program, chain: string, rules: Stmt[]): string {
 const N_EMPTY = 'pick-none';
 
 /** The endpoints sorted by key without duplicates, and their keys ("addr|port"). */
-function uniqueSorted(list: Endpoint[]): { eps: Endpoint[]; keys: string[] } {
-  // The model gives most lists sorted and without duplicates already: check that first (no copy).
+function uniqueSorted(list: EndpointList): { eps: Endpoint[]; keys: string[] } {
+  // The model gives most lists sorted and without duplicates already: check that first.
   const keys = new Array<string>(list.length);
   let sorted = true;
   for (let i = 0; i < list.length; i++) {
-    keys[i] = epKey(list[i]);
+    keys[i] = `${list.ip(i)}|${list.port(i)}`;
     if (i > 0 && keys[i] <= keys[i - 1]) { sorted = false; break; }
   }
-  if (sorted) return { eps: list, keys };
+  if (sorted) return { eps: list.toArray(), keys };
   // Keys computed once (a comparator building them allocates two strings per comparison).
   const byKey = new Map(list.map((e) => [epKey(e), e]));
   const sortedKeys = [...byKey.keys()].sort();
@@ -285,7 +286,7 @@ function endpointsBySlot(bySlot: string[], keys: string[], eps: Endpoint[]): End
 
 
 /** ClientIP affinity: one chain + one timeout set per endpoint (rare, small). */
-function selection(p: Program, _ctx: BuildContext, chain: string, name: string, proto: L4, list: Endpoint[], affinity: number): Stmt[] {
+function selection(p: Program, _ctx: BuildContext, chain: string, name: string, proto: L4, list: EndpointList, affinity: number): Stmt[] {
   void chain;
   const { eps } = uniqueSorted(list);
   if (eps.length === 0) return [];
