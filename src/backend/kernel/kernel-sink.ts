@@ -16,7 +16,7 @@ export interface KernelSinkOptions {
   log: (msg: string) => void;
   /** Deletes conntrack entries; absent for dataplanes that do not DNAT (nothing to clean). */
   conntrackDelete?: (filters: ConntrackFilter[]) => Promise<number>;
-  /** Longest stretch of reading the state between two turns of the event loop on a full sync (10 ms). */
+  /** Longest stretch of reading the state between two turns of the event loop on a full sync (5 ms). */
   sliceMs?: number;
 }
 
