@@ -4,7 +4,7 @@
 // services x 10 endpoints, 500k objects that every major GC traced during a full sync; by column a
 // list is two objects and its array's store. Reading one endpoint as an object (at(), iteration,
 // map) makes a fresh one that dies young.
-import { Interner } from '../util/intern';
+import { internCodeRun, Interner, orEmpty } from '../util/intern';
 
 /** One endpoint of a service port: where packets are DNATed to. */
 export interface Endpoint { ip: string; port: number; local: boolean; terminating: boolean }
@@ -13,14 +13,6 @@ const LOCAL = 1, TERMINATING = 2;
 
 /** One string per distinct run of flags: most lists are "nothing local, nothing terminating". */
 const flagRuns = new Interner<string>(4096);
-function flagString(codes: readonly number[]): string {
-  let s = '';
-  // In chunks: String.fromCharCode takes its codes as arguments, and a list can be long.
-  for (let i = 0; i < codes.length; i += 4096) s += String.fromCharCode(...codes.slice(i, i + 4096));
-  return flagRuns.intern(s, s);
-}
-
-const NO_IPS: readonly string[] = Object.freeze([]);
 
 export class EndpointList implements Iterable<Endpoint> {
   private constructor(
@@ -32,7 +24,7 @@ export class EndpointList implements Iterable<Endpoint> {
   ) {}
 
   /** The empty list, shared. */
-  static readonly EMPTY: EndpointList = new EndpointList(NO_IPS, 0, '');
+  static readonly EMPTY: EndpointList = new EndpointList(orEmpty<string>([]), 0, '');
 
   /** A list of these endpoints, in this order (each is copied; the objects are not kept). */
   static from(eps: Iterable<Endpoint>): EndpointList {
@@ -46,11 +38,12 @@ export class EndpointList implements Iterable<Endpoint> {
   }
 
   /**
-   * A list from its columns (the arrays are kept, not copied: the caller gives them up). `local` and
-   * `terminating` may be one value for every endpoint.
+   * A list from its columns (the addresses are kept, not copied: the caller gives them up). `local`
+   * may be one value for every endpoint; `terminating` is (the model's fallback is per list).
    */
-  static build(ips: string[], ports: readonly number[], local: readonly boolean[] | boolean, terminating: readonly boolean[] | boolean): EndpointList {
-    const flags = ips.map((_, i) => ((typeof local === 'boolean' ? local : local[i]) ? LOCAL : 0) | ((typeof terminating === 'boolean' ? terminating : terminating[i]) ? TERMINATING : 0));
+  static build(ips: string[], ports: readonly number[], local: readonly boolean[] | boolean, terminating: boolean): EndpointList {
+    const t = terminating ? TERMINATING : 0;
+    const flags = ips.map((_, i) => ((typeof local === 'boolean' ? local : local[i]) ? LOCAL : 0) | t);
     return EndpointList.ofColumns(ips, ports, flags);
   }
 
@@ -59,7 +52,7 @@ export class EndpointList implements Iterable<Endpoint> {
     const first = ports[0]!;
     let same = true;
     for (let i = 1; i < ports.length && same; i++) same = ports[i] === first;
-    return new EndpointList(ips, same ? first : [...ports], flagString(flags));
+    return new EndpointList(ips, same ? first : [...ports], internCodeRun(flagRuns, flags));
   }
 
   get length(): number { return this.ips.length; }

@@ -4,7 +4,7 @@
 // while the event loop waited; by column a slice holds three.
 import type { SliceEndpoint } from './objects';
 import type { PortEndpoint } from './topology';
-import { Interner } from '../util/intern';
+import { internCodeRun, Interner } from '../util/intern';
 
 const READY = 1, SERVING = 2, TERMINATING = 4;
 
@@ -16,10 +16,6 @@ export interface EndpointHints {
 
 /** One string per distinct run of conditions: almost every slice is all ready, so a cluster shares a handful. */
 const conditionRuns = new Interner<string>(4096);
-function internConditions(codes: number[]): string {
-  const s = String.fromCharCode(...codes);
-  return conditionRuns.intern(s, s);
-}
 
 export class SliceEndpoints {
   private constructor(
@@ -36,7 +32,7 @@ export class SliceEndpoints {
     const hinted = eps.some((ep) => ep.zoneHints !== null || ep.nodeHints !== null);
     return new SliceEndpoints(
       eps.map((ep) => ep.ip),
-      internConditions(codes),
+      internCodeRun(conditionRuns, codes),
       eps.map((ep) => ep.nodeName),
       hinted ? eps.map((ep) => (ep.zoneHints || ep.nodeHints ? { zones: ep.zoneHints, nodes: ep.nodeHints } : null)) : null,
     );

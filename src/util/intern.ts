@@ -16,6 +16,18 @@ export class Interner<T> {
   }
 }
 
+/**
+ * Small codes (one per element of a list: conditions, flags) as one string, interned in `runs`: a
+ * string is one heap object whatever its length, and most lists of a cluster share a handful of runs.
+ */
+export function internCodeRun(runs: Interner<string>, codes: readonly number[]): string {
+  // String.fromCharCode takes its codes as arguments: a long list goes in chunks.
+  let s = '';
+  if (codes.length <= 4096) s = String.fromCharCode(...codes);
+  else for (let i = 0; i < codes.length; i += 4096) s += String.fromCharCode(...codes.slice(i, i + 4096));
+  return runs.intern(s, s);
+}
+
 /** One frozen empty list for every field that has nothing (at 50k services, 300k empty arrays). */
 const EMPTY: readonly never[] = Object.freeze([]);
 

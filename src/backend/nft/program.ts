@@ -58,7 +58,8 @@ export function sameElem(a: Elem, b: Elem): boolean {
 }
 
 const short = (s: string): string => crypto.createHash('sha1').update(s).digest('hex').slice(0, 8);
-const epKey = (e: Endpoint): string => `${e.ip}|${e.port}`;
+/** An endpoint's key in slot lists and affinity names: "addr|port". */
+const epKey = (ip: string, port: number): string => `${ip}|${port}`;
 
 function add(m: Map<string, Map<string, Elem>>, map: string, e: Elem): void {
   let inner = m.get(map);
@@ -267,12 +268,12 @@ function uniqueSorted(list: EndpointList): { eps: Endpoint[]; keys: string[] } {
   const keys = new Array<string>(list.length);
   let sorted = true;
   for (let i = 0; i < list.length; i++) {
-    keys[i] = `${list.ip(i)}|${list.port(i)}`;
+    keys[i] = epKey(list.ip(i), list.port(i));
     if (i > 0 && keys[i] <= keys[i - 1]) { sorted = false; break; }
   }
   if (sorted) return { eps: list.toArray(), keys };
   // Keys computed once (a comparator building them allocates two strings per comparison).
-  const byKey = new Map(list.map((e) => [epKey(e), e]));
+  const byKey = new Map(list.map((e) => [epKey(e.ip, e.port), e]));
   const sortedKeys = [...byKey.keys()].sort();
   return { eps: sortedKeys.map((k) => byKey.get(k)!), keys: sortedKeys };
 }
@@ -293,15 +294,15 @@ function selection(p: Program, _ctx: BuildContext, chain: string, name: string, 
   {
     const out: Stmt[] = [];
     for (const e of eps) {
-      const h = short(epKey(e));
+      const h = short(epKey(e.ip, e.port));
       out.push({ s: 'affinityGoto', set: `aff-${name}/${h}/${affinity}`, chain: `aep-${name}/${h}` });
     }
     eps.forEach((e, i) => {
-      const target = `aep-${name}/${short(epKey(e))}`;
+      const target = `aep-${name}/${short(epKey(e.ip, e.port))}`;
       out.push(i === eps.length - 1 ? { s: 'goto', chain: target } : { s: 'randomGoto', mod: eps.length - i, chain: target });
     });
     for (const e of eps) {
-      const h = short(epKey(e));
+      const h = short(epKey(e.ip, e.port));
       // The timeout is part of the set's name: a new timeout makes a new set (and rewrites the rules).
       const set = `aff-${name}/${h}/${affinity}`;
       p.sets.set(set, affinity);
