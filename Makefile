@@ -5,10 +5,14 @@
 # Not part of `make test` (they need the Debian mirror and npm registry, and minutes):
 #   make image       build the container image from the Dockerfile without a daemon (hack/image/)
 #   make image-test  build it, then run it as deploy/'s DaemonSets do (hack/image/test.sh)
+#   make cluster     a real two-node cluster on this machine, no proxy yet (hack/cluster/, docs/cluster.md)
+#   make cluster-down  stop it and remove everything it made
+#   make conformance   upstream's e2e Services tests against kpng in that cluster (hack/conformance/run.sh;
+#                      BACKEND=nft|ebpf|upstream, FOCUS=RE, SKIP=RE)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane test test-guest demo bench clean image image-test
+.PHONY: all deps build native controlplane test test-guest demo bench clean image image-test cluster cluster-down conformance
 
 all: build
 
@@ -43,6 +47,16 @@ image: deps
 
 image-test: image build controlplane
 	@hack/image/test.sh
+
+cluster: build image
+	@hack/cluster/up.sh
+
+cluster-down:
+	@hack/cluster/down.sh
+
+BACKEND ?= nft
+conformance: build
+	@hack/conformance/run.sh --backend $(BACKEND) $(if $(FOCUS),--focus '$(FOCUS)') $(if $(SKIP),--skip '$(SKIP)')
 
 bench: build
 	@bash bench/run.sh

@@ -106,7 +106,8 @@ async function main(): Promise<number> {
       if (!cm || !mount) continue;
       const dir = path.join(podDir, 'config');
       fs.mkdirSync(dir, { recursive: true });
-      for (const [k, val] of Object.entries(cm.data as Record<string, string>)) fs.writeFileSync(path.join(dir, k), val);
+      // The operator's one edit (the manifest says so): the API server's own address in kubeconfig.conf.
+      for (const [k, val] of Object.entries(cm.data as Record<string, string>)) fs.writeFileSync(path.join(dir, k), val.replace('https://API_SERVER:6443', cp.server));
       fs.writeFileSync(path.join(podDir, 'config.mount'), mount.mountPath);
     }
     // Env: the container's (fieldRef spec.nodeName resolved) and the in-cluster service env.

@@ -5,6 +5,7 @@
 // (client-node.ts).
 import { kubeConfigClass } from './client-node';
 import { createTransport, type Transport } from './http';
+import { FileToken, findTokenFile, kubeconfigFiles } from './token-file';
 
 export interface KubeTarget {
   transport: Transport;
@@ -32,5 +33,16 @@ export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTar
   const context = kc.getCurrentContext();
   const user = kc.getCurrentUser()?.name ?? '-';
   const describe = context === 'inClusterContext' ? 'in-cluster service account' : `context ${context}, cluster ${cluster.name}, user ${user}`;
-  return { transport: createTransport(cluster.server, (o) => kc.applyToHTTPSOptions(o), userAgent), describe };
+  // client-go's `tokenFile` (kubeadm's kube-proxy kubeconfig), which client-node does not read.
+  const tokenFile = context === 'inClusterContext' ? undefined : findTokenFile(kubeconfigFiles(kubeconfig), user);
+  const fileToken = tokenFile ? new FileToken(tokenFile) : undefined;
+  const apply = async (o: Parameters<typeof kc.applyToHTTPSOptions>[0]): Promise<void> => {
+    await kc.applyToHTTPSOptions(o);
+    if (fileToken) o.headers = { ...o.headers, Authorization: `Bearer ${fileToken.get()}` };
+  };
+  if (fileToken) fileToken.get(); // a missing or empty file is an error at start, naming it
+  return {
+    transport: createTransport(cluster.server, apply, userAgent),
+    describe: tokenFile ? `${describe}, token from ${tokenFile}` : describe,
+  };
 }

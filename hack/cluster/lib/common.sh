@@ -1,0 +1,48 @@
+# Shared by hack/cluster/*.sh and hack/conformance/run.sh (sourced): versions, where things live, helpers.
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+cluster_dir="$repo/hack/cluster"
+cache="${KPNG_CACHE:-$HOME/.cache/kpng}"
+
+mod_version() { # <go.mod> <module path>: the version the module requires
+	awk -v m="$2" '($1 == m || ($1 == "require" && $2 == m)) { v = ($1 == m) ? $2 : $3; print v; exit }' "$1"
+}
+k8s_version="$(mod_version "$cluster_dir/k8s/go.mod" k8s.io/kubernetes)"
+k8s_minor="${k8s_version#v1.}"; k8s_minor="${k8s_minor%%.*}"
+containerd_version="$(mod_version "$cluster_dir/containerd/go.mod" github.com/containerd/containerd/v2)"
+coredns_version="$(mod_version "$cluster_dir/coredns/go.mod" github.com/coredns/coredns)"
+vpkg=k8s.io/component-base/version
+cluster_bin="$cache/cluster/$k8s_version/bin"
+
+die() { echo "cluster: $*" >&2; exit 1; }
+
+# Host paths a kubelet, containerd and libcni write to whatever their configuration says: every node
+# mounts a directory of its own over each (lib/node-init.sh).
+export NODE_PRIVATE_PATHS="/var/lib/kubelet /var/log/pods /var/log/containers /run/containerd /var/lib/cni"
+# Where a running cluster keeps everything (removed by hack/cluster/down.sh).
+cluster_state="${KPNG_CLUSTER_STATE:-/var/lib/kpng-cluster}"
+plan() { node "$repo/dist/hack/cluster/plan.js" "$@"; }
+kubectl_() { KUBECONFIG="$cluster_state/admin.kubeconfig" "$cluster_bin/kubectl" "$@"; }
+
+install_packages() { # <Debian packages...>: those missing, with one apt-get update
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[[ ${#missing[@]} -eq 0 ]] && return 0
+	echo "cluster: installing Debian packages: ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# node_exec <node name> <command...>: a command inside a running node (its network and mount namespaces).
+node_exec() {
+	local name="$1" pid; shift
+	pid=$(cat "$cluster_state/pids/$name" 2>/dev/null) || die "node $name is not running"
+	nsenter -t "$pid" -m -n -- "$@"
+}
+# node_import <node name> <OCI archive>: an image into the node's containerd (the kubelet's namespace).
+node_import() {
+	local out
+	out=$(node_exec "$1" "$cluster_bin/ctr" --address /run/containerd/containerd.sock -n k8s.io images import --local "$2" 2>&1) ||
+		die "importing $2 into $1 failed: $out"
+}

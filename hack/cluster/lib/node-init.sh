@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The first process of a cluster node (started by hack/cluster/up.sh): it runs in the node's network
+# namespace and in a mount namespace of its own, puts itself in the node's cgroups, gives the node
+# private copies of the host paths a kubelet and containerd write to, starts containerd, imports the
+# cluster's images, starts the kubelet, and lives as long as both do.
+#
+#   node-init.sh <node name> <node IP> <node dir> <cgroup root> <bin dir> <image list>
+set -euo pipefail
+name="$1" ip="$2" dir="$3" cgroup="$4" bin="$5" images="$6"
+log() { echo "$(date -u +%H:%M:%S) node-init $name: $*"; }
+
+# Every process of the node (daemons, shims, containers) descends from this one: it joins
+# <cgroup>/system in every v1 hierarchy (the kubelet puts pods in <cgroup>/kubepods) and <cgroup> in
+# the v2 one, so that down.sh finds and ends all of them there.
+for h in /sys/fs/cgroup/*/; do
+	h="${h%/}"
+	case "$h" in */unified) echo $$ >"$h$cgroup/cgroup.procs" ;; *) echo $$ >"$h$cgroup/system/cgroup.procs" ;; esac
+done
+
+# Mounts made here stay here (the namespace was made private), and are shared inside the node so that
+# the kubelet's volumes propagate into containers that ask for it.
+mount --make-rshared /
+# (up.sh made the mount points; NODE_PRIVATE_PATHS in lib/common.sh lists them.)
+private() { # <host path>: a directory of the node's own over it
+	mkdir -p "$dir/mnt$1"
+	mount --bind "$dir/mnt$1" "$1"
+}
+for p in $NODE_PRIVATE_PATHS; do private "$p"; done
+mkdir -p /sys/fs/bpf
+mount -t bpf bpf /sys/fs/bpf
+
+log "starting containerd"
+"$bin/containerd" --config "$dir/containerd.toml" --log-level warn >"$dir/containerd.log" 2>&1 &
+containerd_pid=$!
+for _ in $(seq 1 100); do
+	[[ -S /run/containerd/containerd.sock ]] && "$bin/ctr" --address /run/containerd/containerd.sock version >/dev/null 2>&1 && break
+	kill -0 $containerd_pid 2>/dev/null || { log "containerd exited: $(tail -5 "$dir/containerd.log")"; exit 1; }
+	sleep 0.2
+done
+while read -r archive; do
+	"$bin/ctr" --address /run/containerd/containerd.sock -n k8s.io images import --local "$archive" >>"$dir/images.log" 2>&1 ||
+		{ log "importing $archive failed: $(tail -3 "$dir/images.log")"; exit 1; }
+done <"$images"
+log "imported $(wc -l <"$images") images"
+
+log "starting kubelet"
+"$bin/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
+	--hostname-override "$name" --node-ip "$ip" --v 1 >"$dir/kubelet.log" 2>&1 &
+kubelet_pid=$!
+echo "$containerd_pid $kubelet_pid" >"$dir/pids"
+log "running (containerd $containerd_pid, kubelet $kubelet_pid)"
+set +e
+wait -n $containerd_pid $kubelet_pid
+status=$?
+kill -0 $containerd_pid 2>/dev/null || log "containerd exited ($status): $(tail -3 "$dir/containerd.log")"
+kill -0 $kubelet_pid 2>/dev/null || log "kubelet exited ($status): $(tail -3 "$dir/kubelet.log")"
+exit 1

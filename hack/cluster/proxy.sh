@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Deploys the service proxy of the local cluster (hack/cluster/up.sh) as an operator would: the
+# manifests applied with kubectl, the API server's own address in the proxy's kubeconfig, and waits
+# until its DaemonSet is ready on every node and the `kubernetes` Service answers from a node.
+#
+#   hack/cluster/proxy.sh nft        deploy/kpng.yaml (kpng, nftables backend)
+#   hack/cluster/proxy.sh ebpf       deploy/kpng.yaml's RBAC and ConfigMap + deploy/daemonset-ebpf.yaml
+#   hack/cluster/proxy.sh upstream   hack/cluster/manifests/kube-proxy.yaml (kube-proxy, nftables mode)
+#   hack/cluster/proxy.sh none       removes whichever is deployed
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib/common.sh"
+backend="${1:-}"
+[[ -e $cluster_state/up ]] || die "no cluster is up (hack/cluster/up.sh)"
+eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+
+# The manifests as applied: the API server's address (and the image version) filled in. A capability
+# that root on this host does not hold (CAP_SYS_RESOURCE, in some sandboxes) cannot be granted to a
+# container either: runc fails with "unable to apply caps". It is left out, and said so.
+cap_held() { # <capability number>
+	local bnd; bnd=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)
+	(( (16#$bnd >> $1) & 1 ))
+}
+cap_filter=(-e '')
+if ! cap_held 24; then
+	cap_filter=(-e 's/, SYS_RESOURCE\]/]/')
+	echo "proxy: this host's root lacks CAP_SYS_RESOURCE: the DaemonSet is applied without it (kpng keeps its default OOM score)"
+fi
+render() { sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" "${cap_filter[@]}" "$@"; }
+only_kinds() { # <kinds regex> <file>: the documents of those kinds
+	node -e '
+		const { parseAllDocuments, stringify } = require(process.argv[1] + "/node_modules/yaml");
+		const re = new RegExp("^(" + process.argv[2] + ")$");
+		const docs = parseAllDocuments(require("fs").readFileSync(0, "utf8")).map((d) => d.toJS()).filter((d) => d && re.test(d.kind));
+		process.stdout.write(docs.map((d) => stringify(d)).join("---\n"));' "$repo" "$1"
+}
+manifest() {
+	case "$backend" in
+	nft) render "$repo/deploy/kpng.yaml" ;;
+	ebpf)
+		render "$repo/deploy/kpng.yaml" | only_kinds 'ServiceAccount|ClusterRole|ClusterRoleBinding|ConfigMap'
+		echo "---"
+		# Each node attaches the socket LB to its own cgroup (the node's processes and pods are all under
+		# it), never to the machine's root cgroup.
+		render "$repo/deploy/daemonset-ebpf.yaml" | sed 's#--proxy-mode=ebpf\]#--proxy-mode=ebpf, --cgroup=/sys/fs/cgroup/unified/$(NODE_NAME)]#'
+		;;
+	upstream) render "$here/manifests/kube-proxy.yaml" ;;
+	*) echo "usage: $0 nft|ebpf|upstream|none" >&2; exit 2 ;;
+	esac
+}
+
+remove_all() {
+	kubectl_ -n kube-system delete daemonset kpng kube-proxy --ignore-not-found --wait=true >/dev/null
+	# Pods of a deleted DaemonSet end with it; wait for them so that the next proxy starts on a clean node.
+	kubectl_ -n kube-system wait --for=delete pod -l 'k8s-app in (kpng,kube-proxy)' --timeout=60s >/dev/null 2>&1 || true
+}
+if [[ $backend == none ]]; then remove_all; echo "proxy: none deployed"; exit 0; fi
+manifest >/dev/null
+remove_all
+# The proxy's image as built now (images.sh made the archive; a rebuilt kpng replaces the one imported).
+images="$cache/cluster/$k8s_version/images"
+archive="$images/kpng.tar"; [[ $backend == upstream ]] && archive="$images/kube-proxy.tar"
+[[ -s $archive ]] || die "proxy: $archive is missing (hack/cluster/images.sh)"
+for name in "${node_names[@]}"; do node_import "$name" "$archive"; done
+start=$SECONDS
+manifest | kubectl_ apply -f - >/dev/null
+ds=kpng; [[ $backend == upstream ]] && ds=kube-proxy
+if ! kubectl_ -n kube-system rollout status "daemonset/$ds" --timeout=180s >/dev/null; then
+	kubectl_ -n kube-system get pods -l "k8s-app=$ds" -o wide >&2
+	kubectl_ -n kube-system logs -l "k8s-app=$ds" --tail=20 >&2 || true
+	die "proxy: daemonset/$ds not ready after 180 s"
+fi
+# The proof that a proxy serves: the `kubernetes` Service's ClusterIP answers from inside a node.
+for ns in "${node_netns[@]}"; do
+	ok=0
+	for _ in $(seq 1 60); do
+		if ip netns exec "$ns" curl -sk -o /dev/null -m 2 "https://$kubernetes_service_ip/healthz"; then ok=1; break; fi
+		sleep 0.5
+	done
+	[[ $ok == 1 ]] || die "proxy: $ns cannot reach the kubernetes Service ($kubernetes_service_ip:443) with $backend deployed"
+done
+# The cluster's DNS needs the `kubernetes` Service: it comes once a proxy serves, and stays.
+if ! kubectl_ -n kube-system get deployment coredns >/dev/null 2>&1; then
+	for name in "${node_names[@]}"; do node_import "$name" "$images/coredns.tar"; done
+	sed "s#COREDNS_VERSION#$coredns_version#" "$here/manifests/coredns.yaml" | kubectl_ apply -f - >/dev/null
+fi
+kubectl_ -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null || die "proxy: CoreDNS not ready after 120 s"
+echo "proxy: $backend ($ds) ready on ${#node_names[@]} nodes in $((SECONDS - start)) s; https://$kubernetes_service_ip answers from every node"

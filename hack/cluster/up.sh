@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Brings up a real Kubernetes cluster on this machine, with nothing pulled from a registry: etcd,
+# kube-apiserver, kube-controller-manager and kube-scheduler on the host; N nodes (default 2), each a
+# kubelet and containerd in a network and mount namespace of its own, with bridge CNI and routed pod
+# CIDRs. No service proxy runs: hack/cluster/proxy.sh deploys one (kpng or upstream kube-proxy) as a
+# DaemonSet. docs/cluster.md says what it needs from the host and how it is laid out.
+#
+#   hack/cluster/up.sh [--nodes N] [--no-kpng]   (--no-kpng: do not build/import the kpng image)
+#   export KUBECONFIG=/var/lib/kpng-cluster/admin.kubeconfig   (the state dir: $KPNG_CLUSTER_STATE)
+#   hack/cluster/down.sh                          stops it and removes everything it made
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib/common.sh"
+source "$here/lib/pki.sh"
+
+nodes=2; image_args=()
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	--nodes) nodes="$2"; shift 2 ;;
+	--no-kpng) image_args+=(--no-kpng); shift ;;
+	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+	*) echo "usage: $0 [--nodes N] [--no-kpng]" >&2; exit 2 ;;
+	esac
+done
+[[ $(id -u) == 0 ]] || die "needs root (network namespaces, cgroups, mounts)"
+[[ -e $cluster_state/up ]] && die "a cluster is already up in $cluster_state (hack/cluster/down.sh stops it)"
+[[ -d /sys/fs/cgroup/cpu ]] || die "needs cgroup v1 controllers mounted under /sys/fs/cgroup (this host: $(ls /sys/fs/cgroup | tr '\n' ' '))"
+[[ -e /proc/sys/net/bridge ]] || modprobe br_netfilter 2>/dev/null || die "needs br_netfilter (service traffic between pods of one node's bridge)"
+
+install_packages runc containernetworking-plugins conntrack iproute2 openssl curl
+start=$SECONDS
+"$here/build.sh" --no-e2e
+"$here/images.sh" "${image_args[@]}"
+eval "$(plan env --nodes "$nodes" --state "$cluster_state")"
+cp_dir="$("$repo/hack/controlplane/build.sh" --print-dir)"
+
+# Anything left by an earlier cluster that did not stop cleanly goes first.
+"$here/down.sh" --quiet
+trap 'echo "cluster: start failed; logs in $cluster_state (kept until hack/cluster/down.sh)" >&2' ERR
+mkdir -p "$cluster_state/pids" "$cluster_state/logs"
+echo "$nodes" >"$cluster_state/node-count"
+
+pki_make "$cluster_state/pki" "$bridge_ip" "$kubernetes_service_ip" "${node_names[@]}"
+pki="$cluster_state/pki"
+for c in admin controller-manager scheduler; do
+	node -e '
+		const p = require(process.argv[1]);
+		process.stdout.write(p.kubeconfig(process.argv[2], process.argv[3] + "/ca.crt",
+			{ name: process.argv[4], certFile: process.argv[3] + "/" + process.argv[4] + ".crt", keyFile: process.argv[3] + "/" + process.argv[4] + ".key" }));' \
+		"$repo/dist/hack/cluster/plan.js" "$api_server" "$pki" "$c" >"$cluster_state/$c.kubeconfig"
+done
+
+# The network: a host bridge, one namespace per node on it, routes to every pod CIDR.
+ip link add "$bridge" type bridge
+ip addr add "$bridge_ip/$prefix_length" dev "$bridge"
+ip link set "$bridge" up
+for i in "${!node_names[@]}"; do
+	ns="${node_netns[$i]}" veth="${node_veths[$i]}"
+	ip netns add "$ns"
+	ip link add "$veth" type veth peer name eth0 netns "$ns"
+	ip link set "$veth" master "$bridge" up
+	ip -n "$ns" addr add "${node_ips[$i]}/$prefix_length" dev eth0
+	ip -n "$ns" link set lo up
+	ip -n "$ns" link set eth0 up
+	ip -n "$ns" route add default via "$bridge_ip"
+	for j in "${!node_names[@]}"; do
+		[[ $j == "$i" ]] || ip -n "$ns" route add "${node_pod_cidrs[$j]}" via "${node_ips[$j]}"
+	done
+	ip route add "${node_pod_cidrs[$i]}" via "${node_ips[$i]}"
+	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
+done
+
+start_daemon() { # <name> <command...>: in its own session, output to logs/<name>.log, pid in pids/<name>
+	local name="$1"; shift
+	setsid "$@" >"$cluster_state/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$cluster_state/pids/$name"
+}
+wait_for() { # <what> <seconds> <command...>
+	local what="$1" t="$2"; shift 2
+	local deadline=$((SECONDS + t))
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || die "$what: not ready after $t s (logs in $cluster_state/logs)"
+		sleep 0.5
+	done
+}
+api_get() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$api_server$1"; }
+
+start_daemon etcd "$cp_dir/etcd" --name kc --data-dir "$cluster_state/etcd" \
+	--listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
+	--listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
+	--initial-cluster kc=http://127.0.0.1:23800 --unsafe-no-fsync --log-level warn
+start_daemon kube-apiserver "$cp_dir/kube-apiserver" --etcd-servers http://127.0.0.1:23790 \
+	--bind-address "$bridge_ip" --advertise-address "$bridge_ip" --secure-port "$api_server_port" \
+	--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" --client-ca-file "$pki/ca.crt" \
+	--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+	--kubelet-preferred-address-types InternalIP \
+	--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+	--service-account-issuer https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+	--service-cluster-ip-range "$service_cidr" --allow-privileged=true --profiling=false --v 1
+wait_for kube-apiserver 90 api_get /readyz
+start_daemon kube-controller-manager "$cluster_bin/kube-controller-manager" \
+	--kubeconfig "$cluster_state/controller-manager.kubeconfig" \
+	--authentication-kubeconfig "$cluster_state/controller-manager.kubeconfig" \
+	--authorization-kubeconfig "$cluster_state/controller-manager.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port 10257 --leader-elect=false \
+	--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+	--cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+	--use-service-account-credentials --controllers '*,bootstrapsigner,tokencleaner' \
+	--allocate-node-cidrs=false --cluster-cidr "$cluster_cidr" --service-cluster-ip-range "$service_cidr" --v 1
+start_daemon kube-scheduler "$cluster_bin/kube-scheduler" --kubeconfig "$cluster_state/scheduler.kubeconfig" \
+	--authentication-kubeconfig "$cluster_state/scheduler.kubeconfig" --authorization-kubeconfig "$cluster_state/scheduler.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false --v 1
+
+# The nodes. Mount points for their private paths are made once, on the host (down.sh removes those it made).
+for p in $NODE_PRIVATE_PATHS; do
+	[[ -e $p ]] || { mkdir -p "$p" && echo "$p" >>"$cluster_state/made-paths"; }
+done
+images_list="$cache/cluster/$k8s_version/images/list"
+pause_image=$(sed -n 's/^pause=//p' "$cache/cluster/$k8s_version/images/refs")
+for i in "${!node_names[@]}"; do
+	name="${node_names[$i]}" cg="${node_cgroups[$i]}" dir="${node_dirs[$i]}"
+	mkdir -p "$dir"
+	plan node-files "$name" --nodes "$nodes" --state "$cluster_state" --pause-image "$pause_image"
+	for h in /sys/fs/cgroup/*/; do
+		h="${h%/}"
+		[[ $h == */unified ]] && { mkdir -p "$h$cg"; continue; }
+		mkdir -p "$h$cg/system"
+		if [[ $h == */cpuset ]]; then
+			for f in cpuset.cpus cpuset.mems; do cat "$h/$f" >"$h$cg/$f"; cat "$h/$f" >"$h$cg/system/$f"; done
+		fi
+	done
+	start_daemon "$name" unshare --mount --propagation private -- \
+		nsenter --net="/run/netns/${node_netns[$i]}" -- "$here/lib/node-init.sh" "$name" "${node_ips[$i]}" "$dir" "$cg" "$cluster_bin" "$images_list"
+done
+
+node_registered() { kubectl_ get node "$1" -o name; }
+for i in "${!node_names[@]}"; do
+	name="${node_names[$i]}"
+	wait_for "node $name registered" 180 node_registered "$name"
+	# The pod CIDR the node's CNI network uses (static: no allocator races), for --detect-local-mode=NodeCIDR.
+	kubectl_ patch node "$name" --type merge -p "{\"spec\":{\"podCIDR\":\"${node_pod_cidrs[$i]}\",\"podCIDRs\":[\"${node_pod_cidrs[$i]}\"]}}" >/dev/null
+done
+for name in "${node_names[@]}"; do
+	wait_for "node $name Ready" 180 kubectl_ wait --for=condition=Ready "node/$name" --timeout=1s
+done
+# The default service account exists once the controller-manager has made it: pods can be created.
+wait_for "service account default/default" 60 kubectl_ get serviceaccount default -n default
+touch "$cluster_state/up"
+trap - ERR
+echo "cluster: ${#node_names[@]} nodes Ready in $((SECONDS - start)) s; API server $api_server; no service proxy yet (hack/cluster/proxy.sh)"
+echo "cluster: export KUBECONFIG=$cluster_state/admin.kubeconfig; kubectl is $cluster_bin/kubectl"

@@ -1,0 +1,149 @@
+// What `make conformance` (hack/conformance/run.sh) runs of upstream's e2e suite, and how it reads the
+// results: the default focus, the default skips (each with its reason), the summary line and the
+// table that compares proxies test by test.
+//
+//   node dist/hack/conformance/suite.js focus                 the default --ginkgo.focus
+//   node dist/hack/conformance/suite.js skip [EXTRA_RE]       the default --ginkgo.skip (| EXTRA_RE)
+//   node dist/hack/conformance/suite.js skips                 the default skips with their reasons
+//   node dist/hack/conformance/suite.js summary REPORT.json   "N passed, M failed, K skipped"
+//   node dist/hack/conformance/suite.js table NAME=REPORT.json...   a Markdown table, a column per run
+import * as fs from 'node:fs';
+
+/**
+ * sig-network's Services tests (the "Services" describe and the Services part of the granular
+ * networking checks: pod, node and endpoint to service, over TCP, UDP and SCTP), and every sig-network
+ * test in the conformance profile.
+ */
+export const DEFAULT_FOCUS = String.raw`\[sig-network\] Services|\[sig-network\] Networking Granular Checks: Services|\[sig-network\].*\[Conformance\]`;
+
+export interface Skip {
+  pattern: string;
+  reason: string;
+}
+
+/** Tests the local cluster cannot run, whatever the proxy. Every one says why. */
+export const DEFAULT_SKIPS: Skip[] = [
+  { pattern: String.raw`\[Serial\]`, reason: 'runs alone and changes the whole cluster; the suite runs the rest in parallel' },
+  { pattern: String.raw`\[Disruptive\]`, reason: 'restarts or breaks nodes and control-plane components' },
+  { pattern: String.raw`\[Feature:[^\]]+\]|\[FeatureGate:[^\]]+\]\s*\[(Alpha|Beta)\]`, reason: 'needs a feature or feature gate the cluster does not enable' },
+  { pattern: String.raw`LoadBalancer`, reason: 'needs a cloud provider to provision load balancers' },
+  { pattern: String.raw`\[Flaky\]`, reason: 'marked flaky upstream' },
+  { pattern: String.raw`GCE|\[Provider:`, reason: 'needs a specific cloud provider' },
+  { pattern: String.raw`ExternalIP`, reason: 'needs addresses routed to the nodes from outside the cluster' },
+  { pattern: String.raw`\[Slow\]`, reason: 'minutes each; run them with --focus' },
+];
+
+export function skipRegex(extra?: string): string {
+  const parts = DEFAULT_SKIPS.map((s) => s.pattern);
+  if (extra) parts.push(extra);
+  return parts.join('|');
+}
+
+export type Outcome = 'passed' | 'failed' | 'skipped';
+
+export interface SpecResult {
+  name: string;
+  outcome: Outcome;
+  /** Why it failed or skipped itself (the first line of ginkgo's message). */
+  message?: string;
+  seconds: number;
+}
+
+interface GinkgoSpec {
+  ContainerHierarchyTexts?: string[] | null;
+  LeafNodeText?: string;
+  LeafNodeType?: string;
+  LeafNodeLabels?: string[] | null;
+  State?: string;
+  RunTime?: number;
+  Failure?: { Message?: string };
+}
+
+/**
+ * The specs of a ginkgo JSON report (--ginkgo.json-report) that were selected to run. Specs left out by
+ * the focus and skip filters are in the report as "skipped" with no run time and no message: they are
+ * not part of the run. A spec that skipped itself (Skip(): too few nodes, a missing feature) has a
+ * message and counts as skipped.
+ */
+export function readReport(json: string): SpecResult[] {
+  const suites = JSON.parse(json) as { SpecReports?: GinkgoSpec[] | null }[];
+  const out: SpecResult[] = [];
+  for (const suite of suites) {
+    for (const s of suite.SpecReports ?? []) {
+      if (s.LeafNodeType !== 'It') continue;
+      const name = [...(s.ContainerHierarchyTexts ?? []), s.LeafNodeText ?? ''].join(' ').trim();
+      const message = s.Failure?.Message?.split('\n')[0]?.trim() || undefined;
+      const seconds = (s.RunTime ?? 0) / 1e9;
+      let outcome: Outcome;
+      if (s.State === 'passed') outcome = 'passed';
+      else if (s.State === 'skipped' || s.State === 'pending') {
+        if (!message && seconds === 0) continue;
+        outcome = 'skipped';
+      } else outcome = 'failed'; // failed, panicked, interrupted, aborted, timedout
+      out.push({ name, outcome, message, seconds });
+    }
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export function summaryLine(specs: SpecResult[]): string {
+  const n = (o: Outcome) => specs.filter((s) => s.outcome === o).length;
+  return `${n('passed')} passed, ${n('failed')} failed, ${n('skipped')} skipped`;
+}
+
+/** A Markdown table: one row per test that any run selected, one column per run. */
+export function comparisonTable(runs: { name: string; specs: SpecResult[] }[]): string {
+  const names = [...new Set(runs.flatMap((r) => r.specs.map((s) => s.name)))].sort();
+  const cell = (r: { specs: SpecResult[] }, name: string) => r.specs.find((s) => s.name === name)?.outcome ?? '-';
+  const esc = (s: string) => s.replace(/\|/g, '\\|');
+  const lines = [`| test | ${runs.map((r) => r.name).join(' | ')} |`, `|---|${runs.map(() => '---').join('|')}|`];
+  for (const name of names) lines.push(`| ${esc(name)} | ${runs.map((r) => cell(r, name)).join(' | ')} |`);
+  lines.push(`| **total** | ${runs.map((r) => summaryLine(r.specs)).join(' | ')} |`);
+  return `${lines.join('\n')}\n`;
+}
+
+function main(argv: string[]): number {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'focus':
+      process.stdout.write(`${DEFAULT_FOCUS}\n`);
+      return 0;
+    case 'skip':
+      process.stdout.write(`${skipRegex(rest[0])}\n`);
+      return 0;
+    case 'skips':
+      for (const s of DEFAULT_SKIPS) process.stdout.write(`${s.pattern}\t${s.reason}\n`);
+      return 0;
+    case 'summary':
+      if (rest.length !== 1) break;
+      process.stdout.write(`${summaryLine(readReport(fs.readFileSync(rest[0], 'utf8')))}\n`);
+      return 0;
+    case 'failures':
+      if (rest.length !== 1) break;
+      for (const s of readReport(fs.readFileSync(rest[0], 'utf8')).filter((x) => x.outcome !== 'passed')) {
+        process.stdout.write(`${s.outcome}: ${s.name}${s.message ? `\n    ${s.message}` : ''}\n`);
+      }
+      return 0;
+    case 'table': {
+      if (rest.length === 0) break;
+      const runs = rest.map((a) => {
+        const i = a.indexOf('=');
+        if (i <= 0) throw new Error(`table: ${a} is not NAME=REPORT.json`);
+        return { name: a.slice(0, i), specs: readReport(fs.readFileSync(a.slice(i + 1), 'utf8')) };
+      });
+      process.stdout.write(comparisonTable(runs));
+      return 0;
+    }
+  }
+  process.stderr.write('usage: suite.js focus | skip [EXTRA_RE] | skips | summary REPORT.json | failures REPORT.json | table NAME=REPORT.json...\n');
+  return 2;
+}
+
+if (require.main === module) {
+  try {
+    process.exitCode = main(process.argv.slice(2));
+  } catch (e) {
+    process.stderr.write(`suite: ${(e as Error).message}\n`);
+    process.exitCode = 2;
+  }
+}
