@@ -5,6 +5,7 @@
 #   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost built from k8s.io/kubernetes at the cluster's
 #                                                 version, on a Debian root with the tools the tests exec
 #   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
+#   registry.k8s.io/e2e-test-images/glibc-dns-testing:<v>   the Debian root (dnsutils) and CoreDNS
 #   registry.k8s.io/kube-proxy:<k8s version>      upstream kube-proxy (the reference), with nft and conntrack
 #   registry.k8s.io/coredns/coredns:<v>            CoreDNS (hack/cluster/coredns), the cluster's DNS
 #   the kpng image of `make image`                under the name deploy/kpng.yaml gives it
@@ -72,7 +73,7 @@ fi
 
 # A Debian root with what the e2e tests exec inside agnhost pods (sh, curl, nc, socat, ip, dig, ping,
 # timeout), plus nft and conntrack for kube-proxy. Made once by debootstrap, kept as a tarball.
-base_packages="ca-certificates,curl,netcat-openbsd,socat,iproute2,iputils-ping,dnsutils,procps,nftables,conntrack,iptables"
+base_packages="ca-certificates,curl,wget,netcat-openbsd,socat,iproute2,iputils-ping,dnsutils,iperf,procps,nftables,conntrack,iptables"
 base_tar="$cache/cluster/base-bookworm-$(echo "$base_packages" | sha256sum | cut -c1-12).tar"
 if [[ ! -s $base_tar ]]; then
 	echo "images: making the Debian base (debootstrap bookworm minbase + $base_packages)"
@@ -90,12 +91,29 @@ from_base() { # <name>: a working container holding the Debian base
 	echo "$c"
 }
 
-recipe="agnhost $k8s_version $(basename "$base_tar")"
+# As upstream's agnhost image (test/images/agnhost/Dockerfile): /agnhost and its agnhost-2 link, the
+# porter's certificate, /uploads, CoreDNS at /coredns, and a user and group defined in the image.
+agnhost_src="$(dirname "$manifest")/../../images/agnhost"
+recipe="agnhost-2 $k8s_version $(basename "$base_tar") $(cat "$cluster_bin/.coredns.stamp" 2>/dev/null || true)"
 if ! fresh "$agnhost_ref" agnhost.tar "$recipe"; then
 	[[ -x $cluster_bin/agnhost ]] || die "images: $cluster_bin/agnhost is missing (hack/cluster/build.sh)"
 	ctr=$(from_base kc-agnhost)
 	bah copy "$ctr" "$cluster_bin/agnhost" /agnhost >/dev/null
-	save "$ctr" "$agnhost_ref" agnhost.tar "$recipe" --entrypoint '["/agnhost"]' --cmd pause
+	bah copy "$ctr" "$cluster_bin/coredns" /coredns >/dev/null
+	bah copy "$ctr" "$agnhost_src/porter/localhost.crt" "$agnhost_src/porter/localhost.key" / >/dev/null
+	bah run --isolation chroot "$ctr" -- sh -c 'ln -s agnhost /agnhost-2 && mkdir /uploads &&
+		useradd -u 1000 -M user-defined-in-image && groupadd -g 50000 group-defined-in-image &&
+		usermod -aG group-defined-in-image user-defined-in-image'
+	save "$ctr" "$agnhost_ref" agnhost.tar "$recipe" --entrypoint '["/agnhost"]' --cmd pause --port 80 --port 8080 --port 8081 --port 9376 --port 5000
+fi
+
+# glibc-dns-testing: a Debian root with dnsutils and CoreDNS at /coredns (its upstream Dockerfile).
+glibc_dns_ref="registry.k8s.io/e2e-test-images/glibc-dns-testing:$(e2e_version GlibcDnsTesting)"
+recipe="glibc-dns-testing $(basename "$base_tar") $(cat "$cluster_bin/.coredns.stamp" 2>/dev/null || true)"
+if ! fresh "$glibc_dns_ref" glibc-dns-testing.tar "$recipe"; then
+	ctr=$(from_base kc-glibc-dns)
+	bah copy "$ctr" "$cluster_bin/coredns" /coredns >/dev/null
+	save "$ctr" "$glibc_dns_ref" glibc-dns-testing.tar "$recipe"
 fi
 
 recipe="kube-proxy $k8s_version $(basename "$base_tar")"

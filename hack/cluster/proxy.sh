@@ -53,6 +53,16 @@ remove_all() {
 	kubectl_ -n kube-system delete daemonset kpng kube-proxy --ignore-not-found --wait=true >/dev/null
 	# Pods of a deleted DaemonSet end with it; wait for them so that the next proxy starts on a clean node.
 	kubectl_ -n kube-system wait --for=delete pod -l 'k8s-app in (kpng,kube-proxy)' --timeout=60s >/dev/null 2>&1 || true
+	# A proxy that stops leaves its kernel state behind (as kube-proxy does without --cleanup): the next
+	# proxy must not find the last one's rules, BPF programs or connections.
+	local i t
+	for i in "${!node_names[@]}"; do
+		for t in $(ip netns exec "${node_netns[$i]}" nft list tables 2>/dev/null | awk '$3 == "kpng" || $3 == "kube-proxy" { print $2 "/" $3 }'); do
+			ip netns exec "${node_netns[$i]}" nft delete table "${t%/*}" "${t#*/}"
+		done
+		node_exec "${node_names[$i]}" rm -rf /sys/fs/bpf/kpng
+		ip netns exec "${node_netns[$i]}" conntrack -F >/dev/null 2>&1 || true
+	done
 }
 if [[ $backend == none ]]; then remove_all; echo "proxy: none deployed"; exit 0; fi
 manifest >/dev/null

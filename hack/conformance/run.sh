@@ -12,13 +12,13 @@
 #                      (default .cache/conformance/<backend>)
 #     --keep-cluster   leave the cluster up afterwards (hack/cluster/down.sh stops it)
 #     --reuse-cluster  use the cluster that is up (only the proxy is redeployed)
-#     --parallel N     ginkgo processes (default 2)
+#     --parallel N     ginkgo processes (default 4: most tests wait on pods and timers, not CPU)
 # The last line printed is "N passed, M failed, K skipped"; the exit status is 0 only when none failed.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../cluster/lib/common.sh"
 
-backend=nft; focus=""; extra_skip=""; nodes=2; report_dir=""; keep=0; reuse=0; parallel=2
+backend=nft; focus=""; extra_skip=""; nodes=2; report_dir=""; keep=0; reuse=0; parallel=4
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--backend) backend="$2"; shift 2 ;;
@@ -48,7 +48,12 @@ up_args=(--nodes "$nodes")
 if [[ $backend == upstream ]]; then up_args+=(--no-kpng); else (cd "$repo" && make -s image); fi
 if [[ $reuse == 1 && -e $cluster_state/up ]]; then
 	"$repo/hack/cluster/images.sh" "${up_args[@]:2}" >/dev/null
-	echo "conformance: reusing the cluster in $cluster_state"
+	# Images rebuilt since the nodes started replace the ones they imported then.
+	eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+	while read -r archive; do
+		for name in "${node_names[@]}"; do node_import "$name" "$archive"; done
+	done <"$cache/cluster/$k8s_version/images/list"
+	echo "conformance: reusing the cluster in $cluster_state (images imported again)"
 else
 	"$repo/hack/cluster/up.sh" "${up_args[@]}"
 fi

@@ -173,5 +173,5 @@ kpng_pid=""
 grep -v '^ready$' "$work/ds.out" | sed 's/^/  /'
 head -6 "$work/kpng.log" | sed 's/^/  kpng: /'
 if [ $status -ne 0 ]; then echo "kpng's log:" >&2; tail -20 "$work/kpng.log" >&2; fail "deploy/kpng.yaml's pod, run from the image"; fi
-ok "deploy/kpng.yaml's pod runs from the image: args [${pod_args[*]}], in-cluster config, RBAC, probes, nft"
+ok "deploy/kpng.yaml's pod runs from the image: args [${pod_args[*]}], the ConfigMap's kubeconfig with the pod's token, RBAC, probes, nft"
 echo "image-test: all checks passed for $image"
