@@ -55,6 +55,8 @@ if [[ $reuse == 1 && -e $cluster_state/up ]]; then
 	done <"$cache/cluster/$k8s_version/images/list"
 	echo "conformance: reusing the cluster in $cluster_state (images imported again)"
 else
+	# A fresh cluster for this run: one that is up (say, with other nodes) is stopped first.
+	"$repo/hack/cluster/down.sh" --quiet
 	"$repo/hack/cluster/up.sh" "${up_args[@]}"
 fi
 if [[ $keep == 0 ]]; then trap '"$repo/hack/cluster/down.sh" --keep-logs "$report_dir/logs" >/dev/null' EXIT; fi
