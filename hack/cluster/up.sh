@@ -18,7 +18,7 @@ while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--nodes) nodes="$2"; shift 2 ;;
 	--no-kpng) image_args+=(--no-kpng); shift ;;
-	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+	-h|--help) usage_of "$0"; exit 0 ;;
 	*) echo "usage: $0 [--nodes N] [--no-kpng]" >&2; exit 2 ;;
 	esac
 done

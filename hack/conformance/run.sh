@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
 	--keep-cluster) keep=1; shift ;;
 	--reuse-cluster) reuse=1; shift ;;
 	--parallel) parallel="$2"; shift 2 ;;
-	-h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+	-h|--help) usage_of "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
 	esac
 done

@@ -46,3 +46,6 @@ node_import() {
 	out=$(node_exec "$1" "$cluster_bin/ctr" --address /run/containerd/containerd.sock -n k8s.io images import --local "$2" 2>&1) ||
 		die "importing $2 into $1 failed: $out"
 }
+
+# usage_of <script>: its header comment (what --help prints).
+usage_of() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"; }
