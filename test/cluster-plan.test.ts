@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse } from 'yaml';
-import { clusterPlan, cniConfig, containerdConfig, kubeconfig, kubeletConfig, podRoutes, shellEnv, writeNodeFiles } from '../hack/cluster/plan';
+import { clusterPlan, cniConfig, containerdConfig, kubeconfig, kubeletConfig, podRoutes, shellEnv, writeControlPlaneKubeconfigs, writeNodeFiles } from '../hack/cluster/plan';
 
 describe('cluster plan', () => {
   test('nodes get distinct addresses, pod CIDRs inside the cluster CIDR, and routes to every other node', () => {
@@ -99,6 +99,13 @@ describe('cluster plan', () => {
       expect(kc.users[0].name).toBe('system:node:kc-node2');
       expect(kc.users[0].user['client-certificate']).toBe(path.join(dir, 'pki/kc-node2.crt'));
       expect(() => writeNodeFiles(plan, 'kc-node3', 'p')).toThrow(/kc-node3 is not in the plan \(kc-node1, kc-node2\)/);
+      // The control plane's kubeconfigs: each user's certificate, readable by root only.
+      const cp = writeControlPlaneKubeconfigs(plan);
+      expect(cp.map((f) => path.basename(f))).toEqual(['admin.kubeconfig', 'controller-manager.kubeconfig', 'scheduler.kubeconfig']);
+      const sched = parse(fs.readFileSync(cp[2], 'utf8'));
+      expect(sched.users[0]).toEqual({ name: 'scheduler', user: { 'client-certificate': path.join(dir, 'pki/scheduler.crt'), 'client-key': path.join(dir, 'pki/scheduler.key') } });
+      expect(sched.clusters[0].cluster.server).toBe('https://172.30.0.1:6443');
+      expect(fs.statSync(cp[0]).mode & 0o777).toBe(0o600);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -2,6 +2,7 @@
 // computed in one place so that hack/cluster/up.sh, down.sh and the tests agree on them.
 //
 //   node dist/hack/cluster/plan.js env [--nodes N] [--state DIR]      shell assignments (eval them)
+//   node dist/hack/cluster/plan.js kubeconfigs [--state DIR]           write admin/controller-manager/scheduler kubeconfigs
 //   node dist/hack/cluster/plan.js node-files NAME [--nodes N] [--state DIR]
 //                                                                      write that node's config files
 //
@@ -230,6 +231,19 @@ export function shellEnv(plan: ClusterPlan): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** The control plane's client kubeconfigs (certificates from lib/pki.sh), written into the state dir. */
+export const CONTROL_PLANE_USERS = ['admin', 'controller-manager', 'scheduler'] as const;
+
+export function writeControlPlaneKubeconfigs(plan: ClusterPlan): string[] {
+  const pki = path.join(plan.state, 'pki');
+  return CONTROL_PLANE_USERS.map((user) => {
+    const file = path.join(plan.state, `${user}.kubeconfig`);
+    const creds = { name: user, certFile: path.join(pki, `${user}.crt`), keyFile: path.join(pki, `${user}.key`) };
+    fs.writeFileSync(file, kubeconfig(plan.apiServer, path.join(pki, 'ca.crt'), creds), { mode: 0o600 });
+    return file;
+  });
+}
+
 /** Writes one node's config files into its directory; returns their paths. */
 export function writeNodeFiles(plan: ClusterPlan, name: string, pauseImage: string): string[] {
   const node = plan.nodes.find((n) => n.name === name);
@@ -270,11 +284,15 @@ function main(argv: string[]): number {
     process.stdout.write(shellEnv(plan));
     return 0;
   }
+  if (cmd === 'kubeconfigs') {
+    writeControlPlaneKubeconfigs(plan);
+    return 0;
+  }
   if (cmd === 'node-files' && positional.length === 1) {
     writeNodeFiles(plan, positional[0], pause);
     return 0;
   }
-  process.stderr.write('usage: plan.js env|node-files NAME [--nodes N] [--state DIR] [--pause-image REF]\n');
+  process.stderr.write('usage: plan.js env|kubeconfigs|node-files NAME [--nodes N] [--state DIR] [--pause-image REF]\n');
   return 2;
 }
 

@@ -42,13 +42,7 @@ echo "$nodes" >"$cluster_state/node-count"
 
 pki_make "$cluster_state/pki" "$bridge_ip" "$kubernetes_service_ip" "${node_names[@]}"
 pki="$cluster_state/pki"
-for c in admin controller-manager scheduler; do
-	node -e '
-		const p = require(process.argv[1]);
-		process.stdout.write(p.kubeconfig(process.argv[2], process.argv[3] + "/ca.crt",
-			{ name: process.argv[4], certFile: process.argv[3] + "/" + process.argv[4] + ".crt", keyFile: process.argv[3] + "/" + process.argv[4] + ".key" }));' \
-		"$repo/dist/hack/cluster/plan.js" "$api_server" "$pki" "$c" >"$cluster_state/$c.kubeconfig"
-done
+plan kubeconfigs --nodes "$nodes" --state "$cluster_state"
 
 # The network: a host bridge, one namespace per node on it, routes to every pod CIDR.
 ip link add "$bridge" type bridge
