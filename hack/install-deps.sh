@@ -8,16 +8,8 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(pkg-config g++ make python3 iproute2 nftables libnftnl-dev libmnl-dev
   libnetfilter-conntrack-dev openssl clang llvm libbpf-dev)
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install-deps: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source hack/lib/apt.sh
+install_missing_packages install-deps "${APT_PACKAGES[@]}"
 
 stamp=node_modules/.kpng-install-stamp
 if [ ! -f "$stamp" ] || [ package.json -nt "$stamp" ] || { [ -f package-lock.json ] && [ package-lock.json -nt "$stamp" ]; }; then

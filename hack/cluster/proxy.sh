@@ -82,12 +82,8 @@ if ! kubectl_ -n kube-system rollout status "daemonset/$ds" --timeout=180s >/dev
 fi
 # The proof that a proxy serves: the `kubernetes` Service's ClusterIP answers from inside a node.
 for ns in "${node_netns[@]}"; do
-	ok=0
-	for _ in $(seq 1 60); do
-		if ip netns exec "$ns" curl -sk -o /dev/null -m 2 "https://$kubernetes_service_ip/healthz"; then ok=1; break; fi
-		sleep 0.5
-	done
-	[[ $ok == 1 ]] || die "proxy: $ns cannot reach the kubernetes Service ($kubernetes_service_ip:443) with $backend deployed"
+	wait_for "proxy: $backend serving the kubernetes Service ($kubernetes_service_ip:443) in $ns" 30 \
+		ip netns exec "$ns" curl -sk -o /dev/null -m 2 "https://$kubernetes_service_ip/healthz"
 done
 # The cluster's DNS needs the `kubernetes` Service: it comes once a proxy serves, and stays.
 if ! kubectl_ -n kube-system get deployment coredns >/dev/null 2>&1; then

@@ -27,7 +27,7 @@ done
 [[ -d /sys/fs/cgroup/cpu ]] || die "needs cgroup v1 controllers mounted under /sys/fs/cgroup (this host: $(ls /sys/fs/cgroup | tr '\n' ' '))"
 [[ -e /proc/sys/net/bridge ]] || modprobe br_netfilter 2>/dev/null || die "needs br_netfilter (service traffic between pods of one node's bridge)"
 
-install_packages runc containernetworking-plugins conntrack iproute2 openssl curl
+install_missing_packages cluster runc containernetworking-plugins conntrack iproute2 openssl curl
 start=$SECONDS
 "$here/build.sh" --no-e2e
 "$here/images.sh" "${image_args[@]}"
@@ -68,14 +68,6 @@ start_daemon() { # <name> <command...>: in its own session, output to logs/<name
 	local name="$1"; shift
 	setsid "$@" >"$cluster_state/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$cluster_state/pids/$name"
-}
-wait_for() { # <what> <seconds> <command...>
-	local what="$1" t="$2"; shift 2
-	local deadline=$((SECONDS + t))
-	until "$@" >/dev/null 2>&1; do
-		((SECONDS < deadline)) || die "$what: not ready after $t s (logs in $cluster_state/logs)"
-		sleep 0.5
-	done
 }
 api_get() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$api_server$1"; }
 

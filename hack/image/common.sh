@@ -29,14 +29,5 @@ need_root() {
 }
 
 # Debian packages the image scripts need (not `make test`): installed only when missing.
-install_tools() {
-  local missing=() p
-  for p in buildah debootstrap; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "image: installing Debian packages: ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+source "$repo/hack/lib/apt.sh"
+install_tools() { install_missing_packages image buildah debootstrap; }

@@ -23,15 +23,16 @@ cluster_state="${KPNG_CLUSTER_STATE:-/var/lib/kpng-cluster}"
 plan() { node "$repo/dist/hack/cluster/plan.js" "$@"; }
 kubectl_() { KUBECONFIG="$cluster_state/admin.kubeconfig" "$cluster_bin/kubectl" "$@"; }
 
-install_packages() { # <Debian packages...>: those missing, with one apt-get update
-	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+source "$repo/hack/lib/apt.sh"
+
+# wait_for <what> <seconds> <command...>: until the command succeeds, or fail naming what.
+wait_for() {
+	local what="$1" t="$2"; shift 2
+	local deadline=$((SECONDS + t))
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || die "$what: not ready after $t s (logs in $cluster_state/logs)"
+		sleep 0.5
 	done
-	[[ ${#missing[@]} -eq 0 ]] && return 0
-	echo "cluster: installing Debian packages: ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 # node_exec <node name> <command...>: a command inside a running node (its network and mount namespaces).
