@@ -42,7 +42,7 @@ manifest() {
 		echo "---"
 		# Each node attaches the socket LB to its own cgroup (the node's processes and pods are all under
 		# it), never to the machine's root cgroup.
-		render "$repo/deploy/daemonset-ebpf.yaml" | sed 's#--proxy-mode=ebpf\]#--proxy-mode=ebpf, --cgroup=/sys/fs/cgroup/unified/$(NODE_NAME)]#'
+		render "$repo/deploy/daemonset-ebpf.yaml" | sed 's#--to=ebpf\]#--to=ebpf, --cgroup=/sys/fs/cgroup/unified/$(NODE_NAME)]#'
 		;;
 	upstream) render "$here/manifests/kube-proxy.yaml" ;;
 	*) echo "usage: $0 nft|ebpf|upstream|none" >&2; exit 2 ;;

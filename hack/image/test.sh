@@ -138,11 +138,11 @@ for f in "$repo"/deploy/*.yaml; do
     if (c.image.replace(/^.*\//, '') !== 'kpng:$version') throw new Error('$f: image ' + c.image + ', built kpng:$version');
     if (!c.securityContext.readOnlyRootFilesystem) throw new Error('$f: no readOnlyRootFilesystem (this check assumes it)');
     console.log(c.args.join('\n'));" >"$work/args" || fail "$(basename "$f")"
-  mode=$(sed -n 's/^--proxy-mode=//p' "$work/args")
+  mode=$(sed -n 's/^--to=//p' "$work/args")
   if [ -n "$mode" ]; then
     # The backend the manifest names is registered in the image's build.
     in_image node -e "require('/opt/kpng/dist/src/backend/builtin').registerBuiltinBackends(); const r = require('/opt/kpng/dist/src/backend/registry'); if (!r.getBackend('$mode')) process.exit(1)" \
-      || fail "$(basename "$f"): --proxy-mode=$mode is not a backend of the image"
+      || fail "$(basename "$f"): --to=$mode is not a backend of the image"
   fi
   ok "$(basename "$f"): entrypoint + args [$(paste -sd' ' "$work/args")]${mode:+, backend $mode registered}"
 done

@@ -1,23 +1,27 @@
-// kube-proxy compatibility of the command line: kube-proxy's own flags (--config, --metrics-bind-address,
-// --healthz-bind-address, --proxy-mode, --conntrack-*, --oom-score-adj, --bind-address-hard-fail, --v)
-// are taken out of argv here; a KubeProxyConfiguration file (--config) is read and turned into the
-// flags kpng's parser knows (--hostname-override, --cluster-cidr, --sync-period, --to, ...), each added
-// only when the command line does not give it (flags win over the file). `kube-proxy --config F
-// --hostname-override N` (a kubeadm DaemonSet's command) runs as `kpng kube ...`.
+// kube-proxy compatibility of the command line. Every flag of upstream kube-proxy (kube-proxy-flag-table.ts)
+// is taken out of argv and read as upstream reads it: the flags and a --config file make one
+// KubeProxyConfiguration, where the file wins over the flags of the same settings (except logging flags
+// and --hostname-override), upstream's defaults fill the rest, and the result becomes the flags kpng's
+// own parser knows (--hostname-override, --cluster-cidr, --to, ...) plus the settings around the
+// pipeline (ops servers, conntrack, logging, API client). kpng's own flags (--to, --sync-period, --node,
+// ...) always win. `kube-proxy --config F --hostname-override N` (a kubeadm DaemonSet's command) runs as
+// `kpng kube ... --to nft`.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
-import { ConfigError, parseKubeProxyConfiguration, type KubeProxySettings } from '../config/kube-proxy-config';
-import { parseGoDuration } from '../config/duration';
+import { ConfigError, kubeProxySettings, modeSection, readKubeProxyConfiguration, type KubeProxySettings, type VModule } from '../config/kube-proxy-config';
+import { goDurationString } from '../config/duration';
+import { masqueradeSection, setAt, writtenForm, type Obj } from '../config/kube-proxy-schema';
 import type { ConntrackSettings } from '../config/conntrack';
 import { parseBindAddress } from '../util/http-serve';
 import { COMMANDS, UsageError } from './args';
+import { extractGoFlags, GoFlagError, type GoFlagValue } from './go-flags';
+import { KUBE_PROXY_FLAGS, type KubeProxyFlag } from './kube-proxy-flag-table';
 
 export const DEFAULT_METRICS_BIND_ADDRESS = '127.0.0.1:10249';
 export const DEFAULT_HEALTHZ_BIND_ADDRESS = '0.0.0.0:10256';
 
 export interface OpsOptions {
-  /** null: disabled (an empty flag value, as kube-proxy). */
+  /** null: disabled (an empty flag value). */
   metricsBindAddress: string | null;
   healthzBindAddress: string | null;
   bindAddressHardFail: boolean;
@@ -27,111 +31,94 @@ export interface OpsOptions {
   configFile?: string;
 }
 
+export interface LoggingOptions { format: 'text' | 'json'; verbosity: number; vmodule: VModule[] }
+
+/** What to do instead of running the proxy. */
+export type KubeProxyAction = 'run' | 'cleanup' | 'init-only' | 'write-config' | 'version-raw';
+
 export interface KubeProxyArgs {
   /** What kpng's own parser gets. */
   argv: string[];
+  action: KubeProxyAction;
   ops: OpsOptions;
-  /** Warnings to log once a logger exists (ignored config fields, mode mapping). */
+  logging: LoggingOptions;
+  /** The API client: --master overrides the kubeconfig's server; qps 0 means no limit. */
+  kube: { master?: string; qps: number; burst: number };
+  /** IPVS settings (applied by the IPVS backend). */
+  ipvs: KubeProxySettings['ipvs'];
+  /** The configuration in effect (KubeProxyConfiguration), for /configz and --write-config-to. */
+  configuration: Obj;
+  writeConfigTo?: string;
+  /** Warnings to log once a logger exists (settings with no effect, flags the file overrides, mode mapping). */
   warnings: string[];
 }
 
-const FLAGS = {
-  config: { type: 'string' },
-  'metrics-bind-address': { type: 'string' },
-  'healthz-bind-address': { type: 'string' },
-  'bind-address-hard-fail': { type: 'boolean' },
-  'proxy-mode': { type: 'string' },
-  'oom-score-adj': { type: 'string' },
-  'conntrack-max-per-core': { type: 'string' },
-  'conntrack-min': { type: 'string' },
-  'conntrack-tcp-timeout-established': { type: 'string' },
-  'conntrack-tcp-timeout-close-wait': { type: 'string' },
-  'conntrack-tcp-be-liberal': { type: 'boolean' },
-  'conntrack-udp-timeout': { type: 'string' },
-  'conntrack-udp-timeout-stream': { type: 'string' },
-  v: { type: 'string' },
-} as const;
-type FlagName = keyof typeof FLAGS;
-
 export function kubeProxyFlagsHelp(): string {
-  return ` kube-proxy compatibility (same names and meanings as kube-proxy's flags):
-  --config FILE         a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1; also a ConfigMap
-                        holding one in config.conf); flags win over it; fields kpng does not support
-                        are named in one warning. Without a command, \`kpng --config F\` runs \`kpng kube\`
-  --proxy-mode MODE     nftables (nft), iptables (nft: kpng has no iptables mode), ipvs, or any
-                        registered backend; used when --to is not given
-  --metrics-bind-address IP:PORT
-                        Prometheus /metrics (default ${DEFAULT_METRICS_BIND_ADDRESS}; empty disables)
-  --healthz-bind-address IP:PORT
-                        /healthz and /livez (default ${DEFAULT_HEALTHZ_BIND_ADDRESS}; empty disables)
-  --bind-address-hard-fail
-                        exit when a metrics or healthz port cannot be bound (default: log and retry)
-  --conntrack-max-per-core N, --conntrack-min N, --conntrack-tcp-timeout-established D,
-  --conntrack-tcp-timeout-close-wait D, --conntrack-tcp-be-liberal, --conntrack-udp-timeout D,
-  --conntrack-udp-timeout-stream D
-                        conntrack sysctls, applied as kube-proxy applies them (with --config, kube-proxy's
-                        defaults fill the unset ones; without, only the flags given are applied)
-  --oom-score-adj N     this process's oom_score_adj (with --config: default -999, as kube-proxy)
-  --v N                 log verbosity (4 and more: debug)
+  const rows = KUBE_PROXY_FLAGS.filter((f) => f.name !== 'help' && f.name !== 'healthz-port' && f.name !== 'metrics-port').map((f) => {
+    const name = `${f.short && f.short !== f.name ? `-${f.short}, ` : ''}--${f.name}${f.arg ? ` ${f.arg}` : ''}`;
+    return name.length <= 36 ? `  ${name.padEnd(36)}${f.help}` : `  ${name}\n  ${''.padEnd(36)}${f.help}`;
+  });
+  return ` kube-proxy's flags (every flag of kube-proxy v1.37 is accepted; with --config, the file wins over the flags
+ of the same settings, as in kube-proxy). Without a command, kpng runs \`kpng kube\` with the backend of the mode:
+${rows.join('\n')}
 `;
-}
-
-const present = (argv: string[], name: string) => argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`));
-
-/** Splits kube-proxy's flags from the rest of argv. */
-function extract(argv: string[]): { rest: string[]; values: Partial<Record<FlagName, string | boolean>> } {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: FLAGS, strict: false, allowPositionals: true, tokens: true });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const drop = new Set<number>();
-  const values: Partial<Record<FlagName, string | boolean>> = {};
-  for (const t of parsed.tokens ?? []) {
-    if (t.kind !== 'option' || !(t.name in FLAGS)) continue;
-    const name = t.name as FlagName;
-    drop.add(t.index);
-    if (FLAGS[name].type === 'string') {
-      if (t.value === undefined) throw new UsageError(`--${name} needs a value`);
-      if (!t.inlineValue) drop.add(t.index + 1);
-      values[name] = t.value;
-    } else {
-      // kube-proxy's boolean flags also take --flag=true / --flag=false.
-      if (t.value !== undefined && t.value !== 'true' && t.value !== 'false') throw new UsageError(`--${name}=${t.value}: expected true or false`);
-      values[name] = t.value !== 'false';
-    }
-  }
-  return { rest: argv.filter((_, i) => !drop.has(i)), values };
-}
-
-function intFlag(v: string | boolean | undefined, name: string, min: number, max: number): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (typeof v !== 'string' || !Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} ${JSON.stringify(v)}: expected a whole number in [${min}, ${max}]`);
-  return n;
-}
-
-function secondsFlag(v: string | boolean | undefined, name: string): number | undefined {
-  if (v === undefined) return undefined;
-  const ms = typeof v === 'string' ? parseGoDuration(v) : null;
-  if (ms === null) throw new UsageError(`--${name} ${JSON.stringify(v)}: expected a duration (e.g. 24h0m0s, 1h, 30s)`);
-  return Math.floor(ms / 1000);
 }
 
 /** kube-proxy's mode names to kpng backends. */
 export function backendForMode(mode: string, registered: readonly string[]): { backend: string; note?: string } {
-  if (mode === '' || mode === 'nftables') return { backend: 'nft' };
-  if (mode === 'iptables') return { backend: 'nft', note: 'proxy mode iptables: kpng has no iptables mode; using nft (nftables, kube-proxy\'s successor to iptables)' };
+  if (mode === 'nftables') return { backend: 'nft' };
+  if (mode === '') return { backend: 'nft', note: 'proxy mode not set (kube-proxy\'s default on Linux is iptables): kpng has no iptables mode and runs nftables (nft)' };
+  if (mode === 'iptables') return { backend: 'nft', note: 'proxy mode iptables: kpng has no iptables mode and runs nftables (nft), kube-proxy\'s successor to iptables' };
+  if (mode === 'kernelspace') throw new UsageError('proxy mode "kernelspace" is Windows only (use nftables, iptables or ipvs)');
   if (registered.includes(mode)) return { backend: mode };
-  throw new UsageError(`proxy mode ${JSON.stringify(mode)}: no such backend here (use nftables, iptables${registered.includes('ipvs') ? ', ipvs' : ''} or one of ${registered.join(', ')})`);
+  throw new UsageError(`proxy mode ${JSON.stringify(mode)}: no such mode (use nftables, iptables${registered.includes('ipvs') ? ', ipvs' : ''} or one of kpng's backends: ${registered.join(', ')})`);
+}
+
+const present = (argv: string[], name: string) => argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`));
+
+/** "pattern=N,pattern=N" (klog's --vmodule) to the configuration's list. */
+function parseVModule(text: string): VModule[] {
+  return text.split(',').map((p) => p.trim()).filter(Boolean).map((p) => {
+    const m = /^([^=]+)=(\d+)$/.exec(p);
+    if (!m) throw new UsageError(`--vmodule ${JSON.stringify(text)}: expected pattern=N[,pattern=N...]`);
+    return { filePattern: m[1], verbosity: Number(m[2]) };
+  });
+}
+
+/** A flag's value as the configuration holds it. */
+function configValue(f: KubeProxyFlag, v: GoFlagValue): unknown {
+  if (f.type === 'duration') return goDurationString(v as number);
+  if (f.name === 'vmodule') return parseVModule(v as string);
+  if (f.name === 'cluster-cidr') return (v as string).trim();
+  // Upstream's processHostnameOverrideFlag: trimmed and lower-cased.
+  if (f.name === 'hostname-override') return (v as string).trim().toLowerCase();
+  return v;
+}
+
+/** --metrics-port / --healthz-port: the port of the default address (upstream's deprecated flags; 0 disables). */
+function withPort(address: string, port: number): string | null {
+  if (port === 0) return null;
+  const i = address.lastIndexOf(':');
+  return `${address.slice(0, i)}:${port}`;
 }
 
 export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonly string[]; invokedAs?: string; readFile?: (file: string) => string }): KubeProxyArgs {
-  const { rest, values: v } = extract(argv);
+  let given: Map<string, GoFlagValue>;
+  let rest: string[];
+  try {
+    ({ rest, values: given } = extractGoFlags(argv, KUBE_PROXY_FLAGS));
+  } catch (e) {
+    if (e instanceof GoFlagError) throw new UsageError(e.message);
+    throw e;
+  }
+  const byName = new Map(KUBE_PROXY_FLAGS.map((f) => [f.name, f]));
   const warnings: string[] = [];
-  let cfg: KubeProxySettings | undefined;
-  const configFile = typeof v.config === 'string' ? v.config : undefined;
+  const configFile = given.get('config') as string | undefined;
+
+  // The user's configuration: the file, or the flags (upstream ignores configuration flags with a file).
+  let user: Obj = {};
+  const overridden: string[] = [];
+  const fromFlag = new Map<string, string>(); // configuration path -> the flag that set it
   if (configFile !== undefined) {
     let text: string;
     try {
@@ -140,81 +127,171 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
       throw new UsageError(`--config ${configFile}: cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }
     try {
-      cfg = parseKubeProxyConfiguration(text, configFile);
+      const read = readKubeProxyConfiguration(text, configFile);
+      user = read.user;
+      if (read.unknown.length) warnings.push(`config ${configFile}: unknown field${read.unknown.length > 1 ? 's' : ''} ignored (not in ${'kubeproxy.config.k8s.io/v1alpha1'}): ${read.unknown.join(', ')}`);
     } catch (e) {
       if (e instanceof ConfigError) throw new UsageError(`--config ${e.message}`);
       throw e;
     }
-    if (cfg.ignored.length) warnings.push(`config ${configFile}: kpng does not support ${cfg.ignored.length === 1 ? 'this field' : `these ${cfg.ignored.length} fields`}, ignored: ${cfg.ignored.join(', ')}`);
+  }
+  const mode = configFile !== undefined ? (typeof user.mode === 'string' ? user.mode : '') : ((given.get('proxy-mode') as string | undefined) ?? '');
+  for (const [name, v] of given) {
+    const f = byName.get(name)!;
+    if (f.when === 'noConfig' && configFile !== undefined) { overridden.push(`--${name}`); continue; }
+    if (!f.path) continue;
+    const p = f.path.replace('{section}', masqueradeSection(mode));
+    setAt(user, p, configValue(f, v));
+    fromFlag.set(p, `--${name}`);
+  }
+  const noEffect: string[] = [];
+  for (const name of given.keys()) {
+    const f = byName.get(name)!;
+    if (!f.noEffect || (f.when === 'noConfig' && configFile !== undefined)) continue;
+    const gates = name === 'feature-gates' ? ` ${Object.keys(given.get(name) as object).join(',')}` : '';
+    noEffect.push(`--${name}${gates} (${f.noEffect})`);
+  }
+  if (configFile === undefined) {
+    // Upstream's v1alpha1 flags that land in the mode's section.
+    const ipvs = mode === 'ipvs';
+    for (const [flag, key] of [['iptables-sync-period', 'syncPeriod'], ['iptables-min-sync-period', 'minSyncPeriod'], ['ipvs-sync-period', 'syncPeriod'], ['ipvs-min-sync-period', 'minSyncPeriod']] as const) {
+      const v = given.get(flag);
+      if (v === undefined) continue;
+      if (flag.startsWith('ipvs') !== ipvs) { noEffect.push(`--${flag} (mode ${mode || 'iptables'} does not read it, as in kube-proxy)`); continue; }
+      setAt(user, `${modeSection(mode)}.${key}`, goDurationString(v as number));
+      fromFlag.set(`${modeSection(mode)}.${key}`, `--${flag}`);
+    }
+  }
+  if (overridden.length) warnings.push(`--config ${configFile} is given: as kube-proxy does, kpng takes these settings from the file and ignores the flags ${overridden.join(', ')}`);
+
+  let s: KubeProxySettings;
+  try {
+    s = kubeProxySettings(user);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      // Name the flag when a flag set the field, the file's path otherwise.
+      const field = e.message.split(':')[0];
+      const flag = fromFlag.get(field);
+      throw new UsageError(flag ? `${flag}: ${e.message.slice(field.length + 2)}` : configFile !== undefined ? `--config ${configFile}: ${e.message}` : e.message);
+    }
+    throw e;
+  }
+  // Fields of the file with no effect (the flags that set such fields are named above).
+  for (const u of s.unsupported) {
+    const p = u.split(' ')[0];
+    if (!fromFlag.has(p) && !(p.startsWith('featureGates.') && fromFlag.has('featureGates'))) noEffect.push(u);
   }
 
-  const out = [...rest];
-  // `kube-proxy --config F ...` has no command: it is the kube source.
+  // How the command line is to be read: kube-proxy's way when no kpng command is given.
+  const command = rest.find((a) => (COMMANDS as readonly string[]).includes(a));
+  const help = given.get('help') === true;
+  const versionFlag = given.get('version');
+  const version = versionFlag === undefined || versionFlag === 'false' ? undefined : versionFlag === 'raw' ? 'raw' : 'text';
   const asKubeProxy = opts.invokedAs !== undefined && path.basename(opts.invokedAs).startsWith('kube-proxy');
-  const hasCommand = rest.some((a) => (COMMANDS as readonly string[]).includes(a) || a === '--help' || a === '-h' || a === '--version');
-  if (!hasCommand && (configFile !== undefined || v['proxy-mode'] !== undefined || asKubeProxy)) out.unshift('kube');
+  const kubeProxyStyle = command === undefined && !help && version === undefined && (argv.length > 0 || asKubeProxy);
+  const defaultsApply = kubeProxyStyle || configFile !== undefined;
 
-  const add = (flag: string, value?: string, ...alsoGivenBy: string[]) => {
-    if (present(out, flag) || alsoGivenBy.some((f) => present(out, f))) return;
+  const out = help ? ['help'] : version === 'text' ? ['version'] : [...rest];
+  if (kubeProxyStyle) out.unshift('kube');
+
+  const add = (flag: string, value?: string) => {
+    if (present(out, flag)) return;
     out.push(`--${flag}`, ...(value === undefined ? [] : [value]));
   };
-  if (cfg) {
-    if (cfg.hostnameOverride) add('hostname-override', cfg.hostnameOverride, 'node');
-    if (cfg.clusterCIDRs?.length) add('cluster-cidr', cfg.clusterCIDRs.join(','));
-    if (cfg.nodePortAddresses?.length) add('nodeport-addresses', cfg.nodePortAddresses.join(','));
-    if (cfg.masqueradeAll) add('masquerade-all');
-    if (cfg.syncPeriodMs !== undefined) add('sync-period', `${cfg.syncPeriodMs}ms`);
-    if (cfg.minSyncPeriodMs !== undefined) add('min-sync-period', `${cfg.minSyncPeriodMs}ms`);
-    if (cfg.kubeconfig) add('kubeconfig', cfg.kubeconfig);
-    if (cfg.contentType) add('kube-api-content-type', cfg.contentType);
-  }
-  const verbosity = intFlag(v.v, 'v', 0, 1000) ?? cfg?.verbosity;
-  if (verbosity !== undefined && verbosity >= 4) add('log-level', 'debug');
-  const mode = typeof v['proxy-mode'] === 'string' ? v['proxy-mode'] : cfg?.mode;
-  if (mode !== undefined && !present(out, 'to')) {
-    const m = backendForMode(mode, opts.registered);
-    if (m.note) warnings.push(m.note);
-    out.push('--to', m.backend);
-  }
+  if (s.hostnameOverride && !present(out, 'node')) add('hostname-override', s.hostnameOverride);
+  if (s.clusterCIDRs.length) add('cluster-cidr', s.clusterCIDRs.join(','));
+  if (s.nodePortAddresses.length) add('nodeport-addresses', s.nodePortAddresses.join(','));
+  if (s.masqueradeAll) add('masquerade-all');
+  if (s.detectLocalMode !== 'ClusterCIDR') add('detect-local-mode', s.detectLocalMode);
+  if (s.podBridgeInterface) add('pod-bridge-interface', s.podBridgeInterface);
+  if (s.podInterfaceNamePrefix) add('pod-interface-name-prefix', s.podInterfaceNamePrefix);
+  if (s.bindAddress) add('bind-address', s.bindAddress);
+  if (s.syncPeriodMs !== undefined) add('sync-period', `${s.syncPeriodMs}ms`);
+  if (s.minSyncPeriodMs !== undefined) add('min-sync-period', `${s.minSyncPeriodMs}ms`);
+  if (s.kubeconfig) add('kubeconfig', s.kubeconfig);
+  if (given.has('kube-api-content-type') || (configFile !== undefined && s.contentType)) add('kube-api-content-type', s.contentType);
+  // Until the logger takes verbosity itself, kpng's debug level is verbosity 4 and more.
+  if (s.logging.verbosity >= 4) add('log-level', 'debug');
 
-  const bind = (flag: 'metrics-bind-address' | 'healthz-bind-address', fromFile: string | undefined, dflt: string, port: number): string | null => {
-    const given = v[flag];
-    const value = typeof given === 'string' ? given : fromFile || dflt;
-    if (value.trim() === '') return null;
+  // The backend: kpng's --to wins; otherwise the mode, when the invocation is kube-proxy's.
+  let backend = '';
+  const toIndex = out.findIndex((a) => a === '--to' || a.startsWith('--to='));
+  if (toIndex >= 0) backend = out[toIndex] === '--to' ? out[toIndex + 1] ?? '' : out[toIndex].slice(5);
+  else if (!help && version === undefined && (kubeProxyStyle || configFile !== undefined || given.has('proxy-mode'))) {
+    const m = backendForMode(s.modeGiven, opts.registered);
+    if (m.note) warnings.push(m.note);
+    backend = m.backend;
+    out.push('--to', backend);
+  }
+  const ipvs = backend === 'ipvs';
+  if (ipvs && s.ipvs.scheduler && !present(out, 'ipvs-scheduler')) out.push('--ipvs-scheduler', s.ipvs.scheduler);
+  // IPVS settings: read in mode ipvs only, as upstream.
+  const ipvsFields: Array<[string, boolean]> = [['ipvs.strictARP', s.ipvs.strictARP], ['ipvs.excludeCIDRs', s.ipvs.excludeCIDRs.length > 0], ['ipvs.tcpTimeout', s.ipvs.tcpTimeoutMs > 0],
+    ['ipvs.tcpFinTimeout', s.ipvs.tcpFinTimeoutMs > 0], ['ipvs.udpTimeout', s.ipvs.udpTimeoutMs > 0], ['ipvs.scheduler', !!s.ipvs.scheduler]];
+  for (const [field, set] of ipvsFields) {
+    const flag = fromFlag.get(field);
+    if (!ipvs && (flag || set)) noEffect.push(`${flag ?? field} (only the ipvs mode reads it)`);
+    else if (ipvs && set && field !== 'ipvs.scheduler') noEffect.push(`${flag ?? field} (not applied by kpng's IPVS backend yet)`);
+  }
+  if (noEffect.length) warnings.push(`no effect in kpng (accepted for kube-proxy compatibility): ${noEffect.join(', ')}`);
+
+  // Servers: kpng's extension of an empty flag value (disabled) survives defaulting.
+  const server = (flag: 'metrics-bind-address' | 'healthz-bind-address', portFlag: 'metrics-port' | 'healthz-port', value: string, port: number): string | null => {
+    let v: string | null = value;
+    if (configFile === undefined) {
+      const g = given.get(flag);
+      if (typeof g === 'string' && g.trim() === '') v = null;
+      const p = given.get(portFlag);
+      if (v !== null && typeof p === 'number') v = withPort(v, p);
+    }
+    if (v === null) return null;
     try {
-      parseBindAddress(value, port, `--${flag}`);
+      parseBindAddress(v, port, configFile !== undefined && !fromFlag.has(flag) ? `--config ${configFile}: ${flag === 'metrics-bind-address' ? 'metricsBindAddress' : 'healthzBindAddress'}` : `--${flag}`);
     } catch (e) {
       throw new UsageError((e as Error).message);
     }
-    return value;
+    return v;
   };
 
-  let conntrack: ConntrackSettings | null = cfg ? { ...cfg.conntrack } : null;
-  const ctFlags: ConntrackSettings = {
-    maxPerCore: intFlag(v['conntrack-max-per-core'], 'conntrack-max-per-core', 0, 2 ** 31 - 1),
-    min: intFlag(v['conntrack-min'], 'conntrack-min', 0, 2 ** 31 - 1),
-    tcpEstablishedTimeout: secondsFlag(v['conntrack-tcp-timeout-established'], 'conntrack-tcp-timeout-established'),
-    tcpCloseWaitTimeout: secondsFlag(v['conntrack-tcp-timeout-close-wait'], 'conntrack-tcp-timeout-close-wait'),
-    tcpBeLiberal: v['conntrack-tcp-be-liberal'] === undefined ? undefined : v['conntrack-tcp-be-liberal'] === true,
-    udpTimeout: secondsFlag(v['conntrack-udp-timeout'], 'conntrack-udp-timeout'),
-    udpStreamTimeout: secondsFlag(v['conntrack-udp-timeout-stream'], 'conntrack-udp-timeout-stream'),
-  };
-  for (const [k, val] of Object.entries(ctFlags) as Array<[keyof ConntrackSettings, number | boolean | undefined]>) {
-    if (val === undefined) continue;
-    conntrack ??= {};
-    (conntrack as Record<string, unknown>)[k] = val;
+  // Without --config and with a kpng command, only the conntrack settings given are applied.
+  let conntrack: ConntrackSettings | null = null;
+  if (defaultsApply) conntrack = s.conntrack;
+  else {
+    const keys: Array<[string, keyof ConntrackSettings]> = [['conntrack-max-per-core', 'maxPerCore'], ['conntrack-min', 'min'], ['conntrack-tcp-timeout-established', 'tcpEstablishedTimeout'],
+      ['conntrack-tcp-timeout-close-wait', 'tcpCloseWaitTimeout'], ['conntrack-tcp-be-liberal', 'tcpBeLiberal'], ['conntrack-udp-timeout', 'udpTimeout'], ['conntrack-udp-timeout-stream', 'udpStreamTimeout']];
+    for (const [flag, key] of keys) {
+      if (!given.has(flag)) continue;
+      conntrack ??= {};
+      (conntrack as Record<string, unknown>)[key] = s.conntrack[key];
+    }
   }
+  if (given.has('oom-score-adj') && configFile === undefined && (s.oomScoreAdj < -1000 || s.oomScoreAdj > 1000)) throw new UsageError(`--oom-score-adj ${s.oomScoreAdj}: expected a whole number in [-1000, 1000]`);
 
+  const action: KubeProxyAction = given.get('write-config-to') !== undefined ? 'write-config' : version === 'raw' ? 'version-raw' : given.get('cleanup') === true ? 'cleanup' : given.get('init-only') === true ? 'init-only' : 'run';
+  const master = given.get('master') as string | undefined;
+  if (master !== undefined && master !== '') {
+    try { new URL(master); } catch { throw new UsageError(`--master ${JSON.stringify(master)}: not a URL (e.g. https://10.0.0.1:6443)`); }
+  }
+  // Without a file, upstream starts from the defaults of its default mode (iptables: minimum sync 1s)
+  // and only then reads --proxy-mode: an ipvs configuration so made shows that minimum.
+  const configuration = writtenForm(s.effective);
+  if (configFile === undefined && modeSection(s.modeGiven) === 'ipvs' && !given.has('ipvs-min-sync-period')) setAt(configuration, 'ipvs.minSyncPeriod', '1s');
   return {
     argv: out,
+    action,
     ops: {
-      metricsBindAddress: bind('metrics-bind-address', cfg?.metricsBindAddress, DEFAULT_METRICS_BIND_ADDRESS, 10249),
-      healthzBindAddress: bind('healthz-bind-address', cfg?.healthzBindAddress, DEFAULT_HEALTHZ_BIND_ADDRESS, 10256),
-      bindAddressHardFail: v['bind-address-hard-fail'] === true || (v['bind-address-hard-fail'] === undefined && !!cfg?.bindAddressHardFail),
+      metricsBindAddress: server('metrics-bind-address', 'metrics-port', s.metricsBindAddress || DEFAULT_METRICS_BIND_ADDRESS, 10249),
+      healthzBindAddress: server('healthz-bind-address', 'healthz-port', s.healthzBindAddress || DEFAULT_HEALTHZ_BIND_ADDRESS, 10256),
+      bindAddressHardFail: s.bindAddressHardFail,
       conntrack,
-      oomScoreAdj: intFlag(v['oom-score-adj'], 'oom-score-adj', -1000, 1000) ?? cfg?.oomScoreAdj,
+      oomScoreAdj: defaultsApply || given.has('oom-score-adj') ? s.oomScoreAdj : undefined,
       configFile,
     },
+    logging: { format: s.logging.format as LoggingOptions['format'], verbosity: s.logging.verbosity, vmodule: s.logging.vmodule },
+    kube: { master: master || undefined, qps: s.qps, burst: s.burst },
+    ipvs: s.ipvs,
+    configuration,
+    writeConfigTo: given.get('write-config-to') as string | undefined,
     warnings,
   };
 }

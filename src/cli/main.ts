@@ -15,6 +15,7 @@ import { helpText, parseCli, pluginArgs, UsageError, type CliOptions } from './a
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
+import { buildInfo, writeConfiguration } from './config-output';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
 import { enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
@@ -78,7 +79,16 @@ export async function main(argv: string[]): Promise<number> {
     out(`kpng ${version()} (node ${process.version})\n`);
     return 0;
   }
+  if (kp.action === 'version-raw') { out(`${JSON.stringify(buildInfo(version()))}\n`); return 0; }
   const log = createLogger(opts.logLevel);
+  if (kp.action === 'write-config') return writeConfiguration(kp.writeConfigTo!, kp.configuration, log);
+  if (kp.action === 'init-only') {
+    // What needs full privileges, then exit: a second run can then do with CAP_NET_ADMIN alone.
+    for (const w of kp.warnings) log.warn(w);
+    await new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: true, log, version: version() }).start();
+    log.info('init-only: privileged settings applied; exiting');
+    return 0;
+  }
   const ac = stopSignal();
   const stops: (() => Promise<void> | void)[] = [];
   // The first state is built with nearly every allocation surviving: keep V8's young generation
@@ -145,7 +155,8 @@ export async function main(argv: string[]): Promise<number> {
       } else {
         const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
         // With a sink, the memory-reducing GC waits for the first sync (onApplied below).
-        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType });
+        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType,
+          master: kp.kube.master, qps: kp.kube.qps, burst: kp.kube.burst });
         stops.push(() => src.stop());
       }
       if (opts.to === 'api') {

@@ -19,3 +19,13 @@ export function formatDuration(ms: number): string {
   if (ms % 1000 === 0) return `${ms / 1000}s`;
   return `${ms}ms`;
 }
+
+/** Go's time.Duration.String() ("24h0m0s", "15m0s", "30s", "1.5s", "250ms", "0s"), as kube-proxy writes durations. */
+export function goDurationString(ms: number): string {
+  if (ms === 0) return '0s';
+  if (ms < 1000) return `${+ms.toFixed(6)}ms`;
+  const h = Math.floor(ms / 3600000), m = Math.floor((ms % 3600000) / 60000), s = +((ms % 60000) / 1000).toFixed(9);
+  if (h > 0) return `${h}h${m}m${s}s`;
+  if (m > 0) return `${m}m${s}s`;
+  return `${s}s`;
+}

@@ -1,103 +1,53 @@
-// kube-proxy's configuration file (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1), as the
-// kube-proxy ConfigMap of a kubeadm cluster holds it (its config.conf key), read into the settings kpng
-// honours. Unset and zero fields take kube-proxy's defaults; a field kpng does not support is collected in
-// `ignored` (only when it is set to something: kubeadm writes every field, mostly zeros); a field of the
-// wrong type is an error naming it. Sections of proxy modes other than the chosen one are not read, as
-// kube-proxy does not read them.
+// kube-proxy's configuration (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1): read from a file
+// (the document itself, or a ConfigMap holding it in config.conf as kubeadm's does), defaulted as
+// upstream defaults it, and turned into the settings kpng acts on. Settings that mean nothing for kpng are
+// collected in `unsupported` (only when set to something other than upstream's default), fields the
+// format does not have in `unknown`, both by path.
 import { yaml } from '../util/lazy-yaml';
 import { parseGoDuration } from './duration';
-import { KUBE_PROXY_CONNTRACK_DEFAULTS, type ConntrackSettings } from './conntrack';
+import type { ConntrackSettings } from './conntrack';
 import { contentTypeOf, PROTOBUF } from '../source/kube/protobuf';
+import { API_VERSION, at, checkShape, ConfigError, defaultConfiguration, isObj, isZero, KIND, masqueradeSection, modeSection, withDefaults, type Obj } from './kube-proxy-schema';
 
-export const API_VERSION = 'kubeproxy.config.k8s.io/v1alpha1';
-export const KIND = 'KubeProxyConfiguration';
+export { API_VERSION, ConfigError, KIND, modeSection } from './kube-proxy-schema';
 
-export class ConfigError extends Error {}
+export interface VModule { filePattern: string; verbosity: number }
 
 export interface KubeProxySettings {
+  /** The mode after defaulting ('iptables' when unset, as upstream on Linux). */
+  mode: string;
+  /** The mode as the user gave it ('' when unset). */
+  modeGiven: string;
   hostnameOverride?: string;
-  clusterCIDRs?: string[];
-  /** kpng syntax: ['primary'] or CIDRs. */
-  nodePortAddresses?: string[];
-  masqueradeAll?: boolean;
+  /** The node's primary IP when set to a specific address (0.0.0.0 and :: mean "from the Node object"). */
+  bindAddress?: string;
+  clusterCIDRs: string[];
+  detectLocalMode: string;
+  podBridgeInterface: string;
+  podInterfaceNamePrefix: string;
+  /** Upstream's list (keywords primary, all, localhost and CIDRs); empty: the mode's default. */
+  nodePortAddresses: string[];
+  masqueradeAll: boolean;
+  /** Only when the user set them: kpng's own defaults differ in meaning (see kube-proxy-flags.ts). */
   syncPeriodMs?: number;
   minSyncPeriodMs?: number;
-  metricsBindAddress?: string;
-  healthzBindAddress?: string;
-  bindAddressHardFail?: boolean;
-  /** The proxy mode as written ('' = kube-proxy's default). */
-  mode: string;
-  kubeconfig?: string;
-  /** clientConnection.contentType (the kube source's encoding). */
-  contentType?: string;
-  verbosity?: number;
+  metricsBindAddress: string;
+  healthzBindAddress: string;
+  bindAddressHardFail: boolean;
+  kubeconfig: string;
+  contentType: string;
+  qps: number;
+  burst: number;
+  logging: { format: string; verbosity: number; vmodule: VModule[] };
   oomScoreAdj: number;
   conntrack: ConntrackSettings;
-  /** Fields set in the file that kpng does not honour, by path (with the reason when useful). */
-  ignored: string[];
+  ipvs: { scheduler: string; excludeCIDRs: string[]; strictARP: boolean; tcpTimeoutMs: number; tcpFinTimeoutMs: number; udpTimeoutMs: number };
+  featureGates: Record<string, boolean>;
+  /** The whole configuration after defaulting, as /configz and --write-config-to show it. */
+  effective: Obj;
+  /** Set fields with no effect in kpng, by path, each with the reason. */
+  unsupported: string[];
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** Zero, empty or null all the way down: what kubeadm writes for "unset". */
-export function isUnset(v: unknown): boolean {
-  if (v === null || v === undefined || v === '' || v === 0 || v === false || v === '0s' || v === '0') return true;
-  if (Array.isArray(v)) return v.length === 0;
-  if (isObj(v)) return Object.values(v).every(isUnset);
-  return false;
-}
-
-/** Typed access to one object of the document, with paths for error messages. */
-class Fields {
-  constructor(private readonly o: Obj, private readonly at: string) {}
-  path(k: string): string { return this.at ? `${this.at}.${k}` : k; }
-  has(k: string): boolean { return !isUnset(this.o[k]); }
-  raw(k: string): unknown { return this.o[k]; }
-  keys(): string[] { return Object.keys(this.o); }
-  sub(k: string): Fields {
-    const v = this.o[k];
-    if (v === undefined || v === null) return new Fields({}, this.path(k));
-    if (!isObj(v)) throw new ConfigError(`${this.path(k)}: expected an object`);
-    return new Fields(v, this.path(k));
-  }
-  str(k: string): string | undefined {
-    const v = this.o[k];
-    if (v === undefined || v === null || v === '') return undefined;
-    if (typeof v !== 'string') throw new ConfigError(`${this.path(k)}: expected a string, got ${JSON.stringify(v)}`);
-    return v;
-  }
-  bool(k: string): boolean | undefined {
-    const v = this.o[k];
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'boolean') throw new ConfigError(`${this.path(k)}: expected true or false, got ${JSON.stringify(v)}`);
-    return v;
-  }
-  int(k: string, min: number, max: number): number | undefined {
-    const v = this.o[k];
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw new ConfigError(`${this.path(k)}: expected a whole number in [${min}, ${max}], got ${JSON.stringify(v)}`);
-    return v;
-  }
-  /** A positive duration in ms; undefined for unset or zero (kube-proxy's "use the default"). */
-  duration(k: string): number | undefined {
-    const v = this.o[k];
-    if (v === undefined || v === null || v === '') return undefined;
-    const ms = typeof v === 'string' ? parseGoDuration(v) : null;
-    if (ms === null) throw new ConfigError(`${this.path(k)}: ${JSON.stringify(v)} is not a duration (e.g. 30s, 1m, 2h22m)`);
-    return ms > 0 ? ms : undefined;
-  }
-  strList(k: string): string[] | undefined {
-    const v = this.o[k];
-    if (v === undefined || v === null) return undefined;
-    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new ConfigError(`${this.path(k)}: expected a list of strings`);
-    return v as string[];
-  }
-}
-
-const TOP_LEVEL = new Set(['apiVersion', 'kind', 'featureGates', 'clientConnection', 'logging', 'hostnameOverride', 'bindAddress', 'healthzBindAddress',
-  'metricsBindAddress', 'bindAddressHardFail', 'enableProfiling', 'showHiddenMetricsForVersion', 'mode', 'iptables', 'ipvs', 'nftables', 'winkernel',
-  'detectLocalMode', 'detectLocal', 'clusterCIDR', 'nodePortAddresses', 'oomScoreAdj', 'conntrack', 'configSyncPeriod', 'portRange', 'windowsRunAsService']);
 
 /** Finds the KubeProxyConfiguration in a file: the document itself, or a ConfigMap's config.conf. */
 function configDocument(text: string, source: string): Obj {
@@ -122,94 +72,122 @@ function configDocument(text: string, source: string): Obj {
   throw new ConfigError(`${source}: no ${KIND} found (expected apiVersion: ${API_VERSION}, kind: ${KIND}, or a ConfigMap holding one in config.conf)`);
 }
 
-export function parseKubeProxyConfiguration(text: string, source = 'config'): KubeProxySettings {
+/** The user's document, type-checked, and the paths of the fields the format does not have. */
+export function readKubeProxyConfiguration(text: string, source = 'config'): { user: Obj; unknown: string[] } {
   const doc = configDocument(text, source);
   if (doc.apiVersion !== API_VERSION) throw new ConfigError(`${source}: apiVersion ${JSON.stringify(doc.apiVersion)} is not supported (expected ${API_VERSION})`);
-  const f = new Fields(doc, '');
-  const ignored: string[] = [];
-  const ignore = (path: string, why = '') => ignored.push(why ? `${path} (${why})` : path);
-  const ignoreIfSet = (fs: Fields, keys: string[], why = '') => { for (const k of keys) if (fs.has(k)) ignore(fs.path(k), why); };
-
-  for (const k of f.keys()) if (!TOP_LEVEL.has(k)) ignore(k, 'unknown field');
-
-  const mode = f.str('mode') ?? '';
-  // kube-proxy reads the section of its mode; its default mode on Linux is iptables.
-  const sectionName = mode === 'ipvs' ? 'ipvs' : mode === 'nftables' || (mode !== '' && mode !== 'iptables') ? 'nftables' : 'iptables';
-  const section = f.sub(sectionName);
-
-  const gates = f.raw('featureGates');
-  if (isObj(gates)) for (const g of Object.keys(gates)) ignore(`featureGates.${g}`);
-
-  const client = f.sub('clientConnection');
-  ignoreIfSet(client, ['acceptContentTypes', 'qps', 'burst']);
-  const contentType = client.str('contentType');
-  // kube-proxy's client speaks these two; anything else is a mistake worth stopping on.
-  if (contentType && !contentTypeOf(contentType)) {
-    throw new ConfigError(`${client.path('contentType')}: ${JSON.stringify(contentType)} is not ${PROTOBUF} or application/json`);
+  let unknown: string[];
+  try {
+    unknown = checkShape(doc);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(`${source}: ${e.message}`);
+    throw e;
   }
+  return { user: doc, unknown };
+}
 
-  const logging = f.sub('logging');
-  const verbosity = logging.int('verbosity', 0, 1000);
-  if (logging.has('format') && logging.str('format') !== 'text') ignore(logging.path('format'), 'kpng logs text');
-  ignoreIfSet(logging, logging.keys().filter((k) => !['verbosity', 'format', 'flushFrequency', 'options'].includes(k)));
+const ms = (v: unknown): number => (typeof v === 'string' ? parseGoDuration(v) ?? 0 : 0);
+const seconds = (v: unknown): number | undefined => { const n = Math.floor(ms(v) / 1000); return n > 0 ? n : undefined; };
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+const num = (v: unknown, d = 0): number => (typeof v === 'number' ? v : d);
 
-  const bindAddress = f.str('bindAddress');
-  if (bindAddress && bindAddress !== '0.0.0.0' && bindAddress !== '::') ignore('bindAddress', 'kpng takes the node\'s addresses from its Node object');
-  ignoreIfSet(f, ['enableProfiling', 'showHiddenMetricsForVersion', 'configSyncPeriod', 'portRange', 'windowsRunAsService']);
-  if (f.has('winkernel')) ignore('winkernel', 'Windows only');
-
-  const detect = f.str('detectLocalMode') ?? '';
-  if (detect !== '' && detect !== 'ClusterCIDR') ignore('detectLocalMode', `${detect}: kpng tells pods by clusterCIDR`);
-  if (f.has('detectLocal')) ignore('detectLocal');
-
-  ignoreIfSet(section, ['masqueradeBit'], 'kpng uses its own mark');
-  if (sectionName === 'iptables' && section.bool('localhostNodePorts') === true) ignore(section.path('localhostNodePorts'), 'node ports never answer on localhost in kpng');
-  if (sectionName === 'iptables') ignoreIfSet(section, ['snatNodeInternalIP']);
-  if (sectionName === 'ipvs') ignoreIfSet(section, ['scheduler', 'excludeCIDRs', 'strictARP', 'tcpTimeout', 'tcpFinTimeout', 'udpTimeout']);
-
-  let nodePortAddresses: string[] | undefined;
-  const npa = f.strList('nodePortAddresses');
-  if (npa && npa.length) {
-    nodePortAddresses = [];
-    for (const a of npa) {
-      if (a === 'all') nodePortAddresses.push('0.0.0.0/0', '::/0');
-      else if (a === 'localhost') ignore('nodePortAddresses: localhost', 'node ports never answer on localhost in kpng');
-      else nodePortAddresses.push(a);
-    }
-    if (nodePortAddresses.length === 0) nodePortAddresses = undefined;
-  }
-
-  const ct = f.sub('conntrack');
-  const seconds = (k: string) => { const ms = ct.duration(k); return ms === undefined ? undefined : Math.floor(ms / 1000); };
-  const conntrack: ConntrackSettings = {
-    maxPerCore: ct.int('maxPerCore', 0, 2 ** 31 - 1) ?? KUBE_PROXY_CONNTRACK_DEFAULTS.maxPerCore,
-    min: ct.int('min', 0, 2 ** 31 - 1) ?? KUBE_PROXY_CONNTRACK_DEFAULTS.min,
-    tcpEstablishedTimeout: ct.raw('tcpEstablishedTimeout') === null || ct.raw('tcpEstablishedTimeout') === undefined ? KUBE_PROXY_CONNTRACK_DEFAULTS.tcpEstablishedTimeout : seconds('tcpEstablishedTimeout'),
-    tcpCloseWaitTimeout: ct.raw('tcpCloseWaitTimeout') === null || ct.raw('tcpCloseWaitTimeout') === undefined ? KUBE_PROXY_CONNTRACK_DEFAULTS.tcpCloseWaitTimeout : seconds('tcpCloseWaitTimeout'),
-    tcpBeLiberal: ct.bool('tcpBeLiberal') ?? false,
-    udpTimeout: seconds('udpTimeout'),
-    udpStreamTimeout: seconds('udpStreamTimeout'),
+/** Turns the user's configuration (file and/or flags, upstream's v1alpha1 shape) into kpng's settings. */
+export function kubeProxySettings(user: Obj): KubeProxySettings {
+  const eff = withDefaults(user);
+  const unsupported: string[] = [];
+  const dflt = defaultConfiguration();
+  // Reported when the user set it to something other than upstream's default.
+  const noEffect = (path: string, why: string) => {
+    const u = at(user, path);
+    if (u === undefined || u === null || isZero(u)) return;
+    if (JSON.stringify(u) === JSON.stringify(at(dflt, path))) return;
+    unsupported.push(`${path} (${why})`);
   };
 
-  const cidr = f.str('clusterCIDR');
-  const host = f.str('hostnameOverride')?.trim().toLowerCase();
+  const modeGiven = str(user.mode);
+  const mode = str(eff.mode);
+  const section = modeSection(modeGiven);
+  const sec = (k: string) => at(user, `${section}.${k}`);
+
+  const contentType = str(at(user, 'clientConnection.contentType'));
+  // kube-proxy's client speaks these two; anything else is a mistake worth stopping on.
+  if (contentType && !contentTypeOf(contentType)) {
+    throw new ConfigError(`clientConnection.contentType: ${JSON.stringify(contentType)} is not ${PROTOBUF} or application/json`);
+  }
+  const qps = num(at(eff, 'clientConnection.qps'), 5);
+  const burst = num(at(eff, 'clientConnection.burst'), 10);
+  if (qps < 0) throw new ConfigError(`clientConnection.qps: ${qps} must be >= 0`);
+  if (burst < 0) throw new ConfigError(`clientConnection.burst: ${burst} must be >= 0`);
+
+  const format = str(at(eff, 'logging.format')) || 'text';
+  if (format !== 'text' && format !== 'json') throw new ConfigError(`logging.format: ${JSON.stringify(format)}: expected text or json`);
+  const verbosity = num(at(eff, 'logging.verbosity'));
+  if (verbosity < 0) throw new ConfigError(`logging.verbosity: ${verbosity} must be >= 0`);
+  const vmodule = (at(eff, 'logging.vmodule') as VModule[] | undefined) ?? [];
+
+  noEffect('clientConnection.acceptContentTypes', 'kpng asks for the content type alone');
+  noEffect('logging.flushFrequency', 'kpng writes each log line at once');
+  noEffect('logging.options', 'kpng writes every log line to stderr');
+  noEffect('enableProfiling', 'kpng serves no pprof handler');
+  noEffect('showHiddenMetricsForVersion', 'kpng hides no metric');
+  noEffect('configSyncPeriod', 'kpng\'s watches do not resync');
+  noEffect('portRange', 'not used by upstream on Linux either');
+  noEffect('winkernel', 'Windows only');
+  noEffect('windowsRunAsService', 'Windows only');
+  noEffect(`${masqueradeSection(modeGiven)}.masqueradeBit`, 'kpng marks packets its own way');
+  if (section === 'iptables' && at(user, 'iptables.localhostNodePorts') === true) unsupported.push('iptables.localhostNodePorts (node ports never answer on localhost in kpng, as in upstream\'s nftables mode)');
+  for (const g of Object.keys(isObj(user.featureGates) ? user.featureGates : {})) unsupported.push(`featureGates.${g} (kpng has no feature gates)`);
+
+  const conntrack: ConntrackSettings = {
+    maxPerCore: num(at(eff, 'conntrack.maxPerCore')),
+    min: num(at(eff, 'conntrack.min')),
+    tcpEstablishedTimeout: seconds(at(eff, 'conntrack.tcpEstablishedTimeout')),
+    tcpCloseWaitTimeout: seconds(at(eff, 'conntrack.tcpCloseWaitTimeout')),
+    tcpBeLiberal: at(eff, 'conntrack.tcpBeLiberal') === true,
+    udpTimeout: seconds(at(eff, 'conntrack.udpTimeout')),
+    udpStreamTimeout: seconds(at(eff, 'conntrack.udpStreamTimeout')),
+  };
+  const oomScoreAdj = num(eff.oomScoreAdj, -999);
+  if (oomScoreAdj < -1000 || oomScoreAdj > 1000) throw new ConfigError(`oomScoreAdj: ${oomScoreAdj} must be in [-1000, 1000]`);
+
+  const bind = str(eff.bindAddress).trim();
+  const cidr = str(user.clusterCIDR);
+  const host = str(user.hostnameOverride).trim().toLowerCase();
+  const syncPeriodMs = ms(sec('syncPeriod')) || undefined;
+  const minSyncPeriodMs = ms(sec('minSyncPeriod')) || undefined;
   return {
-    hostnameOverride: host || undefined,
-    clusterCIDRs: cidr ? cidr.split(',').map((c) => c.trim()).filter(Boolean) : undefined,
-    nodePortAddresses,
-    masqueradeAll: section.bool('masqueradeAll') || undefined,
-    syncPeriodMs: section.duration('syncPeriod'),
-    // Zero means "default" in the file (kube-proxy's defaulting turns it into 1s).
-    minSyncPeriodMs: section.duration('minSyncPeriod'),
-    metricsBindAddress: f.str('metricsBindAddress'),
-    healthzBindAddress: f.str('healthzBindAddress'),
-    bindAddressHardFail: f.bool('bindAddressHardFail') || undefined,
     mode,
-    kubeconfig: client.str('kubeconfig'),
-    contentType: contentType || undefined,
-    verbosity,
-    oomScoreAdj: f.int('oomScoreAdj', -1000, 1000) ?? -999,
+    modeGiven,
+    hostnameOverride: host || undefined,
+    bindAddress: bind === '' || bind === '0.0.0.0' || bind === '::' ? undefined : bind,
+    clusterCIDRs: cidr ? cidr.split(',').map((c) => c.trim()).filter(Boolean) : [],
+    detectLocalMode: str(eff.detectLocalMode),
+    podBridgeInterface: str(at(eff, 'detectLocal.bridgeInterface')),
+    podInterfaceNamePrefix: str(at(eff, 'detectLocal.interfaceNamePrefix')),
+    nodePortAddresses: ((user.nodePortAddresses as string[] | null | undefined) ?? []).map((s) => s.trim()).filter(Boolean),
+    masqueradeAll: at(user, `${masqueradeSection(modeGiven)}.masqueradeAll`) === true,
+    syncPeriodMs,
+    minSyncPeriodMs,
+    metricsBindAddress: str(eff.metricsBindAddress),
+    healthzBindAddress: str(eff.healthzBindAddress),
+    bindAddressHardFail: eff.bindAddressHardFail === true,
+    kubeconfig: str(at(eff, 'clientConnection.kubeconfig')),
+    contentType: str(at(eff, 'clientConnection.contentType')),
+    qps,
+    burst,
+    logging: { format, verbosity, vmodule },
+    oomScoreAdj,
     conntrack,
-    ignored,
+    ipvs: {
+      scheduler: str(at(eff, 'ipvs.scheduler')),
+      excludeCIDRs: (at(eff, 'ipvs.excludeCIDRs') as string[] | null) ?? [],
+      strictARP: at(eff, 'ipvs.strictARP') === true,
+      tcpTimeoutMs: ms(at(eff, 'ipvs.tcpTimeout')),
+      tcpFinTimeoutMs: ms(at(eff, 'ipvs.tcpFinTimeout')),
+      udpTimeoutMs: ms(at(eff, 'ipvs.udpTimeout')),
+    },
+    featureGates: (eff.featureGates as Record<string, boolean>) ?? {},
+    effective: eff,
+    unsupported,
   };
 }

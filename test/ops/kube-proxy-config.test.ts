@@ -1,18 +1,22 @@
 // Reading a kubeadm cluster's kube-proxy configuration, and kube-proxy's flags on kpng's command line.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseKubeProxyConfiguration, isUnset } from '../../src/config/kube-proxy-config';
-import { parseGoDuration } from '../../src/config/duration';
+import { kubeProxySettings, readKubeProxyConfiguration } from '../../src/config/kube-proxy-config';
+import { defaultConfiguration, isZero, withDefaults } from '../../src/config/kube-proxy-schema';
+import { goDurationString, parseGoDuration } from '../../src/config/duration';
 import { resolveKubeProxyArgs, backendForMode } from '../../src/cli/kube-proxy-flags';
+import { extractGoFlags } from '../../src/cli/go-flags';
+import { KUBE_PROXY_FLAGS } from '../../src/cli/kube-proxy-flag-table';
 import { parseCli, UsageError } from '../../src/cli/args';
 import { registerBuiltinBackends } from '../../src/backend/builtin';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'kubeadm-kube-proxy.yaml');
 const kubeadm = fs.readFileSync(FIXTURE, 'utf8');
 beforeAll(() => registerBuiltinBackends());
-const registered = ['routes', 'dump', 'trace', 'nft'];
+const registered = ['routes', 'dump', 'trace', 'nft', 'ebpf', 'ipvs'];
+const settings = (text: string) => kubeProxySettings(readKubeProxyConfiguration(text, 'f').user);
 
-test('Go durations', () => {
+test('Go durations, both ways', () => {
   expect(parseGoDuration('30s')).toBe(30000);
   expect(parseGoDuration('1m30s')).toBe(90000);
   expect(parseGoDuration('2h22m')).toBe((2 * 60 + 22) * 60000);
@@ -22,23 +26,50 @@ test('Go durations', () => {
   expect(parseGoDuration('1.5h')).toBe(5400000);
   expect(parseGoDuration('10')).toBeNull();
   expect(parseGoDuration('-1s')).toBeNull();
+  for (const [ms, text] of [[0, '0s'], [250, '250ms'], [1000, '1s'], [1500, '1.5s'], [30000, '30s'], [900000, '15m0s'], [3600000, '1h0m0s'], [86400000, '24h0m0s'], [5400500, '1h30m0.5s']] as const) {
+    expect(goDurationString(ms)).toBe(text);
+    expect(parseGoDuration(text)).toBe(ms);
+  }
 });
 
-test('kubeadm\'s kube-proxy ConfigMap: the fields kpng honours, kube-proxy\'s defaults, nothing reported for zeros', () => {
-  const c = parseKubeProxyConfiguration(kubeadm, 'kube-proxy ConfigMap');
-  expect(c.mode).toBe('');
+test('pflag\'s reading of a command line: forms, booleans, lists, maps, shorthand', () => {
+  const r = extractGoFlags(['kube', '-v=2', '--masquerade-all=false', '--nodeport-addresses', 'primary', '--nodeport-addresses=10.0.0.0/8,"fd00::/8"',
+    '--feature-gates=A=true, B=false', '--kube-api-qps', '0.5', '--oom-score-adj=-0x10', '--conntrack-udp-timeout', '1m30s', '--to', 'nft', '--version=raw', '--', '--v=9'], KUBE_PROXY_FLAGS);
+  expect(r.rest).toEqual(['kube', '--to', 'nft', '--', '--v=9']);
+  expect(Object.fromEntries(r.values)).toEqual({
+    v: 2, 'masquerade-all': false, 'nodeport-addresses': ['primary', '10.0.0.0/8', 'fd00::/8'], 'feature-gates': { A: true, B: false },
+    'kube-api-qps': 0.5, 'oom-score-adj': -16, 'conntrack-udp-timeout': 90000, version: 'raw',
+  });
+  expect(Object.fromEntries(extractGoFlags(['-v4', '-h', '--cleanup', '--version'], KUBE_PROXY_FLAGS).values)).toEqual({ v: 4, help: true, cleanup: true, version: 'true' });
+  expect(() => extractGoFlags(['--masquerade-all=maybe'], KUBE_PROXY_FLAGS)).toThrow(/invalid argument "maybe" for "--masquerade-all" flag/);
+  expect(() => extractGoFlags(['--conntrack-min', 'lots'], KUBE_PROXY_FLAGS)).toThrow(/"--conntrack-min" flag: expected a whole number/);
+  expect(() => extractGoFlags(['--kubeconfig'], KUBE_PROXY_FLAGS)).toThrow(/flag needs an argument: --kubeconfig/);
+});
+
+test('kubeadm\'s kube-proxy ConfigMap: upstream\'s defaults for every zero, nothing reported', () => {
+  const c = settings(kubeadm);
+  expect(c.modeGiven).toBe('');
+  expect(c.mode).toBe('iptables');
   expect(c.clusterCIDRs).toEqual(['10.244.0.0/16']);
   expect(c.kubeconfig).toBe('/var/lib/kube-proxy/kubeconfig.conf');
   expect(c.syncPeriodMs).toBeUndefined();
   expect(c.minSyncPeriodMs).toBeUndefined();
-  expect(c.metricsBindAddress).toBeUndefined();
-  expect(c.healthzBindAddress).toBeUndefined();
+  expect(c.metricsBindAddress).toBe('127.0.0.1:10249');
+  expect(c.healthzBindAddress).toBe('0.0.0.0:10256');
   expect(c.oomScoreAdj).toBe(-999);
+  expect(c.qps).toBe(5);
+  expect(c.burst).toBe(10);
+  expect(c.contentType).toBe('application/vnd.kubernetes.protobuf');
+  expect(c.detectLocalMode).toBe('ClusterCIDR');
   expect(c.conntrack).toEqual({ maxPerCore: 32768, min: 131072, tcpEstablishedTimeout: 86400, tcpCloseWaitTimeout: 3600, tcpBeLiberal: false, udpTimeout: undefined, udpStreamTimeout: undefined });
-  expect(c.ignored).toEqual([]);
+  expect(c.unsupported).toEqual([]);
+  expect(readKubeProxyConfiguration(kubeadm, 'f').unknown).toEqual([]);
+  // Defaulting the kubeadm file gives what `kube-proxy --write-config-to` writes, but for its own fields.
+  const eff = withDefaults(readKubeProxyConfiguration(kubeadm, 'f').user);
+  expect({ ...eff, clusterCIDR: '', clientConnection: { ...(eff.clientConnection as object), kubeconfig: '' } }).toEqual({ ...defaultConfiguration(), featureGates: {} });
 });
 
-test('set fields: the chosen mode\'s section is read, unsupported ones are named, bad types are errors', () => {
+test('set fields: the mode\'s section is read, no-effect and unknown fields are named by path, bad types are errors naming the field', () => {
   const doc = `
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -48,79 +79,126 @@ clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
 metricsBindAddress: 0.0.0.0:10249
 healthzBindAddress: "[::]:10256"
 bindAddressHardFail: true
+bindAddress: 192.168.1.7
 nodePortAddresses: [primary]
 featureGates: {SomeGate: true}
 enableProfiling: true
 detectLocalMode: InterfaceNamePrefix
-detectLocal: {interfaceNamePrefix: veth}
+detectLocal: {interfaceNamePrefix: veth, bridgeInterfaze: x}
 nftables: {masqueradeAll: true, syncPeriod: 45s, minSyncPeriod: 250ms, masqueradeBit: 14}
-iptables: {masqueradeAll: false, syncPeriod: 5m, localhostNodePorts: true}
+iptables: {masqueradeAll: false, syncPeriod: 5m, localhostNodePorts: true, masqueradeBit: 3}
 conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 2h, tcpCloseWaitTimeout: 0s, tcpBeLiberal: true, udpTimeout: 30s}
-logging: {verbosity: 4, format: json}
+clientConnection: {qps: 50, burst: 100}
+logging: {verbosity: 4, format: json, flushFrequency: 1s}
 extraThing: 1
 `;
-  const c = parseKubeProxyConfiguration(doc, 'f');
+  const c = settings(doc);
   expect(c).toMatchObject({
     mode: 'nftables', hostnameOverride: 'node-7', clusterCIDRs: ['10.244.0.0/16', 'fd00:10:244::/56'], masqueradeAll: true,
-    syncPeriodMs: 45000, minSyncPeriodMs: 250, metricsBindAddress: '0.0.0.0:10249', healthzBindAddress: '[::]:10256',
-    bindAddressHardFail: true, nodePortAddresses: ['primary'], verbosity: 4,
+    syncPeriodMs: 45000, minSyncPeriodMs: 250, metricsBindAddress: '0.0.0.0:10249', healthzBindAddress: '[::]:10256', bindAddress: '192.168.1.7',
+    bindAddressHardFail: true, nodePortAddresses: ['primary'], detectLocalMode: 'InterfaceNamePrefix', podInterfaceNamePrefix: 'veth', qps: 50, burst: 100,
+    logging: { format: 'json', verbosity: 4, vmodule: [] },
     conntrack: { maxPerCore: 0, tcpEstablishedTimeout: 7200, tcpCloseWaitTimeout: undefined, tcpBeLiberal: true, udpTimeout: 30 },
   });
-  // iptables.* is another mode's section: not read, not reported.
-  expect(c.ignored).toEqual([
-    'extraThing (unknown field)', 'featureGates.SomeGate', 'logging.format (kpng logs text)', 'enableProfiling',
-    'detectLocalMode (InterfaceNamePrefix: kpng tells pods by clusterCIDR)', 'detectLocal', 'nftables.masqueradeBit (kpng uses its own mark)',
-  ]);
-  expect(() => parseKubeProxyConfiguration(doc.replace('syncPeriod: 45s', 'syncPeriod: soon'), 'f')).toThrow(/nftables.syncPeriod: "soon" is not a duration/);
-  expect(() => parseKubeProxyConfiguration(doc.replace('bindAddressHardFail: true', 'bindAddressHardFail: yes please'), 'f')).toThrow(/bindAddressHardFail: expected true or false/);
-  expect(() => parseKubeProxyConfiguration('apiVersion: v1\nkind: Pod\n', 'f')).toThrow(/no KubeProxyConfiguration found/);
-  expect(() => parseKubeProxyConfiguration(doc.replace('v1alpha1', 'v9'), 'f')).toThrow(/apiVersion "kubeproxy.config.k8s.io\/v9" is not supported/);
-  expect(() => parseKubeProxyConfiguration('{{{', 'f')).toThrow(/not YAML or JSON/);
+  // iptables.* is another mode's section: not read, not reported; nftables.masqueradeBit is upstream's default.
+  expect(c.unsupported).toEqual(['logging.flushFrequency (kpng writes each log line at once)', 'enableProfiling (kpng serves no pprof handler)', 'featureGates.SomeGate (kpng has no feature gates)']);
+  expect(readKubeProxyConfiguration(doc, 'f').unknown).toEqual(['detectLocal.bridgeInterfaze', 'extraThing']);
+  expect(() => settings(doc.replace('syncPeriod: 45s', 'syncPeriod: soon'))).toThrow(/f: nftables.syncPeriod: "soon" is not a duration/);
+  expect(() => settings(doc.replace('bindAddressHardFail: true', 'bindAddressHardFail: yes please'))).toThrow(/bindAddressHardFail: expected true or false/);
+  expect(() => settings(doc.replace('maxPerCore: 0', 'maxPerCore: many'))).toThrow(/conntrack.maxPerCore: expected a whole number, got "many"/);
+  expect(() => settings(doc.replace('format: json', 'format: xml'))).toThrow(/logging.format: "xml": expected text or json/);
+  expect(() => settings('apiVersion: v1\nkind: Pod\n')).toThrow(/no KubeProxyConfiguration found/);
+  expect(() => settings(doc.replace('v1alpha1', 'v9'))).toThrow(/apiVersion "kubeproxy.config.k8s.io\/v9" is not supported/);
+  expect(() => settings('{{{')).toThrow(/not YAML or JSON/);
+  expect(isZero({ a: 0, b: { c: '', d: null, e: '0s' }, f: [] })).toBe(true);
 });
 
 test('a whole ConfigMap is accepted (its config.conf)', () => {
   const cm = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'kube-proxy', namespace: 'kube-system' }, data: { 'config.conf': kubeadm, 'kubeconfig.conf': 'x' } };
-  expect(parseKubeProxyConfiguration(JSON.stringify(cm), 'cm').clusterCIDRs).toEqual(['10.244.0.0/16']);
-  expect(isUnset({ a: 0, b: { c: '', d: null, e: '0s' }, f: [] })).toBe(true);
+  expect(settings(JSON.stringify(cm)).clusterCIDRs).toEqual(['10.244.0.0/16']);
 });
 
-test('kube-proxy\'s command line becomes kpng kube; flags win over the file', () => {
-  const files: Record<string, string> = { '/c.yaml': kubeadm.replace('hostnameOverride: ""', 'hostnameOverride: from-file').replace('mode: ""', 'mode: nftables') };
+describe('kube-proxy\'s command line', () => {
+  const files: Record<string, string> = {};
   const readFile = (f: string) => { if (!(f in files)) throw Object.assign(new Error('nope'), { code: 'ENOENT' }); return files[f]; };
-  const r = resolveKubeProxyArgs(['--config=/c.yaml', '--hostname-override=$(NODE_NAME)', '--cluster-cidr', '10.0.0.0/8', '--v=2'], { registered, readFile });
-  expect(r.argv[0]).toBe('kube');
-  const opts = parseCli(r.argv);
-  expect(opts.command).toBe('kube');
-  expect(opts.node).toBe('$(NODE_NAME)');
-  expect(opts.model.clusterCIDRs).toEqual(['10.0.0.0/8']);
-  expect(opts.to).toBe('nft');
-  expect(opts.backendFlags['nft-table']).toBe('kpng');
-  expect(opts.logLevel).toBe('info');
-  expect(r.ops).toMatchObject({ metricsBindAddress: '127.0.0.1:10249', healthzBindAddress: '0.0.0.0:10256', bindAddressHardFail: false, oomScoreAdj: -999, configFile: '/c.yaml' });
-  expect(r.ops.conntrack?.tcpEstablishedTimeout).toBe(86400);
-  expect(opts.kubeContentType).toBe('protobuf'); // kubeadm's contentType "" is kube-proxy's default
+  const resolve = (argv: string[], invokedAs?: string) => resolveKubeProxyArgs(argv, { registered, readFile, invokedAs });
+  beforeAll(() => {
+    files['/c.yaml'] = kubeadm.replace('hostnameOverride: ""', 'hostnameOverride: from-file').replace('mode: ""', 'mode: nftables');
+    files['/j.yaml'] = kubeadm.replace('contentType: ""', 'contentType: application/json');
+  });
 
-  // clientConnection.contentType picks the kube source's encoding; --kube-api-content-type wins over it.
-  files['/j.yaml'] = kubeadm.replace('contentType: ""', 'contentType: application/json');
-  expect(parseKubeProxyConfiguration(files['/j.yaml'], 'j').ignored).toEqual([]);
-  expect(parseCli(resolveKubeProxyArgs(['--config', '/j.yaml'], { registered, readFile }).argv).kubeContentType).toBe('json');
-  expect(parseCli(resolveKubeProxyArgs(['--config', '/j.yaml', '--kube-api-content-type', 'application/vnd.kubernetes.protobuf'], { registered, readFile }).argv).kubeContentType).toBe('protobuf');
-  expect(() => parseKubeProxyConfiguration(kubeadm.replace('contentType: ""', 'contentType: application/yaml'), 'y')).toThrow(/clientConnection.contentType: "application\/yaml" is not application\/vnd.kubernetes.protobuf or application\/json/);
-  expect(() => parseCli(['kube', '--kube-api-content-type', 'application/yaml'])).toThrow(/--kube-api-content-type "application\/yaml": expected application\/vnd.kubernetes.protobuf or application\/json/);
+  test('with --config, the file wins over the flags of the same settings, except --hostname-override and logging flags', () => {
+    const r = resolve(['--config=/c.yaml', '--hostname-override=Node-X', '--cluster-cidr', '10.0.0.0/8', '--oom-score-adj', '500', '--proxy-mode=ipvs', '--v=4']);
+    expect(r.argv[0]).toBe('kube');
+    const opts = parseCli(r.argv);
+    expect(opts.command).toBe('kube');
+    expect(opts.node).toBe('node-x'); // lower-cased, as upstream does
+    expect(opts.model.clusterCIDRs).toEqual(['10.244.0.0/16']);
+    expect(opts.to).toBe('nft');
+    expect(opts.logLevel).toBe('debug');
+    expect(r.logging.verbosity).toBe(4);
+    expect(r.ops).toMatchObject({ metricsBindAddress: '127.0.0.1:10249', healthzBindAddress: '0.0.0.0:10256', bindAddressHardFail: false, oomScoreAdj: -999, configFile: '/c.yaml' });
+    expect(r.ops.conntrack?.tcpEstablishedTimeout).toBe(86400);
+    expect(r.warnings).toEqual([expect.stringMatching(/--config \/c.yaml is given: .* ignores the flags --cluster-cidr, --oom-score-adj, --proxy-mode$/)]);
+    expect(opts.kubeContentType).toBe('protobuf');
+    // kpng's own flags are not kube-proxy's: they win over the file.
+    expect(parseCli(resolve(['--config=/c.yaml', '--to', 'ebpf', '--node', 'n9']).argv)).toMatchObject({ to: 'ebpf', node: 'n9' });
+    expect(parseCli(resolve(['--config', '/j.yaml']).argv).kubeContentType).toBe('json');
+  });
 
-  const f = resolveKubeProxyArgs(['file', '--input', 'x.yaml', '--metrics-bind-address', '', '--healthz-bind-address=127.0.0.1:0', '--conntrack-tcp-timeout-established', '1h', '--conntrack-tcp-be-liberal', '--proxy-mode', 'iptables', '--to', 'routes'], { registered });
-  expect(f.argv).toEqual(['file', '--input', 'x.yaml', '--to', 'routes']);
-  expect(f.ops).toMatchObject({ metricsBindAddress: null, healthzBindAddress: '127.0.0.1:0', conntrack: { tcpEstablishedTimeout: 3600, tcpBeLiberal: true }, oomScoreAdj: undefined });
-  expect(resolveKubeProxyArgs(['file', '--input', 'x', '--proxy-mode', 'iptables'], { registered }).warnings).toEqual([expect.stringMatching(/kpng has no iptables mode; using nft/)]);
-  expect(resolveKubeProxyArgs(['--help'], { registered, invokedAs: '/usr/local/bin/kube-proxy' }).argv).toEqual(['--help']);
-  expect(resolveKubeProxyArgs(['--v', '4'], { registered, invokedAs: '/usr/local/bin/kube-proxy' }).argv).toEqual(['kube', '--log-level', 'debug']);
-});
+  test('without --config, the flags are the configuration; kube-proxy\'s defaults fill the rest', () => {
+    const r = resolve(['--kubeconfig=/k', '--cluster-cidr=10.244.0.0/16', '--proxy-mode=nftables', '--iptables-sync-period=45s', '--masquerade-all', '--kube-api-qps=20', '--kube-api-burst=40', '--master=https://10.0.0.1:6443']);
+    const opts = parseCli(r.argv);
+    expect(opts).toMatchObject({ command: 'kube', to: 'nft', kubeconfig: '/k', syncPeriodMs: 45000, model: { clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: true } });
+    expect(r.kube).toEqual({ master: 'https://10.0.0.1:6443', qps: 20, burst: 40 });
+    expect(r.ops).toMatchObject({ oomScoreAdj: -999, conntrack: { maxPerCore: 32768, tcpEstablishedTimeout: 86400 } });
+    expect(r.configuration).toMatchObject({ mode: 'nftables', clusterCIDR: '10.244.0.0/16', nftables: { syncPeriod: '45s', masqueradeAll: true }, clientConnection: { qps: 20, burst: 40 } });
+    expect(r.warnings).toEqual([]);
+  });
 
-test('bad kube-proxy flags are usage errors naming the flag', () => {
-  expect(() => resolveKubeProxyArgs(['kube', '--metrics-bind-address', 'localhost'], { registered })).toThrow(/--metrics-bind-address: "localhost" is not IP:PORT/);
-  expect(() => resolveKubeProxyArgs(['kube', '--oom-score-adj', '-5000'], { registered })).toThrow(/--oom-score-adj "-5000"/);
-  expect(() => resolveKubeProxyArgs(['kube', '--conntrack-udp-timeout', 'a while'], { registered })).toThrow(/--conntrack-udp-timeout "a while": expected a duration/);
-  expect(() => resolveKubeProxyArgs(['kube', '--config', '/nope.yaml'], { registered })).toThrow(/--config \/nope.yaml: cannot read: ENOENT/);
-  expect(() => resolveKubeProxyArgs(['kube', '--proxy-mode', 'kernelspace'], { registered })).toThrow(UsageError);
-  expect(backendForMode('ipvs', [...registered, 'ipvs'])).toEqual({ backend: 'ipvs' });
+  test('kube-proxy\'s way always programs the kernel: mode "" and iptables run nftables, saying so', () => {
+    const plain = resolve(['--kubeconfig=/k', '--cluster-cidr=10.244.0.0/16']);
+    expect(parseCli(plain.argv)).toMatchObject({ command: 'kube', to: 'nft' });
+    expect(plain.warnings).toEqual([expect.stringMatching(/proxy mode not set .*runs nftables/)]);
+    expect(resolve(['--proxy-mode=iptables']).warnings).toEqual([expect.stringMatching(/proxy mode iptables: kpng has no iptables mode and runs nftables/)]);
+    expect(parseCli(resolve([], '/usr/local/bin/kube-proxy').argv)).toMatchObject({ command: 'kube', to: 'nft' });
+    expect(parseCli(resolve(['--config', '/c.yaml']).argv).to).toBe('nft');
+    expect(parseCli(resolve(['--proxy-mode=ipvs', '--ipvs-scheduler=lc']).argv)).toMatchObject({ to: 'ipvs', backendFlags: { 'ipvs-scheduler': 'lc' } });
+    // kpng's own commands keep kpng's defaults.
+    expect(parseCli(resolve(['kube', '--kubeconfig=/k']).argv).to).toBe('routes');
+    expect(resolve([]).argv).toEqual([]);
+    expect(resolve(['--help']).argv).toEqual(['help']);
+    expect(resolve(['file', '-h']).argv).toEqual(['help']);
+    expect(resolve(['--version']).argv).toEqual(['version']);
+    expect(resolve(['--version=raw']).action).toBe('version-raw');
+    expect(resolve(['--write-config-to', '/tmp/x']).action).toBe('write-config');
+    expect(resolve(['--cleanup']).action).toBe('cleanup');
+    expect(resolve(['--init-only']).action).toBe('init-only');
+  });
+
+  test('settings with no effect are named in one warning; kpng\'s commands apply only the conntrack flags given', () => {
+    const r = resolve(['--feature-gates=Foo=true', '--profiling', '--iptables-masquerade-bit=14', '--iptables-masquerade-bit=3', '--config-sync-period=1m', '--ipvs-strict-arp', '--log-flush-frequency=1s', '--show-hidden-metrics-for-version=1.36']);
+    expect(r.warnings).toHaveLength(2);
+    expect(r.warnings[1]).toBe('no effect in kpng (accepted for kube-proxy compatibility): --feature-gates Foo (kpng has no feature gates), --profiling (kpng serves no pprof handler), '
+      + '--iptables-masquerade-bit (kpng marks packets its own way), --config-sync-period (kpng\'s watches do not resync), --log-flush-frequency (kpng writes each line at once), '
+      + '--show-hidden-metrics-for-version (kpng hides no metric), --ipvs-strict-arp (only the ipvs mode reads it)');
+    const f = resolve(['file', '--input', 'x.yaml', '--metrics-bind-address', '', '--healthz-bind-address=127.0.0.1:0', '--conntrack-tcp-timeout-established', '1h', '--conntrack-tcp-be-liberal', '--proxy-mode', 'iptables', '--to', 'routes']);
+    expect(f.argv).toEqual(['file', '--input', 'x.yaml', '--to', 'routes']);
+    expect(f.ops).toMatchObject({ metricsBindAddress: null, healthzBindAddress: '127.0.0.1:0', conntrack: { tcpEstablishedTimeout: 3600, tcpBeLiberal: true }, oomScoreAdj: undefined });
+    expect(resolve(['--metrics-port=0', '--healthz-port=10266']).ops).toMatchObject({ metricsBindAddress: null, healthzBindAddress: '0.0.0.0:10266' });
+  });
+
+  test('bad values are usage errors naming the flag, or the file and the field', () => {
+    expect(() => resolve(['kube', '--metrics-bind-address', 'localhost'])).toThrow(/--metrics-bind-address: "localhost" is not IP:PORT/);
+    expect(() => resolve(['kube', '--oom-score-adj', '-5000'])).toThrow(/--oom-score-adj: -5000 must be in \[-1000, 1000\]/);
+    expect(() => resolve(['kube', '--conntrack-udp-timeout', 'a while'])).toThrow(/invalid argument "a while" for "--conntrack-udp-timeout" flag: expected a duration/);
+    expect(() => resolve(['kube', '--config', '/nope.yaml'])).toThrow(/--config \/nope.yaml: cannot read: ENOENT/);
+    expect(() => resolve(['--proxy-mode', 'kernelspace'])).toThrow(/Windows only/);
+    expect(() => resolve(['--proxy-mode', 'userspace'])).toThrow(UsageError);
+    expect(() => resolve(['--logging-format=xml'])).toThrow(/--logging-format: "xml": expected text or json/);
+    expect(() => resolve(['--master=not a url'])).toThrow(/--master "not a url": not a URL/);
+    files['/bad.yaml'] = kubeadm.replace('metricsBindAddress: ""', 'metricsBindAddress: "nowhere"');
+    expect(() => resolve(['--config', '/bad.yaml'])).toThrow(/--config \/bad.yaml: metricsBindAddress: "nowhere" is not IP:PORT/);
+    expect(backendForMode('ipvs', registered)).toEqual({ backend: 'ipvs' });
+  });
 });

@@ -15,16 +15,22 @@ export interface KubeTarget {
 
 const FALLBACK_SERVER = 'http://localhost:8080';
 
-export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTarget {
+/**
+ * `master` (kube-proxy's --master) replaces the kubeconfig's server; given alone, as client-go reads it,
+ * it is the API server's URL with no credentials (no in-cluster or default kubeconfig).
+ */
+export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng', master?: string): KubeTarget {
+  if (master && !kubeconfig) return { transport: createTransport(master, async () => {}, userAgent), describe: '--master without a kubeconfig: no credentials' };
   const KubeConfig = kubeConfigClass();
   const kc = new KubeConfig();
   if (kubeconfig) kc.loadFromFile(kubeconfig);
   else kc.loadFromDefault();
-  const cluster = kc.getCurrentCluster();
+  const found = kc.getCurrentCluster();
+  const cluster = found && master ? { ...found, server: master } : found;
   if (!cluster) {
     throw new Error(`kubeconfig ${kubeconfig ?? '(default)'}: no current cluster (context ${JSON.stringify(kc.getCurrentContext())})`);
   }
-  if (!kubeconfig && cluster.server === FALLBACK_SERVER && kc.getCurrentUser()?.name === 'user') {
+  if (!kubeconfig && !master && cluster.server === FALLBACK_SERVER && kc.getCurrentUser()?.name === 'user') {
     throw new Error('no kubeconfig: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run in a pod (service account)');
   }
   if (cluster.server.startsWith('http:') && !cluster.skipTLSVerify) {
@@ -43,6 +49,6 @@ export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTar
   if (fileToken) fileToken.get(); // a missing or empty file is an error at start, naming it
   return {
     transport: createTransport(cluster.server, apply, userAgent),
-    describe: tokenFile ? `${describe}, token from ${tokenFile}` : describe,
+    describe: `${tokenFile ? `${describe}, token from ${tokenFile}` : describe}${master ? ', server from --master' : ''}`,
   };
 }

@@ -5,6 +5,7 @@
 // retry on their own; the last good state stays in force.
 import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
+import { DEFAULT_BURST, DEFAULT_QPS, rateLimited, TokenBucket } from './rate-limit';
 import { loadKubeTarget } from './config';
 import type { Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
@@ -32,6 +33,11 @@ export interface KubeSourceOptions {
   reduceMemoryWhenSynced?: boolean;
   /** The encoding asked of the API server (default 'protobuf', as kube-proxy; JSON when it cannot). */
   contentType?: ContentType;
+  /** --master: the API server's URL, instead of the kubeconfig's. */
+  master?: string;
+  /** --kube-api-qps / --kube-api-burst (client-go's meaning: qps 0 is 5, negative is no limit). */
+  qps?: number;
+  burst?: number;
 }
 
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
@@ -79,9 +85,11 @@ export type StartKubeSource = (opts: KubeSourceOptions) => Promise<{ stop(): Pro
 export const startKubeSource: StartKubeSource = async (opts) => {
   // Before the first lists: they are what would grow V8's young generation (memory.ts).
   if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
-  const target = loadKubeTarget(opts.kubeconfig);
-  opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
-  const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
+  const target = loadKubeTarget(opts.kubeconfig, 'kpng', opts.master);
+  const bucket = new TokenBucket(opts.qps ?? DEFAULT_QPS, opts.burst ?? DEFAULT_BURST);
+  const limit = bucket.unlimited ? 'no rate limit' : `${opts.qps || DEFAULT_QPS} requests/s, bursts of ${opts.burst || DEFAULT_BURST}`;
+  opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}, ${limit}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
+  const reflectors = createReflectors({ ...opts, transport: rateLimited(target.transport, bucket) }, tuningFromEnv());
   return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal, opts.reduceMemoryWhenSynced ?? true);
 };
 
