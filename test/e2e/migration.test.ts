@@ -1,0 +1,173 @@
+// Migrating a node between upstream kube-proxy and kpng, both ways, with a client connecting without a
+// pause: no connection may fail, and each proxy's rules are gone once the other has taken over. The node
+// is a network namespace reaching a real kube-apiserver (the benchmark's lab, bench/vs-upstream/lab.ts);
+// the endpoint is a "pod" namespace behind a veth; upstream kube-proxy v1.37 is built from Go modules
+// (hack/kube-proxy/build.sh). docs/migration.md follows this test step by step.
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Lab as LabType } from '../../bench/vs-upstream/lab';
+import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { KPNG, ROOT } from '../helpers/cli';
+import { waitFor } from '../helpers/wait';
+import { startControlPlane, type ControlPlane } from './support/controlplane';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { Lab } = require(path.join(ROOT, 'dist/bench/vs-upstream/lab.js')) as { Lab: typeof LabType };
+
+const POD_NS = 'kmig-pod';
+const POD_IP = '10.244.1.5';
+
+// A TCP echo server (the pod) and a client that opens a new connection every 20 ms and also keeps one
+// connection open, writing to it every 100 ms. Every failure is a line "fail <what>"; "ok N" every second.
+const SERVER = `require('net').createServer((s) => { s.on('error', () => {}); s.pipe(s); }).listen(8080, '0.0.0.0', () => console.log('ready'));`;
+const CLIENT = `
+const net = require('net');
+const [ip, port] = [process.argv[1], Number(process.argv[2])];
+let ok = 0;
+const fail = (what) => console.log('fail ' + what);
+function once() {
+  const s = net.connect({ host: ip, port, timeout: 2000 });
+  let got = '';
+  s.on('connect', () => s.write('ping'));
+  s.on('data', (d) => { got += d; if (got === 'ping') { ok++; s.end(); } });
+  s.on('timeout', () => { fail('timeout'); s.destroy(); });
+  s.on('error', (e) => fail('new ' + e.code));
+}
+setInterval(once, 20);
+const long = net.connect({ host: ip, port });
+let n = 0, echoed = '';
+long.on('error', (e) => fail('long ' + e.code));
+long.on('close', () => fail('long closed'));
+long.on('data', (d) => { echoed += d; });
+setInterval(() => { const m = 'm' + (n++) + ';'; long.write(m); }, 100);
+setInterval(() => console.log('ok ' + ok + ' long ' + echoed.split(';').length), 1000);
+`;
+
+let upstream: string;
+let dir: string;
+beforeAll(() => {
+  const script = path.join(ROOT, 'hack/kube-proxy/build.sh');
+  execFileSync(script, [], { stdio: ['ignore', 'inherit', 'inherit'] });
+  upstream = execFileSync(script, ['--print-path'], { encoding: 'utf8' }).trim();
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-migration-'));
+  fs.writeFileSync(path.join(dir, 'client.js'), CLIENT);
+}, 600_000);
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+function sh(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** Lines of a child's stdout and stderr, kept. */
+function collect(p: ChildProcess, lines: string[]): void {
+  for (const s of [p.stdout, p.stderr]) {
+    let buf = '';
+    s?.on('data', (d: Buffer) => { buf += d; const parts = buf.split('\n'); buf = parts.pop()!; lines.push(...parts); });
+  }
+}
+
+test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no leftovers', async () => {
+  let cp: ControlPlane | undefined;
+  let lab: LabType | undefined;
+  const children: ChildProcess[] = [];
+  const track = <T extends ChildProcess>(p: T): T => { children.push(p); return p; };
+  const stop = async (p: ChildProcess | undefined) => {
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill('SIGTERM');
+    await exited;
+  };
+  try {
+    cp = await startControlPlane({ log: () => {} });
+    const ok = async (p: Promise<{ status: number; text: string; body?: any }>) => { const r = await p; if (r.status >= 300) throw new Error(`HTTP ${r.status}: ${r.text.slice(0, 200)}`); return r.body; };
+    await ok(cp.request('POST', NODES, node('n1', 'zone-a')));
+    await ok(cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date())));
+    const clusterIP: string = (await ok(cp.request('POST', SERVICES('default'), service('web')))).spec.clusterIP;
+    await ok(cp.request('POST', SLICES('default'), endpointSlice('web-abc', 'web', [{ ip: POD_IP, nodeName: 'n1' }])));
+
+    lab = await Lab.create('kmig', Number(new URL(cp.server).port));
+    const inNode = (args: string[]) => sh('ip', ['netns', 'exec', lab!.netns, ...args]);
+    // The pod: its own namespace behind a veth, serving on 8080.
+    spawnSync('ip', ['netns', 'del', POD_NS]);
+    sh('ip', ['netns', 'add', POD_NS]);
+    sh('ip', ['link', 'add', 'kmig-veth', 'netns', lab.netns, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', POD_NS]);
+    inNode(['ip', 'addr', 'add', '10.244.1.1/24', 'dev', 'kmig-veth']);
+    inNode(['ip', 'link', 'set', 'kmig-veth', 'up']);
+    sh('ip', ['netns', 'exec', POD_NS, 'ip', 'addr', 'add', `${POD_IP}/24`, 'dev', 'eth0']);
+    sh('ip', ['netns', 'exec', POD_NS, 'ip', 'link', 'set', 'eth0', 'up']);
+    sh('ip', ['netns', 'exec', POD_NS, 'ip', 'link', 'set', 'lo', 'up']);
+    const server = track(spawn('ip', ['netns', 'exec', POD_NS, process.execPath, '-e', SERVER], { stdio: ['ignore', 'pipe', 'pipe'] }));
+
+    const serverOut: string[] = [];
+    collect(server, serverOut);
+    await waitFor('the pod\'s server', () => serverOut.includes('ready'));
+
+    const kubeconfig = cp.kubeconfigPath;
+    const startUpstream = () => {
+      const p = track(spawn('ip', ['netns', 'exec', lab!.netns, upstream, '--proxy-mode=nftables', `--kubeconfig=${kubeconfig}`, '--hostname-override=n1',
+        '--cluster-cidr=10.244.0.0/16', '--conntrack-max-per-core=0', '--oom-score-adj=0', '--metrics-bind-address=127.0.0.1:10249', '--healthz-bind-address=127.0.0.1:10256'],
+      { stdio: ['ignore', 'pipe', 'pipe'] }));
+      return p;
+    };
+    const startKpng = () => {
+      const p = track(spawn('ip', ['netns', 'exec', lab!.netns, process.execPath, KPNG, '--proxy-mode=nftables', `--kubeconfig=${kubeconfig}`, '--hostname-override=n1',
+        '--cluster-cidr=10.244.0.0/16', '--conntrack-max-per-core=0', '--oom-score-adj=0', '--metrics-bind-address=127.0.0.1:10349', '--healthz-bind-address=127.0.0.1:10356'],
+      { stdio: ['ignore', 'pipe', 'pipe'] }));
+      return p;
+    };
+    const netns = lab.netns;
+    const table = (name: string) => spawnSync('ip', ['netns', 'exec', netns, 'nft', 'list', 'table', 'ip', name], { encoding: 'utf8' }).stdout;
+    const serves = (name: string) => () => table(name).includes(clusterIP);
+
+    // 1. kube-proxy serves the node; the client starts.
+    let kubeProxy = startUpstream();
+    await waitFor('kube-proxy\'s rules', serves('kube-proxy'), 60_000);
+    const client = track(spawn('ip', ['netns', 'exec', lab.netns, process.execPath, path.join(dir, 'client.js'), clusterIP, '80'], { stdio: ['ignore', 'pipe', 'pipe'] }));
+
+    const clientOut: string[] = [];
+    collect(client, clientOut);
+    const okCount = () => { const l = clientOut.filter((x) => x.startsWith('ok ')).pop(); return l ? Number(l.split(' ')[1]) : 0; };
+    const failures = () => clientOut.filter((l) => l.startsWith('fail'));
+    const state = () => `client: ${clientOut.slice(-5).join(' | ')}`;
+    await waitFor('connections through kube-proxy', () => okCount() > 20, 20_000).catch((e) => { throw new Error(`${e.message}; ${state()}`); });
+
+    // 2. kpng starts beside it, then kube-proxy stops; kpng removes kube-proxy's rules after its first sync.
+    const kpngLines: string[] = [];
+    const kpng = startKpng();
+    collect(kpng, kpngLines);
+    await waitFor('kpng\'s rules', serves('kpng'), 60_000);
+    await stop(kubeProxy);
+    await waitFor('kube-proxy\'s rules removed by kpng', () => table('kube-proxy') === '', 30_000);
+    const before = okCount();
+    await waitFor('connections through kpng alone', () => okCount() > before + 50, 20_000);
+    expect(failures()).toEqual([]);
+
+    // 3. Back: kube-proxy starts beside kpng, kpng stops, and `kpng --cleanup-only=kpng` removes kpng's
+    //    rules (kube-proxy's stay).
+    kubeProxy = startUpstream();
+    await waitFor('kube-proxy\'s rules again', serves('kube-proxy'), 60_000);
+    await stop(kpng);
+    const cleanup = spawnSync('ip', ['netns', 'exec', lab.netns, process.execPath, KPNG, '--cleanup', '--cleanup-only=kpng'], { encoding: 'utf8' });
+    expect({ status: cleanup.status, stderr: cleanup.stderr }).toEqual({ status: 0, stderr: expect.stringMatching(/removed/) });
+    expect(table('kpng')).toBe('');
+    const before2 = okCount();
+    await waitFor('connections through kube-proxy alone', () => okCount() > before2 + 50, 20_000);
+    expect(failures()).toEqual([]);
+
+    // 4. Finally `kpng --cleanup` leaves the node as before either proxy ran.
+    await stop(kubeProxy);
+    await stop(client);
+    const all = spawnSync('ip', ['netns', 'exec', lab.netns, process.execPath, KPNG, '--cleanup'], { encoding: 'utf8' });
+    expect(all.status).toBe(0);
+    expect(inNode(['nft', 'list', 'ruleset']).trim()).toBe('');
+  } finally {
+    for (const c of children.reverse()) await stop(c);
+    await lab?.stop();
+    spawnSync('ip', ['netns', 'del', POD_NS]);
+    await cp?.stop();
+  }
+}, 300_000);
