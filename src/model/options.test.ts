@@ -65,8 +65,8 @@ describe('--bind-address', () => {
 
 describe('notes', () => {
   test('ClusterCIDR without a cluster CIDR, and loopback node-port addresses, are explained; a usual setup says nothing', () => {
-    expect(modelNotes(modelOptions({}))).toEqual([expect.stringMatching(/without --cluster-cidr: pods cannot be told apart/)]);
-    expect(modelNotes(modelOptions({ clusterCIDRs: ['10.0.0.0/8'], nodePortAddresses: ['localhost'] }))).toEqual([expect.stringMatching(/not served on loopback addresses/)]);
+    expect(modelNotes(modelOptions({}))).toEqual([{ level: 'debug', text: expect.stringMatching(/without --cluster-cidr: pods cannot be told apart/) }]);
+    expect(modelNotes(modelOptions({ clusterCIDRs: ['10.0.0.0/8'], nodePortAddresses: ['localhost'] }))).toEqual([{ level: 'info', text: expect.stringMatching(/not served on loopback addresses/) }]);
     expect(modelNotes(modelOptions({ clusterCIDRs: ['10.0.0.0/8'], nodePortAddresses: ['127.0.0.0/16'] }))).toHaveLength(1);
     expect(modelNotes(modelOptions({ detectLocalMode: 'NodeCIDR', nodePortAddresses: ['primary', '0.0.0.0/0'] }))).toEqual([]);
   });

@@ -122,18 +122,24 @@ export function modelOptions(raw: RawModelOptions): ModelOptions {
   };
 }
 
+export interface ModelNote { level: 'debug' | 'info'; text: string }
+
 /**
  * What an operator should know about these settings where kpng, like kube-proxy's nftables mode,
- * does less than the flags might suggest (logged once when the model starts).
+ * does less than the flags might suggest (logged once when the model starts). No local detection is
+ * kpng's long-standing default (and what `kpng file` runs with on a laptop): said at debug level only.
  */
-export function modelNotes(o: ModelOptions): string[] {
-  const notes: string[] = [];
+export function modelNotes(o: ModelOptions): ModelNote[] {
+  const notes: ModelNote[] = [];
   if (o.detectLocalMode === 'ClusterCIDR' && o.clusterCIDRs.length === 0) {
-    notes.push('--detect-local-mode ClusterCIDR without --cluster-cidr: pods cannot be told apart from other clients (no local traffic detection)');
+    notes.push({ level: 'debug', text: '--detect-local-mode ClusterCIDR without --cluster-cidr: pods cannot be told apart from other clients (no local traffic detection)' });
   }
   if (o.nodePortAddresses.includes('localhost') || o.nodePortAddresses.some(isLoopbackCIDR)) {
-    notes.push('--nodeport-addresses: node ports are not served on loopback addresses (as kube-proxy\'s nftables mode without the KubeProxyNFTablesLocalhostNodePorts feature gate: '
-      + 'a connection DNATed from 127.0.0.1 to a pod would need route_localnet)');
+    notes.push({
+      level: 'info',
+      text: '--nodeport-addresses: node ports are not served on loopback addresses (as kube-proxy\'s nftables mode without the KubeProxyNFTablesLocalhostNodePorts feature gate: '
+        + 'a connection DNATed from 127.0.0.1 to a pod would need route_localnet)',
+    });
   }
   return notes;
 }

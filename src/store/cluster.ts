@@ -82,7 +82,7 @@ export class ClusterStore {
   constructor(private readonly opts: ClusterStoreOptions) {
     this.modelOptions = opts.model ?? DEFAULT_MODEL_OPTIONS;
     this.warnings = new ObjectWarnings(opts.log);
-    for (const note of modelNotes(this.modelOptions)) opts.log.info(note);
+    for (const note of modelNotes(this.modelOptions)) opts.log[note.level](note.text);
   }
 
   /** The store's logger (node states report their node's conditions through it). */
