@@ -121,7 +121,7 @@ async function run(k: number, mode: 'separate' | 'aggregated'): Promise<Figures>
 // ---- kpng's backend through the aggregator: its own overhead ----
 
 const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
 const cl = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
 
 function service(i: number, epBase = 0): Item {

@@ -28,7 +28,7 @@ const id = crypto.randomBytes(3).toString('hex');
 const NS = { node: `kbf-cb-${id}-n`, pod: `kbf-cb-${id}-p`, cl: `kbf-cb-${id}-c` };
 const CG = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) ?? '/sys/fs/cgroup', `kpng-test-kbf-cb-${id}`);
 const PIN = `/sys/fs/bpf/kpng-test-kbf-cb-${id}`;
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
 const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
 const cluster = { target: Target.CLUSTER, masquerade: false };
 const ip = (ns: string, ...a: string[]) => execFileSync('ip', ['-n', ns, ...a]);

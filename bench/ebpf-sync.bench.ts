@@ -23,7 +23,7 @@ const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
 const SIZES = arg('--sizes', '10,1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '200'));
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
 const id = crypto.randomBytes(3).toString('hex');
 const CG = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) ?? '/sys/fs/cgroup', `kpng-test-kbf-bench-${id}`);
 const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;

@@ -27,7 +27,7 @@ const arg = (name: string, def: string) => { const i = args.indexOf(name); retur
 const SERVICES = Number(arg('--services', '10000'));
 const ENDPOINTS = Number(arg('--endpoints', '10'));
 const CHANGES = Number(arg('--changes', '20'));
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
 
 const id = crypto.randomBytes(3).toString('hex');
 const created: string[] = [];

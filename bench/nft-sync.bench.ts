@@ -28,7 +28,7 @@ const arg = (name: string, def: string) => { const i = args.indexOf(name); retur
 const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '300'));
 // The node item as the model computes it with --cluster-cidr 10.244.0.0/16 (pods are not masqueraded).
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
+const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
 const NODE_ITEM: Item = { key: 'node', node: NODE };
 const cluster = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
 const id = crypto.randomBytes(3).toString('hex');

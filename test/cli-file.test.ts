@@ -125,8 +125,13 @@ test('--help lists the registered backends with their flags; model flags are val
   const cidr = runKpng(['file', '--input', example, '--cluster-cidr', '10.244.0.0/33', '--once']);
   expect(cidr.code).toBe(2);
   expect(cidr.stderr).toMatch(/--cluster-cidr: "10.244.0.0\/33" is not a CIDR/);
-  const npa = runKpng(['file', '--input', example, '--nodeport-addresses', 'primary,10.0.0.0/8', '--once']);
-  expect(npa.stderr).toMatch(/--nodeport-addresses: "primary" cannot be combined with CIDRs/);
+  const npa = runKpng(['file', '--input', example, '--nodeport-addresses', 'primary,10.0.0.0/8,primary', '--once']);
+  expect(npa.stderr).toMatch(/--nodeport-addresses: "primary" is given twice/);
+  const mode = runKpng(['file', '--input', example, '--detect-local-mode', 'Foo', '--once']);
+  expect(mode.code).toBe(2);
+  expect(mode.stderr).toMatch(/--detect-local-mode "Foo": expected ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix/);
+  const bridge = runKpng(['file', '--input', example, '--detect-local-mode', 'BridgeInterface', '--once']);
+  expect(bridge.stderr).toMatch(/--pod-bridge-interface: required with --detect-local-mode BridgeInterface/);
   const other = runKpng(['file', '--input', example, '--nft-table', 'x', '--once']);
   expect(other.stderr).toMatch(/--nft-table applies to --to nft, not --to routes/);
 });

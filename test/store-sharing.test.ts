@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { computeNodeItem, computeServiceItem } from '../src/model/compute';
 import { NODE_KEY, serviceKey } from '../src/model/enls';
 import { ClusterStore } from '../src/store/cluster';
+import { DEFAULT_MODEL_OPTIONS } from '../src/model/options';
 import { itemHash, SHARED_BLOCK, type ItemList } from '../src/store/item-store';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
@@ -14,7 +15,7 @@ type Obj = Record<string, unknown>;
 const NODES = ['n1', 'n2', 'n3', 'n4'];
 
 function world(objects: Obj[]) {
-  const store = new ClusterStore({ log: silentLogger, model: { clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false, nodePortAddresses: [] } });
+  const store = new ClusterStore({ log: silentLogger, model: { ...DEFAULT_MODEL_OPTIONS, clusterCIDRs: ['10.244.0.0/16'], nodePortAddresses: [] } });
   const add = (...objs: Obj[]) => { for (const o of objs) store.apply(o.kind as 'Service', o); store.flush(); };
   const del = (...objs: Obj[]) => { for (const o of objs) store.apply(o.kind as 'Service', o, true); store.flush(); };
   add(...objects);

@@ -20,7 +20,7 @@ export interface CliOptions {
   stats: boolean;
   minSyncPeriodMs: number;
   syncBurst: number;
-  /** --cluster-cidr, --masquerade-all, --nodeport-addresses, validated. */
+  /** --detect-local-mode and its flags, --masquerade-all, --nodeport-addresses, --bind-address, validated. */
   model: ModelOptions;
   /** Full resync period of kernel backends, ms. */
   syncPeriodMs: number;
@@ -93,13 +93,24 @@ Options:
                         from the start.
                         --to api always runs with them
  the model (these change the ENLS every backend renders):
-  --cluster-cidr CIDR   pod network(s), repeatable or comma separated: sources inside are pods
-                        (not masqueraded to cluster IPs; short-circuited to externalTrafficPolicy
-                        Local services); without it pods are clients like any other
+  --detect-local-mode ClusterCIDR|NodeCIDR|BridgeInterface|InterfaceNamePrefix
+                        how pod traffic is told apart (pods are not masqueraded to cluster IPs and
+                        are short-circuited to externalTrafficPolicy Local services): sources in
+                        --cluster-cidr (default), sources in this Node's spec.podCIDRs, packets in on
+                        --pod-bridge-interface, or on interfaces named --pod-interface-name-prefix*
+  --cluster-cidr CIDR   the pod network, one CIDR or a dual-stack pair (repeatable or comma
+                        separated; ClusterCIDR mode only); without it pods are clients like any other
+  --pod-bridge-interface NAME
+  --pod-interface-name-prefix PREFIX
+                        the interface(s) pods' packets arrive on (BridgeInterface, InterfaceNamePrefix)
   --masquerade-all      masquerade all traffic to cluster IPs
-  --nodeport-addresses primary|CIDR,...
-                        where node ports answer: the node's primary addresses (default), or this
-                        node's addresses inside the CIDRs (0.0.0.0/0 and ::/0: every address)
+  --nodeport-addresses primary|localhost|all|CIDR,...
+                        where node ports answer: this node's addresses inside the CIDRs; primary (the
+                        default): the node's primary addresses; all: 0.0.0.0/0 and ::/0; localhost:
+                        127.0.0.0/8 and ::1/128, where node ports are never served (as kube-proxy's
+                        nftables mode). A family without any answers on every address
+  --bind-address IP     this node's primary address of its family, instead of the Node object's
+                        (0.0.0.0 or ::, the default: the Node object's)
  kernel backends:
   --sync-period D       full resync period; also repairs rules edited behind kpng's back (default 1h)
   --plugin MODULE       load a module that registers more backends (repeatable; see examples/)
@@ -173,6 +184,10 @@ export function parseCli(argv: string[]): CliOptions {
         'sync-burst': { type: 'string' },
         'cluster-cidr': { type: 'string', multiple: true },
         'masquerade-all': { type: 'boolean' },
+        'detect-local-mode': { type: 'string' },
+        'pod-bridge-interface': { type: 'string' },
+        'pod-interface-name-prefix': { type: 'string' },
+        'bind-address': { type: 'string' },
         'service-proxy-name': { type: 'string' },
         'log-level': { type: 'string' },
         jit: { type: 'string' },
@@ -207,7 +222,11 @@ export function parseCli(argv: string[]): CliOptions {
   }
   let model: ModelOptions;
   try {
-    model = modelOptions({ clusterCIDRs: list(v['cluster-cidr']), masqueradeAll: !!v['masquerade-all'], nodePortAddresses: list(v['nodeport-addresses']) });
+    model = modelOptions({
+      clusterCIDRs: list(v['cluster-cidr']), masqueradeAll: !!v['masquerade-all'], nodePortAddresses: list(v['nodeport-addresses']),
+      detectLocalMode: v['detect-local-mode'], podBridgeInterface: v['pod-bridge-interface'], podInterfaceNamePrefix: v['pod-interface-name-prefix'],
+      bindAddress: v['bind-address'],
+    });
   } catch (e) {
     if (e instanceof OptionError) throw new UsageError(e.message);
     throw e;

@@ -164,11 +164,11 @@ export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[
   const loadBalancerIps = splitFamilies(svc.loadBalancerIPs);
   const allowed = allowedSources(svc, loadBalancerIps, node);
   const svcExternal = isExternallyAccessible(svc);
-  const classes: ClassOptions = { masqueradeAll: opts.masqueradeAll, podClass: opts.clusterCIDRs.length > 0 };
 
   const ports: ServicePort[] = [];
   for (const [fam, family, k] of FAMILIES) {
     if (clusterIps[k].length === 0) continue; // not a service of this family
+    const classes: ClassOptions = { masqueradeAll: opts.masqueradeAll, podClass: detectsPods(opts, fam) };
     for (const p of svc.ports) {
       const eps = portEndpoints(p.name, p.protocol, sortedSlices, fam);
       const hasExt = externalIps[k].length > 0, hasLB = loadBalancerIps[k].length > 0;
@@ -212,24 +212,79 @@ export function computeServiceItem(svc: ServiceSpec, slices: readonly SliceSpec[
 }
 
 /**
- * Where node ports answer, per family: with 'primary', the node's primary address of the family; with
- * CIDRs, the node's addresses inside those of the family. A family left without any (no primary
- * address known, no CIDR of that family given) accepts node ports on every local address, as upstream.
+ * Whether pods can be told apart from other clients in a family (kube-proxy's local traffic detector
+ * of that family is implemented). ClusterCIDR: a cluster CIDR of the family was given. The interface
+ * modes: always. NodeCIDR: assumed, so that a service's item does not depend on each node's pod
+ * CIDRs; the node item carries them, and until this node's Node has one of the family (kube-proxy
+ * waits for them at start) its pods are matched by nothing and are "other" clients there.
+ */
+export function detectsPods(opts: ModelOptions, family: Family): boolean {
+  if (opts.detectLocalMode !== 'ClusterCIDR') return true;
+  return opts.clusterCIDRs.some((c) => ipFamily(c.split('/')[0]!) === family);
+}
+
+/**
+ * The node's primary address per family (IPv4 first): the Node object's, except that --bind-address
+ * takes the place of the one of its family (kube-proxy's detectNodeIPs). Used for 'primary' node-port
+ * addresses and to tell whether source ranges contain the node.
+ */
+export function primaryAddresses(node: NodeSpec | undefined, opts: ModelOptions): string[] {
+  const fromNode = node?.primary ?? [];
+  if (!opts.bindAddress) return fromNode;
+  const fam = ipFamily(opts.bindAddress);
+  const out = [...fromNode.filter((ip) => ipFamily(ip) !== fam), opts.bindAddress];
+  return out.sort((a, b) => (ipFamily(a) === 'IPv4' ? 0 : 1) - (ipFamily(b) === 'IPv4' ? 0 : 1));
+}
+
+const isLoopbackIP = (ip: string): boolean => ip === '::1' || ip.startsWith('127.');
+const ZERO: Record<keyof IPSet, string> = { v4: '0.0.0.0/0', v6: '::/0' };
+
+/**
+ * Where node ports answer, per family, as kube-proxy expands --nodeport-addresses
+ * (expandNodePortAddressKeywords, NewNodePortAddresses): 'primary' is the node's primary address of
+ * each family (none for a family whose address is unknown or loopback), 'localhost' 127.0.0.0/8 and
+ * ::1/128, 'all' 0.0.0.0/0 and ::/0. A family left without any CIDR accepts node ports on every local
+ * address; a /0 among others makes the others moot. Loopback CIDRs stay in the list: backends never
+ * serve node ports on loopback addresses, so a family with only those serves none (as upstream).
  */
 export function nodePortAddresses(opts: ModelOptions, primary: readonly string[]): IPSet {
-  const chosen = opts.nodePortAddresses[0] === 'primary' ? splitFamilies(primary.map(hostCidr)) : splitFamilies(opts.nodePortAddresses);
-  return { v4: chosen.v4.length ? chosen.v4 : ['0.0.0.0/0'], v6: chosen.v6.length ? chosen.v6 : ['::/0'] };
+  const cidrs: string[] = [];
+  for (const a of opts.nodePortAddresses) {
+    if (a === 'primary') cidrs.push(...primary.filter((ip) => !isLoopbackIP(ip)).map(hostCidr));
+    else if (a === 'localhost') cidrs.push('127.0.0.0/8', '::1/128');
+    else if (a === 'all') cidrs.push(ZERO.v4, ZERO.v6);
+    else cidrs.push(a);
+  }
+  const chosen = splitFamilies(cidrs);
+  const family = (k: keyof IPSet): string[] => {
+    const l = chosen[k];
+    return l.length === 0 || l.includes(ZERO[k]) ? [ZERO[k]] : l;
+  };
+  return { v4: family('v4'), v6: family('v6') };
+}
+
+/** The node's pod network per family for NodeCIDR detection: the first podCIDR of each family, as upstream. */
+function nodePodCIDRs(node: NodeSpec | undefined): string[] {
+  const out: string[] = [];
+  for (const fam of ['IPv4', 'IPv6'] as const) {
+    const c = node?.podCIDRs.find((p) => ipFamily(p.split('/')[0]!) === fam);
+    if (c) out.push(c);
+  }
+  return out;
 }
 
 export function computeNodeItem(name: string, node: NodeSpec | undefined, opts: ModelOptions = DEFAULT_MODEL_OPTIONS): Item {
+  const mode = opts.detectLocalMode;
   return {
     key: NODE_KEY,
     node: {
       name,
       zone: node?.zone ?? '',
       addresses: node?.addresses ?? [],
-      podCidrs: splitFamilies(opts.clusterCIDRs),
-      nodePortAddresses: nodePortAddresses(opts, node?.primary ?? []),
+      podCidrs: splitFamilies(mode === 'ClusterCIDR' ? opts.clusterCIDRs : mode === 'NodeCIDR' ? nodePodCIDRs(node) : []),
+      nodePortAddresses: nodePortAddresses(opts, primaryAddresses(node, opts)),
+      podBridgeInterface: opts.podBridgeInterface,
+      podInterfaceNamePrefix: opts.podInterfaceNamePrefix,
     },
   };
 }

@@ -22,7 +22,7 @@ export interface IPSet { v4: string[]; v6: string[] }
 export interface Port { name: string; protocol: Protocol; port: number; nodePort: number }
 /** Where a packet of one client class to one destination goes, and whether it is masqueraded. */
 export interface Route { target: Target; masquerade: boolean }
-/** Per client class, matched in this order: pod (source in NodeInfo.podCidrs), node (a local address), other. */
+/** Per client class, matched in this order: pod (podSources of the node item), node (a local address), other. */
 export interface Routes { pod: Route; node: Route; other: Route }
 /** One service port in one IP family (see proto/localv1.proto). */
 export interface ServicePort {
@@ -55,7 +55,37 @@ export interface Service {
   ports: ServicePort[];
   loadBalancerAllowedSources: IPSet;
 }
-export interface NodeInfo { name: string; zone: string; addresses: string[]; podCidrs: IPSet; nodePortAddresses: IPSet }
+export interface NodeInfo {
+  name: string;
+  zone: string;
+  addresses: string[];
+  /** Sources of the "pod" client class by address (ClusterCIDR / NodeCIDR detection). */
+  podCidrs: IPSet;
+  /** Where node ports answer: this node's addresses inside these, loopback excepted. */
+  nodePortAddresses: IPSet;
+  /** Pods' packets arrive on this interface (BridgeInterface detection), or ''. */
+  podBridgeInterface: string;
+  /** Pods' packets arrive on interfaces whose name starts with this (InterfaceNamePrefix detection), or ''. */
+  podInterfaceNamePrefix: string;
+}
+
+/**
+ * How a backend recognises the "pod" client class: a source CIDR, or the interface a packet came in
+ * on (its whole name, or a name prefix). Locally generated packets have no incoming interface, so
+ * they never match an interface.
+ */
+export type PodSource = { cidr: string } | { iifname: string; prefix: boolean };
+
+/** The pod sources of one family, from the node item (none without one: no source is a pod). */
+export function podSources(node: NodeInfo | undefined, family: IPFamily): PodSource[] {
+  if (!node) return [];
+  if (node.podBridgeInterface) return [{ iifname: node.podBridgeInterface, prefix: false }];
+  if (node.podInterfaceNamePrefix) return [{ iifname: node.podInterfaceNamePrefix, prefix: true }];
+  return ofFamily(node.podCidrs, family).map((cidr) => ({ cidr }));
+}
+
+/** A pod source as nft writes it (for names and messages). */
+export const podSourceText = (s: PodSource): string => ('cidr' in s ? s.cidr : `iifname "${s.iifname}${s.prefix ? '*' : ''}"`);
 /** One keyed item: exactly one of service / node is set. */
 export interface Item { key: string; service?: Service | null; node?: NodeInfo | null }
 
@@ -132,7 +162,10 @@ export function normalizeItem(raw: unknown): Item {
   }
   if (r.node) {
     const n = r.node;
-    item.node = { name: n.name ?? '', zone: n.zone ?? '', addresses: [...(n.addresses ?? [])], podCidrs: ipset(n.podCidrs), nodePortAddresses: ipset(n.nodePortAddresses) };
+    item.node = {
+      name: n.name ?? '', zone: n.zone ?? '', addresses: [...(n.addresses ?? [])], podCidrs: ipset(n.podCidrs), nodePortAddresses: ipset(n.nodePortAddresses),
+      podBridgeInterface: n.podBridgeInterface ?? '', podInterfaceNamePrefix: n.podInterfaceNamePrefix ?? '',
+    };
   }
   return item;
 }

@@ -70,6 +70,8 @@ export interface NodeSpec {
   addresses: string[];
   /** Primary address per family (first InternalIP, else first ExternalIP), IPv4 first. */
   primary: string[];
+  /** spec.podCIDRs, canonical, in the order given (the first of each family is the node's pod network). */
+  podCIDRs: string[];
 }
 
 /** Why an object is not proxied although it is valid (not worth a warning). */

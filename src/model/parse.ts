@@ -289,6 +289,11 @@ export function parseNode(raw: unknown): Parsed<NodeSpec> {
       const p = internal.find((ip) => ipFamily(ip) === fam) ?? external.find((ip) => ipFamily(ip) === fam);
       if (p) primary.push(p);
     }
-    return { name, zone: typeof zone === 'string' ? zone : '', addresses: [...addresses].sort(), primary };
+    // spec.podCIDRs (spec.podCIDR on objects written before it existed); an entry that is not a CIDR
+    // is skipped rather than rejecting the Node, whose addresses matter more.
+    const spec = obj(raw.spec, 'spec');
+    const given = spec.podCIDRs !== undefined && spec.podCIDRs !== null ? arr(spec.podCIDRs, 'spec.podCIDRs', LIMITS.ips) : [spec.podCIDR];
+    const podCIDRs = given.map((c) => canonicalCIDR(c)).filter((c): c is string => c !== null);
+    return { name, zone: typeof zone === 'string' ? zone : '', addresses: [...addresses].sort(), primary, podCIDRs };
   });
 }

@@ -1,6 +1,6 @@
 // The cluster's objects as kpng keeps them (trimmed), and what changed since the last flush.
 // Sources feed it raw objects; node states read it. Every other concern is downstream.
-import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from '../model/options';
+import { DEFAULT_MODEL_OPTIONS, modelNotes, type ModelOptions } from '../model/options';
 import { objectName, parseEndpointSlice, parseNode, parseService, type Parsed } from '../model/parse';
 import type { NodeSpec, ServiceSpec, SliceSpec } from '../model/objects';
 import { orEmpty } from '../util/intern';
@@ -82,7 +82,11 @@ export class ClusterStore {
   constructor(private readonly opts: ClusterStoreOptions) {
     this.modelOptions = opts.model ?? DEFAULT_MODEL_OPTIONS;
     this.warnings = new ObjectWarnings(opts.log);
+    for (const note of modelNotes(this.modelOptions)) opts.log[note.level](note.text);
   }
+
+  /** The store's logger (node states report their node's conditions through it). */
+  get log(): Logger { return this.opts.log; }
 
   get synced(): boolean { return this.syncedFlag; }
 

@@ -3,7 +3,7 @@
 // and the items of services that name it. Only the services whose inputs changed are looked at;
 // a change of this node's zone or addresses looks at the services that depend on them.
 import { NODE_KEY, type Item } from '../model/enls';
-import { computeNodeItem } from '../model/compute';
+import { computeNodeItem, primaryAddresses } from '../model/compute';
 import type { ModelNode } from '../model/compute';
 import type { ClusterChange, ClusterStore } from './cluster';
 import { ItemStore, makeEntry, sameEntry, SHARED_BLOCK, type Entry, type ItemList } from './item-store';
@@ -25,7 +25,10 @@ export class NodeState extends ItemStore {
     for (const key of this.shared.namingNode(node)) this.ownSet(key, this.shared.entryFor(this.shared.record(key)!, this.view).entry);
     this.commit([NODE_KEY]); // revision 1: the first state (no subscriber can exist yet)
     this.unlisten = cluster.onChange((c) => this.onClusterChange(c));
-    void cluster.whenSynced().then(() => this.markSynced());
+    void cluster.whenSynced().then(() => {
+      this.noteMissingPodCIDRs(this.ownEntry(NODE_KEY)!.item);
+      this.markSynced();
+    });
   }
 
   close(): void {
@@ -148,11 +151,26 @@ export class NodeState extends ItemStore {
 
   private readView(): ModelNode {
     const n = this.cluster.getNode(this.node);
-    return { name: this.node, zone: n?.zone ?? '', primary: n?.primary ?? [] };
+    return { name: this.node, zone: n?.zone ?? '', primary: primaryAddresses(n, this.cluster.modelOptions) };
   }
 
   private nodeEntry(): Entry {
-    return makeEntry(computeNodeItem(this.node, this.cluster.getNode(this.node), this.cluster.modelOptions));
+    const item = computeNodeItem(this.node, this.cluster.getNode(this.node), this.cluster.modelOptions);
+    this.noteMissingPodCIDRs(item);
+    return makeEntry(item);
+  }
+
+  /** NodeCIDR detection without the Node's podCIDRs: said once until they appear (kube-proxy would wait for them). */
+  private warnedNoPodCIDRs = false;
+  private noteMissingPodCIDRs(item: Item): void {
+    if (this.cluster.modelOptions.detectLocalMode !== 'NodeCIDR') return;
+    const cidrs = item.node!.podCidrs;
+    const missing = cidrs.v4.length + cidrs.v6.length === 0;
+    if (missing && !this.warnedNoPodCIDRs && this.cluster.synced) {
+      this.cluster.log.warn(`node ${this.node}: --detect-local-mode NodeCIDR, but its Node object has no spec.podCIDRs (yet): `
+        + 'its pods are treated as other clients until it has (kube-proxy waits for them at start)');
+    }
+    this.warnedNoPodCIDRs = missing && (this.warnedNoPodCIDRs || this.cluster.synced);
   }
 
   private onClusterChange(c: ClusterChange): void {

@@ -255,7 +255,7 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
         if (set.spec.kind !== kind) throw new NftFakeError(`EINVAL: rule uses set ${s} (${set.spec.kind}) as ${kind}`);
       }
       if (op.stmt.s === 'dnat' && famOfAddr(op.stmt.addr) !== fam) throw new NftFakeError(`EINVAL: dnat to ${op.stmt.addr} in family ${fam}`);
-      for (const cidr of [op.stmt.s === 'srcCidr' ? op.stmt.cidr : null, op.stmt.s === 'classGoto' && typeof op.stmt.from === 'object' ? op.stmt.from.cidr : null, op.stmt.s === 'vmapPort' ? op.stmt.daddrCidr ?? null : null]) {
+      for (const cidr of [op.stmt.s === 'srcCidr' ? op.stmt.cidr : null, op.stmt.s === 'classGoto' && typeof op.stmt.from === 'object' && 'cidr' in op.stmt.from ? op.stmt.from.cidr : null, op.stmt.s === 'vmapPort' ? op.stmt.daddrCidr ?? null : null]) {
         if (cidr && famOfAddr(cidr.split('/')[0]) !== fam) throw new NftFakeError(`EINVAL: CIDR ${cidr} in family ${fam}`);
       }
       c.rules.push(op.stmt);
@@ -396,6 +396,8 @@ export interface Packet {
   dstIsLocal?: boolean;
   /** First packet of a connection (default true): NAT chains and `ct state new` rules see only those. */
   ctNew?: boolean;
+  /** `meta iifname`: the interface the packet arrived on; default '' (none: a locally generated packet, or unknown). */
+  iif?: string;
 }
 
 export type Verdict = 'DNAT' | 'DROP' | 'REJECT' | 'ACCEPT';
@@ -466,7 +468,8 @@ export class Tracer {
     };
     const srcLocal = p.srcIsLocal ?? this.isLocal(p.src);
     const dstLocal = (st: St): boolean => (st.dnat === null ? p.dstIsLocal ?? this.isLocal(p.dst) : this.isLocal(st.daddr));
-    const ctx: Ctx = { t, fam, srcLocal, dstLocal, isLocal: (a) => this.isLocal(a), now: this.nft.now, steps: 0 };
+    // A locally generated packet has no incoming interface (nft's iifname is all NULs then).
+    const ctx: Ctx = { t, fam, srcLocal, iif: srcLocal ? '' : p.iif ?? '', dstLocal, isLocal: (a) => this.isLocal(a), now: this.nft.now, steps: 0 };
 
     let outs: Out[];
     if (!srcLocal) {
@@ -522,7 +525,7 @@ export function explainLeaves(leaves: Leaf[]): string {
 }
 
 interface Ctx {
-  t: FakeTable; fam: Fam; srcLocal: boolean;
+  t: FakeTable; fam: Fam; srcLocal: boolean; iif: string;
   dstLocal: (st: St) => boolean; isLocal: (a: string) => boolean;
   now: number; steps: number;
 }
@@ -580,6 +583,9 @@ function lookup(ctx: Ctx, set: string, key: string): Elem | undefined {
   return s.elems.get(key);
 }
 
+/** nft's iifname test: the whole name, or (a "PREFIX*" pattern) its first bytes. */
+const iifMatches = (iif: string, name: string, prefix: boolean): boolean => (prefix ? iif.startsWith(name) : iif === name);
+
 function verdictStep(v: 'drop' | { goto: string }, st: St): Step {
   return v === 'drop' ? { k: 'end', end: 'drop', st } : { k: 'goto', chain: v.goto, st };
 }
@@ -599,18 +605,21 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
       if (!ctNewOk(r.ctNew)) return [next];
       if (r.local && !ctx.dstLocal(st0)) return [next];
       if (r.daddrCidr && !inCidr(st0.daddr, r.daddrCidr)) return [next];
-      if (r.local && !r.daddrCidr && isLoopback(st0.daddr)) return [next];
+      if (r.local && (!r.daddrCidr || r.exceptLoopback) && isLoopback(st0.daddr)) return [next];
       const e = lookup(ctx, r.map, `${st0.proto}|${st0.dport}`);
       return e && e.t === 'port' ? [verdictStep(e.v, hit())] : [next];
     }
     case 'jump': return [{ k: 'jump', chain: r.chain, st: hit() }];
     case 'goto': return [{ k: 'goto', chain: r.chain, st: hit() }];
     case 'markMasq': { const st = hit(); st.mark |= MASQ_BIT; return [{ k: 'next', st }]; }
+    case 'iifReturn':
+      return iifMatches(ctx.iif, r.iifname, r.prefix) ? [{ k: 'return', st: hit() }] : [next];
     case 'srcCidr':
       if (!inCidr(st0.saddr, r.cidr)) return [next];
       return [r.then === 'return' ? { k: 'return', st: hit() } : { k: 'goto', chain: r.then.goto, st: hit() }];
     case 'classGoto': {
-      const match = r.from === 'any' ? true : r.from === 'local' ? ctx.srcLocal : inCidr(st0.saddr, r.from.cidr);
+      const match = r.from === 'any' ? true : r.from === 'local' ? ctx.srcLocal
+        : 'cidr' in r.from ? inCidr(st0.saddr, r.from.cidr) : iifMatches(ctx.iif, r.from.iifname, r.from.prefix);
       if (!match) return [next];
       const st = hit();
       if (r.masq) st.mark |= MASQ_BIT;

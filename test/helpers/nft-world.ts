@@ -15,6 +15,11 @@ export interface WorldOptions {
   clusterCIDRs?: string[];
   masqueradeAll?: boolean;
   nodePortAddresses?: string[];
+  /** --detect-local-mode, --pod-bridge-interface, --pod-interface-name-prefix, --bind-address as the CLI takes them. */
+  detectLocalMode?: string;
+  podBridgeInterface?: string;
+  podInterfaceNamePrefix?: string;
+  bindAddress?: string;
   /** Local addresses beyond the Node object's (e.g. an address kubelet does not report). */
   extraLocal?: string[];
 }
@@ -38,7 +43,10 @@ export function renderFull(services: Array<[string, Service]>, node: NodeInfo | 
 }
 
 export function nftWorld(objects: Obj[], o: WorldOptions = {}) {
-  const model = modelOptions({ clusterCIDRs: o.clusterCIDRs ?? [], masqueradeAll: o.masqueradeAll, nodePortAddresses: o.nodePortAddresses });
+  const model = modelOptions({
+    clusterCIDRs: o.clusterCIDRs ?? [], masqueradeAll: o.masqueradeAll, nodePortAddresses: o.nodePortAddresses,
+    detectLocalMode: o.detectLocalMode, podBridgeInterface: o.podBridgeInterface, podInterfaceNamePrefix: o.podInterfaceNamePrefix, bindAddress: o.bindAddress,
+  });
   const c = cluster(o.node ?? 'n1', objects, { model });
   const { services, node } = enlsOf(c.state);
   const nft = renderFull(services, node);

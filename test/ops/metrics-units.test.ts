@@ -35,7 +35,7 @@ test('no_local_endpoints counts internal and external Local policies separately'
 });
 
 test('listen addresses of health-check ports follow the node-port addresses', () => {
-  const n = (v4: string[], v6: string[] = []) => ({ name: 'n1', zone: '', addresses: [], podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4, v6 } });
+  const n = (v4: string[], v6: string[] = []) => ({ name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4, v6 } });
   const ifs = { eth0: [{ address: '192.168.50.1', family: 'IPv4' }, { address: '10.1.2.3', family: 'IPv4' }], lo: [{ address: '127.0.0.1', family: 'IPv4' }, { address: '::1', family: 'IPv6' }] } as never;
   expect(listenAddresses(n(['192.168.50.1/32']), ifs)).toEqual([{ host: '192.168.50.1', ipv6Only: false }]);
   expect(listenAddresses(n(['0.0.0.0/0'], ['::/0']), ifs)).toEqual([{ host: '0.0.0.0', ipv6Only: false }, { host: '::', ipv6Only: true }]);

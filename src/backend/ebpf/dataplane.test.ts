@@ -143,7 +143,7 @@ test('an endpoint both in a port\'s cluster list and in its local list is one ba
       }],
     },
   }).service!;
-  const node = { name: 'n1', zone: '', addresses: ['192.168.50.1'], podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
+  const node = { name: 'n1', zone: '', addresses: ['192.168.50.1'], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
   await dp.fullSync([s], node, 1);
   expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.2.10:8080', '192.168.50.1:30080': '10.244.1.10:8080' });
   expect(fake.be.size).toBe(2);

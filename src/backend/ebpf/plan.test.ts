@@ -5,7 +5,7 @@ import { nodePortAddrs, planService, serviceEntries, serviceEntriesAtMost, type 
 
 const r = (target: Target): Route => ({ target, masquerade: false });
 const node = (addresses: string[], v4: string[], v6: string[] = ['::/0']): NodeInfo =>
-  ({ name: 'n1', zone: '', addresses, podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4, v6 } });
+  ({ name: 'n1', zone: '', addresses, podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: [], v6: [] }, nodePortAddresses: { v4, v6 } });
 
 function svc(nodePortPod: Target): Service {
   const eps = [{ ip: '10.244.1.2', port: 8080, local: true, terminating: false }];

@@ -54,12 +54,12 @@ export function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoin
   }
 }
 
-/** The node's addresses of a family where node ports answer (none without a node item). */
+/** The node's addresses of a family where node ports answer, never loopback ones (none without a node item). */
 export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): string[] {
   if (!node) return [];
   const cidrs = ofFamily(node.nodePortAddresses, family);
   return ofFamily({ v4: node.addresses.filter((a) => !a.includes(':')), v6: node.addresses.filter((a) => a.includes(':')) }, family)
-    .filter((a) => cidrs.some((c) => cidrContains(c, a)));
+    .filter((a) => a !== '::1' && !a.startsWith('127.') && cidrs.some((c) => cidrContains(c, a)));
 }
 
 const keys = new SvcKeyWriter();

@@ -4,7 +4,8 @@
 //
 //   input/output (filter, -110): ip daddr . l4proto . dport vmap @dests   -> per-class chain or accept
 //                                ip daddr @service-ips: reject            (a port the service does not serve)
-//   class chain "cls-<pod>-<node>-<other>": pod CIDRs, then `fib saddr type local`, then anyone else; each
+//   class chain "cls-<pod>-<node>-<other>": pods (source CIDRs, or iifname NAME / "PREFIX*": NodeInfo's pod
+//     sources), then `fib saddr type local`, then anyone else; each
 //     passes (accept), masquerades (conntrack mark bit), sets the mark of a mark-keyed virtual server,
 //     drops or rejects (TCP reset / ICMP port unreachable). One chain per combination, shared.
 //   firewall chain "fw-<hash>-<class chain>": allowed source ranges go on to the class chain, the rest drop.
@@ -13,7 +14,8 @@
 // Masquerade uses the conntrack mark (bit 0x4000) rather than the packet mark, so the packet mark stays
 // free for IPVS' firewall-mark lookup, which compares the whole mark.
 import * as crypto from 'node:crypto';
-import { cidrBytes } from '../nft/netlink';
+import { cidrBytes, iifMatch } from '../nft/netlink';
+import type { PodSource } from '../../model/enls';
 import {
   CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host,
   type NftElement, type NftExpr, type NftOp, type NftVerdict,
@@ -70,12 +72,18 @@ function actionRules(f: Fam, match: Rule, a: Action): Rule[] {
   return [out];
 }
 
-/** The class chain's name and rules for one combination of actions. */
-export function classChain(f: Fam, actions: ClassActions, podCidrs: string[]): { name: string; rules: Rule[] } {
+/** The match of one pod source: its source CIDR, or the interface the packet came in on. */
+const podMatch = (f: Fam, s: PodSource): Rule => ('cidr' in s ? srcCidr(f, s.cidr) : iifMatch(s.iifname, s.prefix));
+
+/**
+ * The class chain's name and rules for one combination of actions. The name does not say how pods
+ * are recognised: that is the same for the whole table, which is rebuilt when it changes.
+ */
+export function classChain(f: Fam, actions: ClassActions, pods: PodSource[]): { name: string; rules: Rule[] } {
   const name = `cls-${CLASSES.map((c) => actionName(actions[c])).join('-')}`;
   const rules: Rule[] = [];
   const same = (c: 'pod' | 'node') => actionName(actions[c]) === actionName(actions.other);
-  if (!same('pod')) for (const cidr of podCidrs) rules.push(...actionRules(f, srcCidr(f, cidr), actions.pod));
+  if (!same('pod')) for (const from of pods) rules.push(...actionRules(f, podMatch(f, from), actions.pod));
   if (!same('node')) rules.push(...actionRules(f, fibLocal('saddr'), actions.node));
   rules.push(...actionRules(f, [], actions.other));
   return { name, rules };
@@ -108,7 +116,7 @@ export class CompanionTable {
   private kChains = new Map<string, Rule[]>();
   private touched = { dests: new Set<string>(), addrs: new Set<string>(), hairpin: new Set<string>() };
 
-  constructor(readonly fam: Fam, readonly table: string, private podCidrs: string[]) {}
+  constructor(readonly fam: Fam, readonly table: string, private pods: PodSource[]) {}
 
   private ref(name: string, rules: Rule[]): void {
     const c = this.chains.get(name);
@@ -133,12 +141,12 @@ export class CompanionTable {
     if (!d) { this.dests.delete(key); return; }
     let v = 'accept';
     if (CLASSES.some((c) => actionName(d.actions[c]) !== 'pass')) {
-      const cls = classChain(this.fam, d.actions, this.podCidrs);
+      const cls = classChain(this.fam, d.actions, this.pods);
       this.ref(cls.name, cls.rules);
       v = cls.name;
     }
     if (d.allowed) {
-      if (v === 'accept') { const cls = classChain(this.fam, d.actions, this.podCidrs); this.ref(cls.name, cls.rules); v = cls.name; }
+      if (v === 'accept') { const cls = classChain(this.fam, d.actions, this.pods); this.ref(cls.name, cls.rules); v = cls.name; }
       const fw = firewallChain(this.fam, d.allowed, v);
       this.ref(fw.name, fw.rules);
       v = fw.name;
@@ -157,8 +165,8 @@ export class CompanionTable {
   }
 
   /** Ops that replace the whole table (start-up, resync, after a failure): one transaction, no gap. */
-  fullOps(podCidrs: string[]): NftOp[] {
-    this.podCidrs = podCidrs;
+  fullOps(pods: PodSource[]): NftOp[] {
+    this.pods = pods;
     const f = this.fam, t = { family: f, table: this.table };
     const a = f === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
     const ops: NftOp[] = [
@@ -251,8 +259,8 @@ export class CompanionTable {
   }
 
   /** Forget everything (before a full sync rebuilds the desired content). */
-  reset(podCidrs: string[]): void {
-    this.podCidrs = podCidrs;
+  reset(pods: PodSource[]): void {
+    this.pods = pods;
     this.dests.clear(); this.addrs.clear(); this.hairpin.clear(); this.chains.clear();
     this.touched = { dests: new Set(), addrs: new Set(), hairpin: new Set() };
   }

@@ -15,7 +15,7 @@
 // KernelSink's next sync a full one, which repairs whatever the partial sync left.
 import { pushAll } from '../../util/push-all';
 import { cidrContains } from '../../model/ip';
-import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
+import { IPFamily, podSources, serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import { nftApply, type NftOp } from '../../native';
 import {
   ipvsApply, ipvsDump, ipvsDumpDests, ipvsInfo, ipvsDestId, ipvsServiceId,
@@ -200,7 +200,7 @@ export class IpvsDataplane implements Dataplane {
     this.plans.clear();
     this.desired.clear();
     this.addrRefs.clear();
-    for (const fam of FAMS) this.companion[fam].reset(node ? (fam === 'ip' ? node.podCidrs.v4 : node.podCidrs.v6) : []);
+    for (const fam of FAMS) this.companion[fam].reset(podSources(node, fam === 'ip' ? IPFamily.IPV4 : IPFamily.IPV6));
     const touched = new Set<string>();
     for (const svc of services) {
       const p = this.plan(svc);
@@ -234,7 +234,7 @@ export class IpvsDataplane implements Dataplane {
     const nftOps: NftOp[] = [];
     for (const fam of FAMS) {
       const c = this.companion[fam];
-      if (full) pushAll(nftOps, c.fullOps(this.node ? (fam === 'ip' ? this.node.podCidrs.v4 : this.node.podCidrs.v6) : []));
+      if (full) pushAll(nftOps, c.fullOps(podSources(this.node, fam === 'ip' ? IPFamily.IPV4 : IPFamily.IPV6)));
       else if (c.pending) pushAll(nftOps, c.diffOps());
     }
     if (nftOps.length) {

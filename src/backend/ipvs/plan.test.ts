@@ -1,6 +1,7 @@
 // The IPVS planner and the companion table's diff, without a kernel (the guest e2e tests send packets).
 import { IPFamily, Protocol, Target, normalizeItem, type Route, type Routes, type Service } from '../../model/enls';
-import { CompanionTable } from './companion';
+import { CompanionTable, classChain } from './companion';
+import { NFT_REG_1, type NftExpr } from '../../native/nft-types';
 import { planService, type DestPlan } from './plan';
 
 const r = (target: Target, masquerade = false): Route => ({ target, masquerade });
@@ -72,7 +73,7 @@ test('no endpoints: every class rejected and no virtual server; drop classes kee
 });
 
 test('the companion table adds and removes only what changed; shared class chains go with their last user', () => {
-  const t = new CompanionTable('ip', 'kpng-ipvs', ['10.244.0.0/16']);
+  const t = new CompanionTable('ip', 'kpng-ipvs', [{ cidr: '10.244.0.0/16' }]);
   const dest = (addr: string, masq: boolean): DestPlan => ({
     fam: 'ip', addr, proto: 'tcp', port: 80, bind: true, allowed: null,
     actions: { pod: { kind: 'pass', masq: false }, node: { kind: 'pass', masq }, other: { kind: 'pass', masq } },
@@ -80,7 +81,7 @@ test('the companion table adds and removes only what changed; shared class chain
   t.setDest('a', dest('10.96.0.1', true));
   t.setDest('b', dest('10.96.0.2', true));
   t.setDest('c', dest('10.96.0.3', false));
-  const full = t.fullOps(['10.244.0.0/16']);
+  const full = t.fullOps([{ cidr: '10.244.0.0/16' }]);
   expect(full.filter((o) => 'chain' in o && o.op === 'add').map((o) => (o as { chain: { name: string } }).chain.name))
     .toEqual(['cls-pass-masq-masq', 'input', 'output', 'postrouting']);
   t.committed(true);
@@ -93,4 +94,20 @@ test('the companion table adds and removes only what changed; shared class chain
   const last = t.diffOps();
   expect(last.map((o) => `${o.op} ${'chain' in o ? `chain ${(o as { chain: { name: string } }).chain.name}` : 'elements'}`))
     .toEqual(['delete elements', 'flush chain cls-pass-masq-masq', 'delete chain cls-pass-masq-masq']);
+});
+
+test('the class chain matches pods by source CIDR, or by incoming interface (whole name, or prefix bytes only)', () => {
+  const actions: DestPlan['actions'] = { pod: { kind: 'pass', masq: false }, node: { kind: 'pass', masq: true }, other: { kind: 'drop', masq: false } };
+  const podRule = (pods: Parameters<typeof classChain>[2]) => classChain('ip', actions, pods).rules[0]!;
+  const ifname = (e: NftExpr | undefined) => (e && e.type === 'cmp' ? Buffer.from(e.data).toString('latin1') : null);
+  const cidr = podRule([{ cidr: '10.244.0.0/16' }]);
+  expect(cidr[0]).toMatchObject({ type: 'payload', offset: 12 });
+  const bridge = podRule([{ iifname: 'cni0', prefix: false }]);
+  expect(bridge[0]).toEqual({ type: 'meta', key: 'iifname', dreg: NFT_REG_1 });
+  expect(ifname(bridge[1])).toBe('cni0'.padEnd(16, '\0'));
+  const prefix = podRule([{ iifname: 'veth', prefix: true }]);
+  expect(ifname(prefix[1])).toBe('veth');
+  expect(bridge.at(-1)).toEqual({ type: 'verdict', verdict: 'accept' });
+  // No pod source (no detection): pods are not a rule of their own; the node and the rest follow.
+  expect(classChain('ip', actions, []).rules).toHaveLength(2);
 });

@@ -7,6 +7,8 @@
 //   nat prerouting/output at dstnat: dispatch (one vmap lookup) and DNAT;
 //   nat postrouting at srcnat: hairpin and mark-based masquerade.
 import type { NodeInfo } from '../../model/enls';
+import { cidrContains } from '../../model/ip';
+import { isLoopbackCIDR } from '../../model/options';
 import { N, type ChainSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
 
 /** What the fixed objects depend on: where node ports answer (NodeInfo.nodePortAddresses). */
@@ -33,11 +35,20 @@ export const SHARED_SETS: SetSpec[] = [
 const DSTNAT = -100;
 const SRCNAT = 100;
 
-/** One rule per node-port CIDR (a /0 means every local address but loopback). */
+/**
+ * One rule per node-port CIDR: the node's own addresses inside it, never loopback ones (as kube-proxy's
+ * nftables mode: a connection from 127.0.0.1 DNATed to a pod would need route_localnet). A /0 means
+ * every local address but loopback; a CIDR of loopback addresses only gives no rule at all.
+ */
 function nodePortRules(opts: BaseOptions, map: string, ctNew: boolean): Stmt[] {
-  return opts.nodePortAddresses.map((c): Stmt => (/\/0$/.test(c)
+  return opts.nodePortAddresses.filter((c) => !isLoopbackCIDR(c)).map((c): Stmt => (/\/0$/.test(c)
     ? { s: 'vmapPort', map, ctNew, local: true }
-    : { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c }));
+    : { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c, ...(holdsLoopback(c) ? { exceptLoopback: true } : {}) }));
+}
+
+/** Whether a CIDR (not /0) also holds loopback addresses (e.g. 96.0.0.0/3). */
+function holdsLoopback(cidr: string): boolean {
+  return cidrContains(cidr, cidr.includes(':') ? '::1' : '127.0.0.1');
 }
 
 export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpec; rules: Stmt[] }> {

@@ -64,6 +64,21 @@ function cidrMatch(load: NftExpr, cidr: string): NftExpr[] {
   ];
 }
 
+/** IFNAMSIZ: the kernel's interface name field, NUL padded. */
+const IFNAMSIZ = 16;
+
+/**
+ * `iifname NAME` / `iifname "PREFIX*"`: the incoming interface's name (all NULs for a locally generated
+ * packet) compared whole (the name and its NUL padding) or on the prefix's bytes only, as nft does.
+ */
+export function iifMatch(name: string, prefix: boolean): NftExpr[] {
+  const bytes = Buffer.from(name, 'utf8');
+  if (bytes.length === 0 || bytes.length >= IFNAMSIZ) throw new Error(`iifname ${JSON.stringify(name)}: an interface name has 1 to ${IFNAMSIZ - 1} bytes`);
+  const data = new Uint8Array(prefix ? bytes.length : IFNAMSIZ);
+  data.set(bytes);
+  return [{ type: 'meta', key: 'iifname', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data }];
+}
+
 function protoEq(p: 'tcp' | 'udp' | 'sctp'): NftExpr[] {
   return [l4proto(NFT_REG_1), { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(p) }];
 }
@@ -82,9 +97,8 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
         out.push({ type: 'fib', flags: ['daddr'], result: 'addrtype', dreg: NFT_REG_1 });
         out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
       }
-      if (st.daddrCidr) {
-        out.push(...cidrMatch(daddr(fam), st.daddrCidr));
-      } else if (st.local) {
+      if (st.daddrCidr) out.push(...cidrMatch(daddr(fam), st.daddrCidr));
+      if (st.local && (!st.daddrCidr || st.exceptLoopback)) {
         if (fam === 'ip') {
           out.push({ type: 'payload', base: 'network', offset: daddrOff(fam), len: 1, dreg: NFT_REG_1 });
           out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: new Uint8Array([127]) });
@@ -101,11 +115,13 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
     case 'markMasq': return orMark();
     case 'srcCidr':
       return [...cidrMatch(saddr(fam), st.cidr), verdict(st.then === 'return' ? 'return' : { goto: st.then.goto })];
+    case 'iifReturn':
+      return [...iifMatch(st.iifname, st.prefix), verdict('return')];
     case 'classGoto': {
       const out: NftExpr[] = [];
       if (st.from === 'local') {
         out.push({ type: 'fib', flags: ['saddr'], result: 'addrtype', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
-      } else if (st.from !== 'any') out.push(...cidrMatch(saddr(fam), st.from.cidr));
+      } else if (st.from !== 'any') out.push(...('cidr' in st.from ? cidrMatch(saddr(fam), st.from.cidr) : iifMatch(st.from.iifname, st.from.prefix)));
       if (st.masq) out.push(...orMark());
       out.push(verdict({ goto: st.chain }));
       return out;

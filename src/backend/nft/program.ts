@@ -3,7 +3,7 @@
 // node item and the previous slot assignment (for stability). It renders the model's routes (target
 // and masquerade per destination and client class); it decides no Kubernetes rule itself.
 import * as crypto from 'node:crypto';
-import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { IPFamily, Protocol, Target, ofFamily, podSourceText, podSources, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
 import { denseSlots, type SlotState } from './slots';
 import { fnv1a } from '../../util/fnv';
 import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
@@ -82,7 +82,7 @@ export function indexElems(p: Program): Map<string, Map<string, Elem>> {
 interface PickDest { map: string; addr?: string; proto: L4; port: number; eps: Endpoint[] }
 
 export interface BuildContext {
-  /** This node's item (client classes: pod CIDRs). */
+  /** This node's item (client classes: its pod sources). */
   node: NodeInfo | undefined;
   /** Slot states of this service's chains in the kernel (from the previous program). */
   prevSlots?: Map<string, SlotState>;
@@ -113,7 +113,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   const externalIPs = ofFamily(svc.externalIps, family);
   const lbIPs = ofFamily(svc.loadBalancerIps, family);
   const allowed = ofFamily(svc.loadBalancerAllowedSources, family);
-  const podCidrs = ctx.node ? ofFamily(ctx.node.podCidrs, family) : [];
+  const pods = podSources(ctx.node, family);
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
   const shard = shardOf(id);
@@ -169,10 +169,11 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
       if (![rs.pod, rs.node, rs.other].some(isDnat)) return null;
       if (sameRoute(rs.pod, rs.other) && sameRoute(rs.node, rs.other) && !rs.other.masquerade) return selectionChain(rs.other.target, dest);
       const rules: Stmt[] = [];
-      if (podCidrs.length > 0 && !sameRoute(rs.pod, rs.other)) {
-        for (const cidr of podCidrs) {
+      if (!sameRoute(rs.pod, rs.other)) {
+        for (const from of pods) {
           // A pod that is not DNATed must not fall through to the other classes' rules.
-          rules.push(isDnat(rs.pod) ? { s: 'classGoto', from: { cidr }, masq: rs.pod.masquerade, chain: selectionChain(rs.pod.target, dest) } : { s: 'srcCidr', cidr, then: 'return' });
+          if (isDnat(rs.pod)) rules.push({ s: 'classGoto', from, masq: rs.pod.masquerade, chain: selectionChain(rs.pod.target, dest) });
+          else rules.push('cidr' in from ? { s: 'srcCidr', cidr: from.cidr, then: 'return' } : { s: 'iifReturn', iifname: from.iifname, prefix: from.prefix });
         }
       }
       if (!sameRoute(rs.node, rs.other)) {
@@ -243,7 +244,7 @@ export function shardOf(id: string): number {
 const dispatchNames = new Map<string, string>();
 function dispatchChainName(rules: Stmt[]): string {
   let key = '';
-  for (const r of rules) key += r.s === 'classGoto' ? `g|${typeof r.from === 'string' ? r.from : r.from.cidr}|${r.masq}|${r.chain};` : `${JSON.stringify(r)};`;
+  for (const r of rules) key += r.s === 'classGoto' ? `g|${typeof r.from === 'string' ? r.from : podSourceText(r.from)}|${r.masq}|${r.chain};` : `${JSON.stringify(r)};`;
   let name = dispatchNames.get(key);
   if (name === undefined) {
     name = `cls-${short(JSON.stringify(rules))}`;

@@ -6,13 +6,18 @@ const hex = (n: number): string => `0x${n.toString(16).padStart(8, '0')}`;
 const a = (fam: Fam, addr: string): string => (fam === 'ip6' ? addr : addr);
 const dnatAddr = (fam: Fam, addr: string, port: number): string => (fam === 'ip6' ? `[${addr}]:${port}` : `${addr}:${port}`);
 
+/** `iifname "NAME"` or `iifname "PREFIX*"` (nft's wildcard: the name starts with PREFIX). */
+const iifText = (name: string, prefix: boolean): string => `iifname "${name}${prefix ? '*' : ''}"`;
+
 export function stmtText(fam: Fam, st: Stmt): string {
   const ct = (b?: boolean) => (b ? 'ct state new ' : '');
   switch (st.s) {
     case 'vmapVip': return `${ct(st.ctNew)}${fam} daddr . meta l4proto . th dport vmap @${st.map}`;
     case 'vmapPort': {
       const local = st.local ? 'fib daddr type local ' : '';
-      const dst = st.daddrCidr && !/\/0$/.test(st.daddrCidr) ? `${fam} daddr ${st.daddrCidr} ` : st.local && !st.daddrCidr ? `${fam} daddr != ${fam === 'ip' ? '127.0.0.0/8' : '::1'} ` : '';
+      const cidr = st.daddrCidr && !/\/0$/.test(st.daddrCidr) ? `${fam} daddr ${st.daddrCidr} ` : '';
+      const notLoopback = st.local && (!st.daddrCidr || st.exceptLoopback) ? `${fam} daddr != ${fam === 'ip' ? '127.0.0.0/8' : '::1'} ` : '';
+      const dst = cidr + notLoopback;
       return `${ct(st.ctNew)}${local}${dst}meta l4proto . th dport vmap @${st.map}`;
     }
     case 'jump': return `jump ${st.chain}`;
@@ -20,9 +25,13 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'markMasq': return `meta mark set meta mark | ${hex(MASQ_BIT)}`;
     case 'srcCidr': return `${fam} saddr ${st.cidr} ${st.then === 'return' ? 'return' : `goto ${st.then.goto}`}`;
     case 'classGoto': {
-      const from = st.from === 'local' ? 'fib saddr type local ' : st.from === 'any' || /\/0$/.test(st.from.cidr) ? '' : `${fam} saddr ${st.from.cidr} `;
+      const from = st.from === 'local' ? 'fib saddr type local '
+        : st.from === 'any' ? ''
+          : 'iifname' in st.from ? `${iifText(st.from.iifname, st.from.prefix)} `
+            : /\/0$/.test(st.from.cidr) ? '' : `${fam} saddr ${st.from.cidr} `;
       return `${from}${st.masq ? `meta mark set meta mark | ${hex(MASQ_BIT)} ` : ''}goto ${st.chain}`;
     }
+    case 'iifReturn': return `${iifText(st.iifname, st.prefix)} return`;
     case 'rejectDaddrInSet': return `ct state new ${fam} daddr @${st.set} reject`;
     case 'dnatPick': return `meta l4proto ${st.proto} dnat ${fam} to ${st.key === 'vip' ? `${fam} daddr . ` : ''}meta l4proto . th dport . numgen random mod ${st.n} map @${st.map}`;
     case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${st.map}`;

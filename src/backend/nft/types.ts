@@ -4,6 +4,7 @@
 // one description guarantees that both describe the same ruleset.
 
 import type { PackedElems } from './packed';
+import type { PodSource } from '../../model/enls';
 
 export type Fam = 'ip' | 'ip6';
 export type L4 = 'tcp' | 'udp' | 'sctp';
@@ -78,16 +79,21 @@ export type Verd = { goto: string } | 'drop';
 export type Stmt =
   /** [ct state new] <fam> daddr . meta l4proto . th dport vmap @map */
   | { s: 'vmapVip'; map: string; ctNew?: boolean }
-  /** [ct state new] [fib daddr type local] [<fam> daddr CIDR | <fam> daddr != loopback] meta l4proto . th dport vmap @map */
-  | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean; daddrCidr?: string }
+  /**
+   * [ct state new] [fib daddr type local] [<fam> daddr CIDR] [<fam> daddr != loopback] meta l4proto . th dport vmap @map
+   * (the loopback test: without daddrCidr, or with exceptLoopback when the CIDR holds loopback addresses)
+   */
+  | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean; daddrCidr?: string; exceptLoopback?: boolean }
   | { s: 'jump'; chain: string }
   | { s: 'goto'; chain: string }
   /** meta mark set meta mark | MASQ_BIT */
   | { s: 'markMasq' }
   /** <fam> saddr CIDR return | goto chain */
   | { s: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
-  /** [<fam> saddr CIDR | fib saddr type local] [meta mark set meta mark | MASQ_BIT] goto chain: one client class's route */
-  | { s: 'classGoto'; from: { cidr: string } | 'local' | 'any'; masq: boolean; chain: string }
+  /** [<fam> saddr CIDR | iifname NAME | iifname "PREFIX*" | fib saddr type local] [meta mark set meta mark | MASQ_BIT] goto chain: one client class's route */
+  | { s: 'classGoto'; from: PodSource | 'local' | 'any'; masq: boolean; chain: string }
+  /** iifname NAME return | iifname "PREFIX*" return (a pod that is not DNATed, by its interface) */
+  | { s: 'iifReturn'; iifname: string; prefix: boolean }
   /** ct state new <fam> daddr @set reject */
   | { s: 'rejectDaddrInSet'; set: string }
   /** meta l4proto P dnat to numgen random mod n offset base map @<map> (an endpoints shard) */

@@ -74,6 +74,11 @@ export interface KpngOptions {
   masqueradeAll?: boolean;
   /** --nodeport-addresses values (default: the node's primary addresses). */
   nodePortAddresses?: string[];
+  /** --detect-local-mode, --pod-bridge-interface, --pod-interface-name-prefix, --bind-address. */
+  detectLocalMode?: string;
+  podBridgeInterface?: string;
+  podInterfaceNamePrefix?: string;
+  bindAddress?: string;
   minSyncPeriod?: string;
   mode?: KpngMode;
   /**
@@ -125,6 +130,9 @@ export class Kpng {
       const args = [CLI, 'file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
         ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : []),
         ...(this.opts.nodePortAddresses ?? []).flatMap((c) => ['--nodeport-addresses', c]),
+        ...([['detect-local-mode', this.opts.detectLocalMode], ['pod-bridge-interface', this.opts.podBridgeInterface],
+          ['pod-interface-name-prefix', this.opts.podInterfaceNamePrefix], ['bind-address', this.opts.bindAddress]] as const)
+          .flatMap(([flag, value]) => (value === undefined ? [] : [`--${flag}`, value])),
         ...(this.opts.aggregator ? ['--aggregator'] : [])];
       const child = this.lab.spawnIn(this.lab.ns.n1, NODE_BIN, args);
       const onData = (d: Buffer) => { this.lines.push(...String(d).split('\n').filter(Boolean)); };
@@ -135,7 +143,12 @@ export class Kpng {
       return;
     }
     const logger = createLogger('info', (l) => this.lines.push(l));
-    const store = new ClusterStore({ log: logger, model: modelOptions({ clusterCIDRs: cidrs, masqueradeAll: !!this.opts.masqueradeAll, nodePortAddresses: this.opts.nodePortAddresses }) });
+    const o = this.opts;
+    const model = modelOptions({
+      clusterCIDRs: cidrs, masqueradeAll: !!o.masqueradeAll, nodePortAddresses: o.nodePortAddresses,
+      detectLocalMode: o.detectLocalMode, podBridgeInterface: o.podBridgeInterface, podInterfaceNamePrefix: o.podInterfaceNamePrefix, bindAddress: o.bindAddress,
+    });
+    const store = new ClusterStore({ log: logger, model });
     const src = new FileSource({ file: this.file, store, log: logger });
     await src.start(true);
     const state = new NodeState(store, 'n1');

@@ -32,8 +32,8 @@ function podByName(n: string) {
 
 export function objects(svcs: SvcSpec[]): unknown {
   const items: unknown[] = [
-    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: ADDR.n1.v4 }, { type: 'InternalIP', address: ADDR.n1.v6 }] } },
-    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n2' }, status: { addresses: [{ type: 'InternalIP', address: ADDR.n2.v4 }, { type: 'InternalIP', address: ADDR.n2.v6 }] } },
+    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, spec: { podCIDRs: [ADDR.n1.podCidr4, ADDR.n1.podCidr6] }, status: { addresses: [{ type: 'InternalIP', address: ADDR.n1.v4 }, { type: 'InternalIP', address: ADDR.n1.v6 }] } },
+    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n2' }, spec: { podCIDRs: [ADDR.n2.podCidr4, ADDR.n2.podCidr6] }, status: { addresses: [{ type: 'InternalIP', address: ADDR.n2.v4 }, { type: 'InternalIP', address: ADDR.n2.v6 }] } },
   ];
   for (const s of svcs) {
     const ns = s.ns ?? 'default';
