@@ -162,6 +162,12 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
       fromFlag.set(`${modeSection(mode)}.${key}`, `--${flag}`);
     }
   }
+  // Without a file, upstream fills the server addresses from the default bind address before it reads
+  // --bind-address: an IPv6 --bind-address does not move them (a file's bindAddress does).
+  if (configFile === undefined && given.has('bind-address')) {
+    if (!given.has('healthz-bind-address')) setAt(user, 'healthzBindAddress', DEFAULT_HEALTHZ_BIND_ADDRESS);
+    if (!given.has('metrics-bind-address')) setAt(user, 'metricsBindAddress', DEFAULT_METRICS_BIND_ADDRESS);
+  }
   if (overridden.length) warnings.push(`--config ${configFile} is given: as kube-proxy does, kpng takes these settings from the file and ignores the flags ${overridden.join(', ')}`);
 
   let s: KubeProxySettings;
