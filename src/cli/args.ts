@@ -5,6 +5,7 @@ import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backe
 import { modelOptions, OptionError, type ModelOptions } from '../model/options';
 import { JIT_CPU_SHARE, JIT_MODES, JIT_OBJECTS, type JitMode } from '../util/jit';
 import { contentTypeOf, PROTOBUF, type ContentType } from '../source/kube/protobuf';
+import { LOG_FORMATS, type LogFormat } from '../util/log';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -30,6 +31,8 @@ export interface CliOptions {
   plugins: string[];
   serviceProxyName: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** --logging-format: klog's text (default) or component-base's JSON. */
+  logFormat: LogFormat;
   /** adaptive: V8's optimizing compilers only once the cluster is large or the process busy (util/jit.ts). */
   jit: JitMode;
   input?: string;
@@ -86,6 +89,8 @@ Options:
                         also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
                         (services with another name are always left alone)
   --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
+  --logging-format FMT  text (klog's lines, default) or json (one object a line, as kube-proxy's
+                        JSON logger writes them)
   --jit adaptive|on     V8's optimizing compilers: adaptive (default) runs Maglev on the hottest code
                         only until the first sync is done, Maglev alone after it, and both once the
                         cluster has ${JIT_OBJECTS} Services + EndpointSlices or kpng uses ${JIT_CPU_SHARE * 100}% of a core
@@ -175,6 +180,7 @@ export function parseCli(argv: string[]): CliOptions {
         'masquerade-all': { type: 'boolean' },
         'service-proxy-name': { type: 'string' },
         'log-level': { type: 'string' },
+        'logging-format': { type: 'string' },
         jit: { type: 'string' },
         kubeconfig: { type: 'string' },
         'kube-api-content-type': { type: 'string' },
@@ -218,6 +224,8 @@ export function parseCli(argv: string[]): CliOptions {
   }
   const logLevel = (v['log-level'] ?? 'info') as CliOptions['logLevel'];
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new UsageError(`--log-level ${JSON.stringify(logLevel)}: expected debug, info, warn or error`);
+  const logFormat = (v['logging-format'] ?? 'text') as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat)) throw new UsageError(`--logging-format ${JSON.stringify(v['logging-format'])}: expected ${LOG_FORMATS.join(' or ')}`);
   const jit = (v.jit ?? 'adaptive') as JitMode;
   if (!JIT_MODES.includes(jit)) throw new UsageError(`--jit ${JSON.stringify(v.jit)}: expected ${JIT_MODES.join(' or ')}`);
   const burst = Number(v['sync-burst'] ?? '2');
@@ -240,6 +248,7 @@ export function parseCli(argv: string[]): CliOptions {
     plugins: v.plugin ?? [],
     serviceProxyName: v['service-proxy-name'] ?? '',
     logLevel,
+    logFormat,
     jit,
     input: v.input,
     kubeconfig: v.kubeconfig,

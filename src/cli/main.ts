@@ -78,7 +78,7 @@ export async function main(argv: string[]): Promise<number> {
     out(`kpng ${version()} (node ${process.version})\n`);
     return 0;
   }
-  const log = createLogger(opts.logLevel);
+  const log = createLogger({ level: opts.logLevel, format: opts.logFormat });
   const ac = stopSignal();
   const stops: (() => Promise<void> | void)[] = [];
   // The first state is built with nearly every allocation surviving: keep V8's young generation
