@@ -145,7 +145,7 @@ export async function main(argv: string[]): Promise<number> {
       } else {
         const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
         // With a sink, the memory-reducing GC waits for the first sync (onApplied below).
-        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType });
+        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType, observeRequests: ops.metrics.restClient });
         stops.push(() => src.stop());
       }
       if (opts.to === 'api') {

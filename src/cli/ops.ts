@@ -11,6 +11,7 @@ import { ServiceHealthServer } from '../health/service-health';
 import { UpdateTracker } from '../health/update-tracker';
 import { ChangeCounters } from '../metrics/change-counters';
 import { instrumentSink } from '../metrics/instrumented-sink';
+import { buildInfo, registerBuildInfo } from '../metrics/build-info';
 import { createMetricsServer } from '../metrics/metrics-server';
 import { NoLocalEndpointsGauge } from '../metrics/no-local-endpoints';
 import { ProgrammingLatency, type HashedState } from '../metrics/programming-latency';
@@ -58,6 +59,7 @@ export class Ops {
   constructor(private readonly o: OpsOptions, private readonly ctx: OpsContext) {
     this.metrics = createProxyMetrics();
     this.metrics.info.labels(ctx.version, ctx.backend.name, process.version).set(1);
+    registerBuildInfo(this.metrics.registry, buildInfo(ctx.version));
     this.health = new ProxyHealth(healthTimeoutMs(ctx.syncPeriodMs));
     const current = () => this.state;
     const lazy: HashedState = { get revision() { return current()?.revision ?? 0; }, hashOf: (k) => current()?.hashOf(k) };
@@ -155,6 +157,10 @@ export class Ops {
           m.kernelDuration.labels(backend).observe(r.kernel.seconds);
         }
         if (r.conntrackDeleted > 0) m.conntrackDeleted.labels(backend).inc(r.conntrackDeleted);
+        for (const c of r.conntrack) {
+          m.conntrackSyncDuration.labels(c.family).observe(c.seconds);
+          m.conntrackDeletedEntries.labels(c.family).inc(c.deleted);
+        }
         const hc = this.hc;
         if (hc) void hc.applyBatch(r.batch, r.state).then(() => m.healthCheckPorts.set(hc.ports().size));
       },

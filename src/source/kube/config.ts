@@ -4,7 +4,7 @@
 // this CommonJS build (no top-level await in it). Only its config and auth part is loaded
 // (client-node.ts).
 import { kubeConfigClass } from './client-node';
-import { createTransport, type Transport } from './http';
+import { createTransport, type RequestObserver, type Transport } from './http';
 import { FileToken, findTokenFile, kubeconfigFiles } from './token-file';
 
 export interface KubeTarget {
@@ -15,7 +15,8 @@ export interface KubeTarget {
 
 const FALLBACK_SERVER = 'http://localhost:8080';
 
-export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTarget {
+/** `observer` sees every request the transport makes (kube-proxy's rest_client metrics). */
+export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng', observer?: RequestObserver): KubeTarget {
   const KubeConfig = kubeConfigClass();
   const kc = new KubeConfig();
   if (kubeconfig) kc.loadFromFile(kubeconfig);
@@ -42,7 +43,7 @@ export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng'): KubeTar
   };
   if (fileToken) fileToken.get(); // a missing or empty file is an error at start, naming it
   return {
-    transport: createTransport(cluster.server, apply, userAgent),
+    transport: createTransport(cluster.server, apply, userAgent, observer),
     describe: tokenFile ? `${describe}, token from ${tokenFile}` : describe,
   };
 }

@@ -6,13 +6,14 @@
 import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { loadKubeTarget } from './config';
-import type { Transport } from './http';
+import type { RequestObserver, Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 import type { ContentType } from './protobuf';
 
 export { Reflector, WatchListSupport } from './reflector';
+export type { RequestObserver } from './http';
 
 /** Reflector settings a caller may tune; `watchList` false forces paginated initial lists. */
 export type KubeTuning = Partial<Pick<ReflectorOptions, 'pageSize' | 'minWatchTimeoutSeconds' | 'idleTimeoutMs' | 'requestTimeoutMs'>> & { watchList?: boolean };
@@ -32,6 +33,8 @@ export interface KubeSourceOptions {
   reduceMemoryWhenSynced?: boolean;
   /** The encoding asked of the API server (default 'protobuf', as kube-proxy; JSON when it cannot). */
   contentType?: ContentType;
+  /** Sees every HTTP request made to the API server (kube-proxy's rest_client_* metrics). */
+  observeRequests?: RequestObserver;
 }
 
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
@@ -79,7 +82,7 @@ export type StartKubeSource = (opts: KubeSourceOptions) => Promise<{ stop(): Pro
 export const startKubeSource: StartKubeSource = async (opts) => {
   // Before the first lists: they are what would grow V8's young generation (memory.ts).
   if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
-  const target = loadKubeTarget(opts.kubeconfig);
+  const target = loadKubeTarget(opts.kubeconfig, undefined, opts.observeRequests);
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
   const reflectors = createReflectors({ ...opts, transport: target.transport }, tuningFromEnv());
   return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal, opts.reduceMemoryWhenSynced ?? true);
