@@ -13,6 +13,7 @@ import { ChangeCounters } from '../metrics/change-counters';
 import { instrumentSink } from '../metrics/instrumented-sink';
 import { buildInfo, registerBuildInfo } from '../metrics/build-info';
 import { createMetricsServer } from '../metrics/metrics-server';
+import { proxyModeOf } from '../metrics/proxy-mode';
 import { NoLocalEndpointsGauge } from '../metrics/no-local-endpoints';
 import { ProgrammingLatency, type HashedState } from '../metrics/programming-latency';
 import { createProxyMetrics, type ProxyMetrics } from '../metrics/proxy-metrics';
@@ -38,6 +39,22 @@ export interface OpsContext {
   once: boolean;
   log: Logger;
   version: string;
+  /** The effective KubeProxyConfiguration (v1alpha1, with apiVersion and kind) for /configz; without
+   *  it, /configz holds what Ops knows (configzFallback). */
+  configz?: () => unknown;
+}
+
+/** /configz without a full configuration: the fields Ops itself was given, in v1alpha1's names. */
+export function configzFallback(o: OpsOptions, ctx: Pick<OpsContext, 'node' | 'backend'>): Record<string, unknown> {
+  return {
+    kind: 'KubeProxyConfiguration',
+    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+    hostnameOverride: ctx.node,
+    mode: proxyModeOf(ctx.backend.name),
+    metricsBindAddress: o.metricsBindAddress ?? '',
+    healthzBindAddress: o.healthzBindAddress ?? '',
+    bindAddressHardFail: o.bindAddressHardFail,
+  };
 }
 
 export class Ops {
@@ -88,7 +105,12 @@ export class Ops {
       this.servers.push(new RetryingServer('healthz', server, parseBindAddress(this.o.healthzBindAddress, 10256, '--healthz-bind-address'), log));
     }
     if (this.o.metricsBindAddress !== null) {
-      const server = createMetricsServer(this.metrics.registry, this.ctx.backend.name, () => this.beforeScrape());
+      const server = createMetricsServer({
+        registry: this.metrics.registry,
+        proxyMode: proxyModeOf(this.ctx.backend.name),
+        configz: this.ctx.configz ?? (() => configzFallback(this.o, this.ctx)),
+        beforeScrape: () => this.beforeScrape(),
+      });
       this.servers.push(new RetryingServer('metrics', server, parseBindAddress(this.o.metricsBindAddress, 10249, '--metrics-bind-address'), log));
     }
     for (const s of this.servers) await s.start(this.o.bindAddressHardFail);
