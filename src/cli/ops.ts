@@ -153,7 +153,7 @@ export class Ops {
       started: () => this.counters.syncStarted(),
       failed: () => {
         m.syncs.labels(backend, 'failed', 'any').inc();
-        if (this.ctx.backend.name === 'nft') for (const f of this.tracker!.families()) m.nftablesSyncFailures.labels(f).inc();
+        if (proxyModeOf(this.ctx.backend.name) === 'nftables') for (const f of this.tracker!.families()) m.nftablesSyncFailures.labels(f).inc();
       },
       succeeded: (r) => {
         const now = Date.now();

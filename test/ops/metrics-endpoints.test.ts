@@ -126,3 +126,20 @@ test('/metrics: kubernetes_build_info, rest_client_* and the conntrack reconcile
     await s.stop();
   }
 });
+
+test.each([['ebpf', 1], ['nft', 1], ['ipvs', undefined]])('a failed --to %s sync counts in kubeproxy_sync_proxy_rules_nftables_sync_failures_total: %s', async (backend, want) => {
+  const s = await startOps({ backend: { name: backend as string } });
+  try {
+    const c = cluster('n1', [node('n1'), svc('web')]);
+    const sink = s.ops.attach(c.state, { name: backend as string, apply: async () => { throw new Error('EPERM'); } }, c.store);
+    const sub = c.state.subscribe();
+    await sub.ready();
+    await expect(sink.apply(sub.take(), c.state)).rejects.toThrow('EPERM');
+    sub.close();
+    const m = (await get(s.port, '/metrics')).text;
+    const line = m.split('\n').find((l) => l.startsWith('kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"} '));
+    expect(line === undefined ? undefined : Number(line.split(' ')[1])).toBe(want);
+  } finally {
+    await s.stop();
+  }
+});
