@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse, stringify } from 'yaml';
+import { messagesAt } from '../test/helpers/klog';
 
 const root = path.resolve(__dirname, '..', '..');
 const kpng = path.join(root, 'dist', 'src', 'cli', 'main.js');
@@ -115,7 +116,7 @@ async function main(): Promise<void> {
   say(`(the expected node-local state, ENLS), from Services, EndpointSlices and Nodes. Input: ${path.relative(root, example)}`);
   const first = step('Routes for node n1 (zone-a) — a table for humans', ['file', '--input', example, '--node', 'n1', '--once']);
   const services = (parse(fs.readFileSync(example, 'utf8')).items as { kind: string }[]).filter((o) => o.kind === 'Service').length;
-  const skipped = first.stderr.split('\n').filter((l) => l.startsWith('warn: skipping')).map((l) => l.replace(/^warn: skipping /, ''));
+  const skipped = messagesAt(first.stderr, 'W').filter((m) => m.startsWith('skipping ')).map((m) => m.slice('skipping '.length));
   step('Same cluster seen from node n2: externalTrafficPolicy Local now picks n2\'s pod', ['file', '--input', example, '--node', 'n2', '--once', '--to', 'routes', '--format', 'jsonl']);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-demo-'));
   try {

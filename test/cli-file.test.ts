@@ -5,6 +5,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import { KpngProcess, ROOT, runKpng } from './helpers/cli';
 import { ep, node, slice, svc } from './helpers/k8s';
+import { parseKlogLine } from './helpers/klog';
 
 const example = path.join(ROOT, 'examples', 'cluster.yaml');
 let dir: string;
@@ -25,7 +26,17 @@ test('--once --to routes --format jsonl prints one exact line per service port',
   ]);
   // Key order is part of the format.
   expect(r.stdout.split('\n')[0]).toBe('{"service":"default/api","protocol":"TCP","port":8000,"internal":[],"external":[]}');
-  expect(r.stderr).toBe('warn: skipping Service default/broken: spec.ports[0].port 70000 out of range (1-65535)\n');
+  // One warning, in klog's format: W, the date and time, kpng's pid, its source token.
+  const lines = r.stderr.split('\n');
+  expect(lines).toHaveLength(2);
+  expect(lines[1]).toBe('');
+  expect(parseKlogLine(lines[0])).toMatchObject({ severity: 'W', source: 'kpng:0', message: 'skipping Service default/broken: spec.ports[0].port 70000 out of range (1-65535)' });
+  // --logging-format json: the same warning as component-base's JSON logger writes it.
+  const json = runKpng(['file', '--input', example, '--node', 'n1', '--once', '--logging-format', 'json']);
+  expect(json.code).toBe(0);
+  const rec = JSON.parse(json.stderr) as Record<string, unknown>;
+  expect(rec).toEqual({ ts: expect.any(Number), caller: 'kpng:0', msg: 'skipping Service default/broken: spec.ports[0].port 70000 out of range (1-65535)', v: 0 });
+  expect(runKpng(['file', '--input', example, '--once', '--logging-format', 'xml']).stderr).toMatch(/--logging-format: "xml": expected text or json/);
 });
 
 test('the routes table for humans', () => {

@@ -104,6 +104,46 @@ test('a failed sync is counted and logged, keeps nothing as applied, and the nex
   sub.close();
 });
 
+test('conntrack clean-ups are done and reported per IP family (kube-proxy\'s reconciler metrics); a failed one deletes nothing', async () => {
+  const dual = (v4: string, v6: string) => [
+    svc('dns', { clusterIPs: ['10.96.0.10', 'fd00:96::10'], ports: [{ name: 'dns', protocol: 'UDP', port: 53 }] }),
+    slice('dns-4', 'dns', [ep(v4, { node: 'n2' })], { ports: [{ name: 'dns', protocol: 'UDP', port: 5353 }] }),
+    slice('dns-6', 'dns', [ep(v6, { node: 'n2' })], { ports: [{ name: 'dns', protocol: 'UDP', port: 5353 }], family: 'IPv6' }),
+  ];
+  const c = cluster('n1', [node('n1'), ...dual('10.244.2.1', 'fd00:244::1')]);
+  const calls: Array<Array<'ip' | 'ip6'>> = [];
+  let failIp6 = false;
+  const sink = new KernelSink(new Recorder(), {
+    log: () => {},
+    conntrackDelete: async (f) => {
+      calls.push([...new Set(f.map((x) => x.family))]);
+      if (failIp6 && f[0].family === 'ip6') throw new Error('EPERM');
+      return f.length * 2;
+    },
+  });
+  const sub = c.state.subscribe();
+  const next = async (): Promise<Batch> => { await sub.ready(); return sub.take(); };
+  await sink.apply(await next(), c.state);
+  // One call per family, each with that family's filters only.
+  expect(calls).toEqual([['ip'], ['ip6']]);
+  expect(sink.stats.lastConntrack.map((x) => [x.family, x.deleted])).toEqual([['IPv4', 2], ['IPv6', 2]]);
+  expect(sink.stats.lastConntrack.every((x) => x.seconds >= 0)).toBe(true);
+
+  // Only the IPv6 endpoint goes: only IPv6 is cleaned; its failure is counted and reported as 0 deleted.
+  failIp6 = true;
+  c.add(...dual('10.244.2.1', 'fd00:244::2'));
+  await sink.apply(await next(), c.state);
+  expect(calls.slice(2)).toEqual([['ip6']]);
+  expect(sink.stats.lastConntrack.map((x) => [x.family, x.deleted])).toEqual([['IPv6', 0]]);
+  expect(sink.stats).toMatchObject({ conntrackFailures: 1, conntrackDeleted: 4 });
+
+  // A batch with no UDP change reports no clean-up.
+  c.add(svc('web'));
+  await sink.apply(await next(), c.state);
+  expect(sink.stats.lastConntrack).toEqual([]);
+  sub.close();
+});
+
 test('the runner asks for a full resync every --sync-period (repairing state edited behind kpng\'s back)', async () => {
   const c = cluster('n1', udp(['10.244.2.1']));
   const dp = new Recorder();

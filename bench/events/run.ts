@@ -26,6 +26,7 @@ import { startControlPlane, type ControlPlane } from '../../test/e2e/support/con
 import { KpngChild, repoRoot, type StatsLine } from './kpng-child';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES, type EndpointSpec } from './objects';
 import { helpIfAsked } from '../help';
+import { parseKlogLine, severityAndMessage } from '../../test/helpers/klog';
 
 helpIfAsked(__filename);
 
@@ -165,7 +166,10 @@ async function main(): Promise<void> {
       onStderr: (l) => {
         if (l.startsWith('heap: ')) heapUsed = Number(l.split(' ')[1]);
         else if (l.startsWith('stats:')) out(l);
-        else if (/^(warn|error): /.test(l) || l.startsWith('kube: ')) out(`kpng: ${l}`);
+        else {
+          const k = parseKlogLine(l);
+          if (k && (k.severity !== 'I' || k.message.startsWith('kube: '))) out(`kpng: ${severityAndMessage(l)}`);
+        }
       },
     });
     await kpng.waitFor('the first sync', () => kpng!.syncs.length > 0, 120_000);

@@ -5,6 +5,7 @@ import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backe
 import { modelOptions, OptionError, type ModelOptions } from '../model/options';
 import { JIT_CPU_SHARE, JIT_MODES, JIT_OBJECTS, type JitMode } from '../util/jit';
 import { contentTypeOf, PROTOBUF, type ContentType } from '../source/kube/protobuf';
+import { DEBUG_VERBOSITY, LOG_FORMATS, type LogFormat } from '../util/log';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -30,6 +31,8 @@ export interface CliOptions {
   plugins: string[];
   serviceProxyName: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** --logging-format: klog's text (default) or component-base's JSON. */
+  logFormat: LogFormat;
   /** adaptive: V8's optimizing compilers only once the cluster is large or the process busy (util/jit.ts). */
   jit: JitMode;
   input?: string;
@@ -86,6 +89,12 @@ Options:
                         also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
                         (services with another name are always left alone)
   --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
+  --logging-format FMT  text (klog's lines, default) or json (one object a line, as kube-proxy's
+                        JSON logger writes them)
+  --vmodule PATTERN=N,...
+                        klog's per-file verbosity, accepted for kube-proxy's command lines: kpng has
+                        no source files to match, so the highest N applies to every message
+                        (${DEBUG_VERBOSITY} and more: debug) unless --log-level is given
   --jit adaptive|on     V8's optimizing compilers: adaptive (default) runs Maglev on the hottest code
                         only until the first sync is done, Maglev alone after it, and both once the
                         cluster has ${JIT_OBJECTS} Services + EndpointSlices or kpng uses ${JIT_CPU_SHARE * 100}% of a core
@@ -156,6 +165,17 @@ export function pluginArgs(argv: string[]): string[] {
   return out;
 }
 
+/** The highest verbosity of a klog --vmodule value ("pattern=N,..."; 0 when absent). */
+export function vmoduleVerbosity(text: string | undefined): number {
+  let max = 0;
+  for (const part of (text ?? '').split(',').filter((p) => p.trim() !== '')) {
+    const m = /^([^=]+)=(\d+)$/.exec(part.trim());
+    if (!m) throw new UsageError(`--vmodule ${JSON.stringify(text)}: expected PATTERN=N, comma separated`);
+    max = Math.max(max, Number(m[2]));
+  }
+  return max;
+}
+
 const list = (v: string[] | undefined): string[] => (v ?? []).flatMap((c) => c.split(',')).map((c) => c.trim()).filter(Boolean);
 
 export function parseCli(argv: string[]): CliOptions {
@@ -190,6 +210,8 @@ export function parseCli(argv: string[]): CliOptions {
         'bind-address': { type: 'string' },
         'service-proxy-name': { type: 'string' },
         'log-level': { type: 'string' },
+        'logging-format': { type: 'string' },
+        vmodule: { type: 'string' },
         jit: { type: 'string' },
         kubeconfig: { type: 'string' },
         'kube-api-content-type': { type: 'string' },
@@ -235,8 +257,10 @@ export function parseCli(argv: string[]): CliOptions {
   if (v.format !== undefined && !(formats[to] ?? []).includes(v.format)) {
     throw new UsageError(`--format ${JSON.stringify(v.format)} does not apply to --to ${to}${formats[to] ? ` (use ${formats[to].join(' or ')})` : ''}`);
   }
-  const logLevel = (v['log-level'] ?? 'info') as CliOptions['logLevel'];
+  const logLevel = (v['log-level'] ?? (vmoduleVerbosity(v.vmodule) >= DEBUG_VERBOSITY ? 'debug' : 'info')) as CliOptions['logLevel'];
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new UsageError(`--log-level ${JSON.stringify(logLevel)}: expected debug, info, warn or error`);
+  const logFormat = (v['logging-format'] ?? 'text') as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat)) throw new UsageError(`--logging-format ${JSON.stringify(v['logging-format'])}: expected ${LOG_FORMATS.join(' or ')}`);
   const jit = (v.jit ?? 'adaptive') as JitMode;
   if (!JIT_MODES.includes(jit)) throw new UsageError(`--jit ${JSON.stringify(v.jit)}: expected ${JIT_MODES.join(' or ')}`);
   const burst = Number(v['sync-burst'] ?? '2');
@@ -259,6 +283,7 @@ export function parseCli(argv: string[]): CliOptions {
     plugins: v.plugin ?? [],
     serviceProxyName: v['service-proxy-name'] ?? '',
     logLevel,
+    logFormat,
     jit,
     input: v.input,
     kubeconfig: v.kubeconfig,

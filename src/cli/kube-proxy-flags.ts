@@ -48,6 +48,8 @@ export interface KubeProxyArgs {
   ipvs: KubeProxySettings['ipvs'];
   /** The configuration in effect (KubeProxyConfiguration), for /configz and --write-config-to. */
   configuration: Obj;
+  /** Read as kube-proxy's invocation (no kpng command, or a --config file): upstream's defaults apply. */
+  kubeProxyStyle: boolean;
   writeConfigTo?: string;
   /** Warnings to log once a logger exists (settings with no effect, flags the file overrides, mode mapping). */
   warnings: string[];
@@ -216,8 +218,10 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   if (s.minSyncPeriodMs !== undefined) add('min-sync-period', `${s.minSyncPeriodMs}ms`);
   if (s.kubeconfig) add('kubeconfig', s.kubeconfig);
   if (given.has('kube-api-content-type') || (configFile !== undefined && s.contentType)) add('kube-api-content-type', s.contentType);
-  // Until the logger takes verbosity itself, kpng's debug level is verbosity 4 and more.
+  // kpng's debug messages are klog's V(4).
   if (s.logging.verbosity >= 4) add('log-level', 'debug');
+  if (s.logging.format !== 'text') add('logging-format', s.logging.format);
+  if (s.logging.vmodule.length) add('vmodule', s.logging.vmodule.map((m) => `${m.filePattern}=${m.verbosity}`).join(','));
 
   // The backend: kpng's --to wins; otherwise the mode, when the invocation is kube-proxy's.
   let backend = '';
@@ -297,6 +301,7 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
     kube: { master: master || undefined, qps: s.qps, burst: s.burst },
     ipvs: s.ipvs,
     configuration,
+    kubeProxyStyle: defaultsApply,
     writeConfigTo: given.get('write-config-to') as string | undefined,
     warnings,
   };

@@ -80,7 +80,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (kp.action === 'version-raw') { out(`${JSON.stringify(buildInfo(version()))}\n`); return 0; }
-  const log = createLogger(opts.logLevel);
+  const log = createLogger({ level: opts.logLevel, format: opts.logFormat });
   if (kp.action === 'write-config') return writeConfiguration(kp.writeConfigTo!, kp.configuration, log);
   if (kp.action === 'init-only') {
     // What needs full privileges, then exit: a second run can then do with CAP_NET_ADMIN alone.
@@ -117,7 +117,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   try {
     for (const w of kp.warnings) log.warn(w);
-    const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version() });
+    const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
+      ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}) });
     stops.push(() => ops.stop());
     await ops.start();
     let state: ItemStore;
@@ -156,7 +157,7 @@ export async function main(argv: string[]): Promise<number> {
         const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
         // With a sink, the memory-reducing GC waits for the first sync (onApplied below).
         const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType,
-          master: kp.kube.master, qps: kp.kube.qps, burst: kp.kube.burst });
+          master: kp.kube.master, qps: kp.kube.qps, burst: kp.kube.burst, observeRequests: ops.metrics.restClient });
         stops.push(() => src.stop());
       }
       if (opts.to === 'api') {

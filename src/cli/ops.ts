@@ -11,7 +11,9 @@ import { ServiceHealthServer } from '../health/service-health';
 import { UpdateTracker } from '../health/update-tracker';
 import { ChangeCounters } from '../metrics/change-counters';
 import { instrumentSink } from '../metrics/instrumented-sink';
+import { buildInfo, registerBuildInfo } from '../metrics/build-info';
 import { createMetricsServer } from '../metrics/metrics-server';
+import { proxyModeOf } from '../metrics/proxy-mode';
 import { NoLocalEndpointsGauge } from '../metrics/no-local-endpoints';
 import { ProgrammingLatency, type HashedState } from '../metrics/programming-latency';
 import { createProxyMetrics, type ProxyMetrics } from '../metrics/proxy-metrics';
@@ -37,6 +39,22 @@ export interface OpsContext {
   once: boolean;
   log: Logger;
   version: string;
+  /** The effective KubeProxyConfiguration (v1alpha1, with apiVersion and kind) for /configz; without
+   *  it, /configz holds what Ops knows (configzFallback). */
+  configz?: () => unknown;
+}
+
+/** /configz without a full configuration: the fields Ops itself was given, in v1alpha1's names. */
+export function configzFallback(o: OpsOptions, ctx: Pick<OpsContext, 'node' | 'backend'>): Record<string, unknown> {
+  return {
+    kind: 'KubeProxyConfiguration',
+    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+    hostnameOverride: ctx.node,
+    mode: proxyModeOf(ctx.backend.name),
+    metricsBindAddress: o.metricsBindAddress ?? '',
+    healthzBindAddress: o.healthzBindAddress ?? '',
+    bindAddressHardFail: o.bindAddressHardFail,
+  };
 }
 
 export class Ops {
@@ -58,6 +76,7 @@ export class Ops {
   constructor(private readonly o: OpsOptions, private readonly ctx: OpsContext) {
     this.metrics = createProxyMetrics();
     this.metrics.info.labels(ctx.version, ctx.backend.name, process.version).set(1);
+    registerBuildInfo(this.metrics.registry, buildInfo(ctx.version));
     this.health = new ProxyHealth(healthTimeoutMs(ctx.syncPeriodMs));
     const current = () => this.state;
     const lazy: HashedState = { get revision() { return current()?.revision ?? 0; }, hashOf: (k) => current()?.hashOf(k) };
@@ -86,7 +105,12 @@ export class Ops {
       this.servers.push(new RetryingServer('healthz', server, parseBindAddress(this.o.healthzBindAddress, 10256, '--healthz-bind-address'), log));
     }
     if (this.o.metricsBindAddress !== null) {
-      const server = createMetricsServer(this.metrics.registry, this.ctx.backend.name, () => this.beforeScrape());
+      const server = createMetricsServer({
+        registry: this.metrics.registry,
+        proxyMode: proxyModeOf(this.ctx.backend.name),
+        configz: this.ctx.configz ?? (() => configzFallback(this.o, this.ctx)),
+        beforeScrape: () => this.beforeScrape(),
+      });
       this.servers.push(new RetryingServer('metrics', server, parseBindAddress(this.o.metricsBindAddress, 10249, '--metrics-bind-address'), log));
     }
     for (const s of this.servers) await s.start(this.o.bindAddressHardFail);
@@ -129,7 +153,7 @@ export class Ops {
       started: () => this.counters.syncStarted(),
       failed: () => {
         m.syncs.labels(backend, 'failed', 'any').inc();
-        if (this.ctx.backend.name === 'nft') for (const f of this.tracker!.families()) m.nftablesSyncFailures.labels(f).inc();
+        if (proxyModeOf(this.ctx.backend.name) === 'nftables') for (const f of this.tracker!.families()) m.nftablesSyncFailures.labels(f).inc();
       },
       succeeded: (r) => {
         const now = Date.now();
@@ -155,6 +179,10 @@ export class Ops {
           m.kernelDuration.labels(backend).observe(r.kernel.seconds);
         }
         if (r.conntrackDeleted > 0) m.conntrackDeleted.labels(backend).inc(r.conntrackDeleted);
+        for (const c of r.conntrack) {
+          m.conntrackSyncDuration.labels(c.family).observe(c.seconds);
+          m.conntrackDeletedEntries.labels(c.family).inc(c.deleted);
+        }
         const hc = this.hc;
         if (hc) void hc.applyBatch(r.batch, r.state).then(() => m.healthCheckPorts.set(hc.ports().size));
       },

@@ -2,7 +2,7 @@
 // partial one, what it cost the kernel (for kernel backends), and whether it failed. The sink itself is
 // untouched: the wrapper only observes.
 import type { Batch, Sink, StateView } from '../sink/sink';
-import type { KernelSinkStats } from '../backend/kernel/kernel-sink';
+import type { ConntrackCleanup, KernelSinkStats } from '../backend/kernel/kernel-sink';
 
 export interface SyncResult {
   batch: Batch;
@@ -15,6 +15,8 @@ export interface SyncResult {
   kernel?: { messages: number; bytes: number; seconds: number };
   /** Kernel backends: stale conntrack entries deleted by this apply. */
   conntrackDeleted: number;
+  /** Kernel backends: this apply's conntrack clean-ups, per IP family. */
+  conntrack: ConntrackCleanup[];
 }
 
 export interface SyncObserver {
@@ -50,6 +52,7 @@ export function instrumentSink(sink: Sink, obs: SyncObserver): Sink {
         full: k && before ? k.fullSyncs > before.full : batch.reset,
         kernel: synced ? { messages: k.lastMessages, bytes: k.lastBytes, seconds: k.lastMs / 1000 } : undefined,
         conntrackDeleted: k && before ? k.conntrackDeleted - before.ct : 0,
+        conntrack: k?.lastConntrack ?? [],
       });
     },
     close: sink.close ? () => sink.close!() : undefined,

@@ -1,6 +1,7 @@
 // Every metric kpng exports, on one prom-client registry: kube-proxy's (pkg/proxy/metrics, same names,
 // labels, buckets and meanings, so existing dashboards and alerts keep working) and kpng's own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from './prom';
+import { createRestClientMetrics } from './rest-client';
 
 /** Upstream's sync buckets: 1 ms doubling to ~16 s. */
 const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
@@ -32,6 +33,11 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     nftablesSyncFailures: new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', help: 'Cumulative proxy nftables sync failures', labelNames: fam, registers: r }),
     healthzTotal: new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy healthz HTTP status', labelNames: ['code'] as const, registers: r }),
     livezTotal: new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy livez HTTP status', labelNames: ['code'] as const, registers: r }),
+    // Upstream's reconciler runs on every sync; kpng's clean-up only when a sync made entries stale.
+    conntrackSyncDuration: new Histogram({ name: 'kubeproxy_conntrack_reconciler_sync_duration_seconds', help: 'ReconcileConntrackFlowsLatency latency in seconds', labelNames: fam, buckets: SYNC_BUCKETS, registers: r }),
+    conntrackDeletedEntries: new Counter({ name: 'kubeproxy_conntrack_reconciler_deleted_entries_total', help: 'Cumulative conntrack flows deleted by conntrack reconciler', labelNames: fam, registers: r }),
+    // --- client-go's, for the kube source's requests to the API server --------------------------
+    restClient: createRestClientMetrics(registry),
     // --- kpng's own -----------------------------------------------------------------------------
     info: new Gauge({ name: 'kpng_build_info', help: 'Always 1: the kpng version, the backend and the Node.js runtime', labelNames: ['version', 'backend', 'node'] as const, registers: r }),
     revision: new Gauge({ name: 'kpng_state_revision', help: 'Revision of this node\'s ENLS (moves only when some item\'s content changes)', registers: r }),

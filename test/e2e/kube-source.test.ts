@@ -59,6 +59,24 @@ describe('kube source (kpng kube) against a real API server', () => {
     expect(kpng.stderr.some((l) => /kube: listed 1 Node n1/.test(l))).toBe(true);
   });
 
+  test('rest_client_* count every request to the API server, as client-go labels them; watches are counted, not timed', async () => {
+    // 7 list pages (Services 3, EndpointSlices 3, Node 1), then one watch per reflector.
+    for (const w of ['Services', 'EndpointSlices', 'Node n1']) {
+      await kpng.waitFor(`the ${w} watch`, () => kpng.stderr.some((l) => l.includes(`kube: ${w}: watching from resourceVersion`)), 10_000);
+    }
+    const served = kpng.stderr.map((l) => /metrics: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(l)).find(Boolean);
+    expect(served).toBeTruthy();
+    const text = await (await fetch(`http://127.0.0.1:${served![1]}/metrics`)).text();
+    const host = new URL(cp.server).host;
+    const sample = (name: string) => {
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    expect(sample(`rest_client_requests_total{code="200",method="GET",host="${host}"}`)).toBe(10);
+    expect(sample(`rest_client_request_duration_seconds_count{verb="GET",host="${host}"}`)).toBe(7);
+    expect(sample(`rest_client_request_duration_seconds_bucket{le="60",verb="GET",host="${host}"}`)).toBe(7);
+  });
+
   test('creates, updates and deletes of Services and EndpointSlices reach the sink', async () => {
     await create('svc', service('web', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }] }));
     await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=reject 53/UDP cluster-ip=reject');

@@ -3,6 +3,7 @@ import { ClusterStore } from '../../src/store/cluster';
 import { NodeState } from '../../src/store/node-state';
 import { routeRows, type RouteRow } from '../../src/sink/routes';
 import { createLogger, type Logger } from '../../src/util/log';
+import { severityAndMessage } from './klog';
 import type { ModelOptions } from '../../src/model/options';
 
 type Obj = Record<string, unknown>;
@@ -59,7 +60,8 @@ export const node = (name: string, zone?: string, extra: Obj = {}): Obj => ({
 /** A store + node state for `nodeName`, fed with objects, plus the warnings said. */
 export function cluster(nodeName = 'n1', objects: Obj[] = [], opts: { serviceProxyName?: string; model?: ModelOptions } = {}) {
   const warnings: string[] = [];
-  const log: Logger = createLogger('warn', (l) => warnings.push(l));
+  // Each line must be klog's; kept as `warn: message` (the header's time and pid say nothing here).
+  const log: Logger = createLogger('warn', (l) => warnings.push(severityAndMessage(l)));
   const store = new ClusterStore({ log, serviceProxyName: opts.serviceProxyName, model: opts.model });
   const state = new NodeState(store, nodeName);
   const add = (...objs: Obj[]) => {

@@ -73,6 +73,10 @@ test('metrics move with syncs; /healthz and /livez flip to 503 on a stalled sink
     expect(m1.text).toMatch(/^process_resident_memory_bytes \d+/m);
     expect(m1.text).toMatch(/^kpng_build_info\{version="[^"]+",backend="stall",node="v\d+/m);
     expect((await get(mport, '/proxyMode')).text).toBe('stall');
+    expect(m1.text).toMatch(/^kubernetes_build_info\{major="\d+",minor="\d+",git_version="v[^"]+",.*go_version="v\d+[^"]*",compiler="v8",platform="linux\/[^"]+"\} 1$/m);
+    const cz = await get(mport, '/configz');
+    expect(cz.headers.get('content-type')).toBe('application/json');
+    expect(JSON.parse(cz.text)).toMatchObject({ 'kubeproxy.config.k8s.io': { kind: 'KubeProxyConfiguration', hostnameOverride: 'n1', mode: 'stall', metricsBindAddress: '127.0.0.1:0' } });
     const endpointsBefore = value(m1.text, 'kubeproxy_sync_proxy_rules_endpoint_changes_total')!;
 
     // A real change: partial sync, counters and the programming latency move.

@@ -20,6 +20,14 @@ export interface KernelSinkOptions {
   sliceMs?: number;
 }
 
+/** One IP family's conntrack clean-up (kube-proxy's conntrack reconciler metrics count these). */
+export interface ConntrackCleanup {
+  family: 'IPv4' | 'IPv6';
+  /** Entries deleted (0 when the deletion failed). */
+  deleted: number;
+  seconds: number;
+}
+
 export interface KernelSinkStats {
   syncs: number;
   fullSyncs: number;
@@ -29,6 +37,8 @@ export interface KernelSinkStats {
   lastMs: number;
   conntrackDeleted: number;
   conntrackFailures: number;
+  /** The clean-ups the last apply() did, one per IP family that had stale entries. */
+  lastConntrack: ConntrackCleanup[];
   /** Services handed to the dataplane, in total. */
   servicesSynced: number;
 }
@@ -42,7 +52,7 @@ export function describeError(e: unknown): string {
 
 export class KernelSink implements Sink {
   readonly name: string;
-  readonly stats: KernelSinkStats = { syncs: 0, fullSyncs: 0, failures: 0, lastMessages: 0, lastBytes: 0, lastMs: 0, conntrackDeleted: 0, conntrackFailures: 0, servicesSynced: 0 };
+  readonly stats: KernelSinkStats = { syncs: 0, fullSyncs: 0, failures: 0, lastMessages: 0, lastBytes: 0, lastMs: 0, conntrackDeleted: 0, conntrackFailures: 0, lastConntrack: [], servicesSynced: 0 };
   /** The ENLS services the kernel has, as of the last successful sync. */
   private applied = new Map<string, Service>();
   private node: NodeInfo | undefined;
@@ -53,6 +63,7 @@ export class KernelSink implements Sink {
   }
 
   async apply(batch: Batch, state: StateView): Promise<void> {
+    this.stats.lastConntrack = [];
     const nodeChanged = batch.changes.some((c) => c.key === NODE_KEY);
     if (batch.reset || this.needFull || nodeChanged) return this.fullSync(batch, state, batch.reset ? 'reset' : nodeChanged ? 'node changed' : 'after a failure');
     const changes: ServiceChange[] = [];
@@ -135,13 +146,23 @@ export class KernelSink implements Sink {
     }
   }
 
+  /** One deletion per IP family, timed: kube-proxy reconciles (and measures) each family apart. */
   private async clearConntrack(filters: ConntrackFilter[]): Promise<void> {
-    if (filters.length === 0 || !this.opts.conntrackDelete) return;
-    try {
-      this.stats.conntrackDeleted += await this.opts.conntrackDelete(filters);
-    } catch (e) {
-      this.stats.conntrackFailures++;
-      this.opts.log(`${this.name}: conntrack clean-up failed (${filters.length} filters): ${describeError(e)}`);
+    const del = this.opts.conntrackDelete;
+    if (filters.length === 0 || !del) return;
+    for (const fam of ['ip', 'ip6'] as const) {
+      const these = filters.filter((f) => f.family === fam);
+      if (these.length === 0) continue;
+      const t0 = performance.now();
+      let deleted = 0;
+      try {
+        deleted = await del(these);
+        this.stats.conntrackDeleted += deleted;
+      } catch (e) {
+        this.stats.conntrackFailures++;
+        this.opts.log(`${this.name}: conntrack clean-up failed (${these.length} ${fam} filters): ${describeError(e)}`);
+      }
+      this.stats.lastConntrack.push({ family: fam === 'ip' ? 'IPv4' : 'IPv6', deleted, seconds: (performance.now() - t0) / 1000 });
     }
   }
 

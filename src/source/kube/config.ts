@@ -4,7 +4,7 @@
 // this CommonJS build (no top-level await in it). Only its config and auth part is loaded
 // (client-node.ts).
 import { kubeConfigClass } from './client-node';
-import { createTransport, type Transport } from './http';
+import { createTransport, type RequestObserver, type Transport } from './http';
 import { FileToken, findTokenFile, kubeconfigFiles } from './token-file';
 
 export interface KubeTarget {
@@ -17,10 +17,12 @@ const FALLBACK_SERVER = 'http://localhost:8080';
 
 /**
  * `master` (kube-proxy's --master) replaces the kubeconfig's server; given alone, as client-go reads it,
- * it is the API server's URL with no credentials (no in-cluster or default kubeconfig).
+ * it is the API server's URL with no credentials (no in-cluster or default kubeconfig). `observer` sees
+ * every request the transport makes (kube-proxy's rest_client metrics).
  */
-export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng', master?: string): KubeTarget {
-  if (master && !kubeconfig) return { transport: createTransport(master, async () => {}, userAgent), describe: '--master without a kubeconfig: no credentials' };
+export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng', opts: { master?: string; observer?: RequestObserver } = {}): KubeTarget {
+  const { master, observer } = opts;
+  if (master && !kubeconfig) return { transport: createTransport(master, async () => {}, userAgent, observer), describe: '--master without a kubeconfig: no credentials' };
   const KubeConfig = kubeConfigClass();
   const kc = new KubeConfig();
   if (kubeconfig) kc.loadFromFile(kubeconfig);
@@ -48,7 +50,7 @@ export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng', master?:
   };
   if (fileToken) fileToken.get(); // a missing or empty file is an error at start, naming it
   return {
-    transport: createTransport(cluster.server, apply, userAgent),
+    transport: createTransport(cluster.server, apply, userAgent, observer),
     describe: `${tokenFile ? `${describe}, token from ${tokenFile}` : describe}${master ? ', server from --master' : ''}`,
   };
 }

@@ -9,6 +9,18 @@ import { StringDecoder } from 'node:string_decoder';
 
 export type ApplyOptions = (opts: https.RequestOptions) => Promise<void>;
 
+/** What client-go's rest_client metrics see of each request to the API server (metrics/rest-client.ts). */
+export interface RequestObserver {
+  /** A request's outcome: the HTTP status, or '<error>' when no response came (client-go's RequestResult). */
+  result(code: string, method: string, host: string): void;
+  /** A request's time until its response was read whole, or it failed (client-go's RequestLatency).
+   *  Not for watches: a watch is a stream open for minutes, and client-go does not time them either. */
+  latency(verb: string, host: string, seconds: number): void;
+}
+
+/** `watch=1` / `watch=true` in a request's query. */
+const isWatch = (url: URL): boolean => { const w = url.searchParams.get('watch'); return w !== null && w !== '0' && w !== 'false'; };
+
 export interface Transport {
   /** The API server's URL (for logs). */
   readonly server: string;
@@ -16,20 +28,37 @@ export interface Transport {
   get(path: string, signal: AbortSignal, accept?: string): Promise<http.IncomingMessage>;
 }
 
-export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng'): Transport {
+export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng', observer?: RequestObserver): Transport {
   const base = new URL(server);
   // A server URL may carry a path prefix (some proxies in front of API servers use one).
   const prefix = base.pathname.replace(/\/+$/, '');
   const mod = base.protocol === 'http:' ? http : https;
+  // The host label as client-go writes it: the server's host[:port] as the kubeconfig spells it (URL
+  // would drop a default port that client-go keeps, e.g. in-cluster's :443).
+  const host = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?([^/?#]+)/i.exec(server)?.[1] ?? base.host;
   return {
     server,
     async get(path: string, signal: AbortSignal, accept = 'application/json'): Promise<http.IncomingMessage> {
       const opts: https.RequestOptions = { method: 'GET', headers: { Accept: accept, 'User-Agent': userAgent } };
+      const t0 = performance.now();
       await applyOptions(opts);
       const url = new URL(base.origin + prefix + path);
+      const timed = !isWatch(url);
+      const done = () => { if (timed) observer?.latency('GET', host, (performance.now() - t0) / 1000); };
       return new Promise((resolve, reject) => {
-        const req = mod.request(url, { ...opts, signal }, resolve);
-        req.on('error', reject);
+        let responded = false;
+        const req = mod.request(url, { ...opts, signal }, (res) => {
+          responded = true;
+          observer?.result(String(res.statusCode ?? 0), 'GET', host);
+          // 'close' comes once the body is read whole, or the response is abandoned.
+          res.once('close', done);
+          resolve(res);
+        });
+        req.on('error', (e) => {
+          // An error after the response (a dropped body) is the response's, already counted.
+          if (!responded) { observer?.result('<error>', 'GET', host); done(); }
+          reject(e);
+        });
         // Keepalive probes notice a peer that vanished without closing (the watchdog is the backstop).
         req.on('socket', (s) => s.setKeepAlive(true, 15_000));
         req.end();

@@ -7,13 +7,14 @@ import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { DEFAULT_BURST, DEFAULT_QPS, rateLimited, TokenBucket } from './rate-limit';
 import { loadKubeTarget } from './config';
-import type { Transport } from './http';
+import type { RequestObserver, Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 import type { ContentType } from './protobuf';
 
 export { Reflector, WatchListSupport } from './reflector';
+export type { RequestObserver } from './http';
 
 /** Reflector settings a caller may tune; `watchList` false forces paginated initial lists. */
 export type KubeTuning = Partial<Pick<ReflectorOptions, 'pageSize' | 'minWatchTimeoutSeconds' | 'idleTimeoutMs' | 'requestTimeoutMs'>> & { watchList?: boolean };
@@ -38,6 +39,8 @@ export interface KubeSourceOptions {
   /** --kube-api-qps / --kube-api-burst (client-go's meaning: qps 0 is 5, negative is no limit). */
   qps?: number;
   burst?: number;
+  /** Sees every HTTP request made to the API server (kube-proxy's rest_client_* metrics). */
+  observeRequests?: RequestObserver;
 }
 
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
@@ -85,7 +88,7 @@ export type StartKubeSource = (opts: KubeSourceOptions) => Promise<{ stop(): Pro
 export const startKubeSource: StartKubeSource = async (opts) => {
   // Before the first lists: they are what would grow V8's young generation (memory.ts).
   if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
-  const target = loadKubeTarget(opts.kubeconfig, 'kpng', opts.master);
+  const target = loadKubeTarget(opts.kubeconfig, 'kpng', { master: opts.master, observer: opts.observeRequests });
   const bucket = new TokenBucket(opts.qps ?? DEFAULT_QPS, opts.burst ?? DEFAULT_BURST);
   const limit = bucket.unlimited ? 'no rate limit' : `${opts.qps || DEFAULT_QPS} requests/s, bursts of ${opts.burst || DEFAULT_BURST}`;
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}, ${limit}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
