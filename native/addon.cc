@@ -44,6 +44,7 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("ipvsConfig", Napi::Function::New(env, IpvsConfig, "ipvsConfig"));
   exports.Set("ipvsInfo", Napi::Function::New(env, IpvsInfo, "ipvsInfo"));
   exports.Set("rtnlLink", Napi::Function::New(env, RtnlLink, "rtnlLink"));
+  exports.Set("rtnlLinkDelete", Napi::Function::New(env, RtnlLinkDelete, "rtnlLinkDelete"));
   exports.Set("rtnlAddrs", Napi::Function::New(env, RtnlAddrs, "rtnlAddrs"));
   exports.Set("rtnlAddrApply", Napi::Function::New(env, RtnlAddrApply, "rtnlAddrApply"));
   exports.Set("sysctl", Napi::Function::New(env, Sysctl, "sysctl"));
