@@ -37,3 +37,11 @@ t('rtnlLinkDelete checks its arguments', async () => {
   expect(() => addon.rtnlLinkDelete('kube-ipvs0', {}, 7)).toThrow(/netns: a path string/);
   await expect(deleteLink('no spaces allowed')).rejects.toThrow(RangeError);
 });
+
+t('ipsetDestroy checks its arguments', () => {
+  const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;
+  expect(() => addon.ipsetDestroy('KUBE-CLUSTER-IP')).toThrow(/ipsetDestroy\(names: string\[\]/);
+  expect(() => addon.ipsetDestroy([''])).toThrow(/1\.\.31 characters/);
+  expect(() => addon.ipsetDestroy(['x'.repeat(32)])).toThrow(/1\.\.31 characters/);
+  expect(() => addon.ipsetDestroy(['KUBE-CLUSTER-IP'], 5)).toThrow(/netns: a path string/);
+});

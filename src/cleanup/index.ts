@@ -3,6 +3,7 @@
 //   nft-tables.ts     nftables tables deleted whole: kpng's (kpng, kpng-ipvs), upstream's (kube-proxy)
 //   iptables-nft.ts   upstream's iptables / IPVS mode chains (KUBE-SERVICES, KUBE-SVC-..., ...) and the
 //                     jumps to them, as iptables-nft made them
+//   ipset.ts          upstream's IPVS mode ipsets (KUBE-CLUSTER-IP, ...), once no rule uses them
 //   bpf.ts            kpng's eBPF programs, links and maps pinned under --bpffs
 //   ipvs.ts           IPVS virtual services (not those in --ipvs-exclude-cidrs)
 //   link.ts           the kube-ipvs0 dummy link
@@ -17,6 +18,7 @@ import type { NativeCallOptions } from '../native';
 import type { Logger } from '../util/log';
 import { removePins, DEFAULT_PIN_DIR } from './bpf';
 import { removeKubeProxyChains } from './iptables-nft';
+import { removeKubeProxyIpsets } from './ipset';
 import { removeIpvsServices } from './ipvs';
 import { removeDummyLink, IPVS_DUMMY_LINK } from './link';
 import { deleteTables, KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
@@ -28,6 +30,7 @@ export { KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
 export { IPVS_DUMMY_LINK } from './link';
 export { IPVS_NOT_AVAILABLE } from './ipvs';
 export { isKubeProxyChain } from './iptables-nft';
+export { KUBE_PROXY_IPSETS } from './ipset';
 
 export interface CleanupOptions {
   log: Logger;
@@ -69,6 +72,7 @@ async function removeIpvs(report: CleanupReport, excludeCIDRs: string[], call: N
 async function removeUpstream(report: CleanupReport, call: NativeCallOptions, keepTables: readonly string[] = []): Promise<void> {
   if (!keepTables.includes(UPSTREAM_NFT_TABLE)) mergeReport(report, await deleteTables([UPSTREAM_NFT_TABLE], call));
   mergeReport(report, await removeKubeProxyChains(call));
+  mergeReport(report, await removeKubeProxyIpsets(call));
 }
 
 /**
@@ -94,7 +98,7 @@ export async function cleanupNode(opts: CleanupOptions): Promise<CleanupReport> 
 
 /**
  * Removes what upstream kube-proxy left on the node: its nftables tables, its iptables-nft chains and
- * jumps, and (unless keepIpvs) IPVS virtual services and kube-ipvs0. For a node migrating from
+ * jumps, its IPVS mode's ipsets, and (unless keepIpvs) IPVS virtual services and kube-ipvs0. For a node migrating from
  * kube-proxy: call it once kpng has programmed the node, so no service is ever left unprogrammed.
  */
 export async function removeUpstreamRules(log: Logger, opts: UpstreamCleanupOptions = {}): Promise<CleanupReport> {

@@ -5,7 +5,7 @@
 export type CleanupWhich = 'kpng' | 'upstream' | 'all';
 
 /** The kernel subsystem a line of the report is about. */
-export type CleanupPart = 'nftables' | 'iptables-nft' | 'bpf' | 'ipvs' | 'link';
+export type CleanupPart = 'nftables' | 'iptables-nft' | 'ipset' | 'bpf' | 'ipvs' | 'link';
 
 export interface CleanupError {
   part: CleanupPart;
@@ -23,6 +23,8 @@ export interface CleanupReport {
   chains: string[];
   /** Rules outside those chains that jumped to them (e.g. PREROUTING -> KUBE-SERVICES), deleted. */
   jumpRules: number;
+  /** ipsets of upstream's IPVS mode destroyed (KUBE-CLUSTER-IP, ...). */
+  ipsets: string[];
   /** BPF pins removed under the pin directory (links first detached). */
   pins: string[];
   /** IPVS virtual services deleted, e.g. "tcp 10.96.0.10:80". */
@@ -38,7 +40,7 @@ export interface CleanupReport {
 }
 
 export function emptyReport(): CleanupReport {
-  return { tables: [], chains: [], jumpRules: 0, pins: [], ipvsServices: [], ipvsKept: [], links: [], notes: [], errors: [] };
+  return { tables: [], chains: [], jumpRules: 0, ipsets: [], pins: [], ipvsServices: [], ipvsKept: [], links: [], notes: [], errors: [] };
 }
 
 /** Adds `more` into `into` (a part's own report into the whole). */
@@ -46,6 +48,7 @@ export function mergeReport(into: CleanupReport, more: Partial<CleanupReport>): 
   into.tables.push(...(more.tables ?? []));
   into.chains.push(...(more.chains ?? []));
   into.jumpRules += more.jumpRules ?? 0;
+  into.ipsets.push(...(more.ipsets ?? []));
   into.pins.push(...(more.pins ?? []));
   into.ipvsServices.push(...(more.ipvsServices ?? []));
   into.ipvsKept.push(...(more.ipvsKept ?? []));
@@ -70,7 +73,7 @@ export function summarizeReport(r: CleanupReport): string {
     (n ? `${n} ${what}${names && names.length <= 6 ? ` (${names.join(', ')})` : ''}` : '');
   const removed = [
     part(r.tables.length, 'nftables tables', r.tables), part(r.chains.length, 'iptables-nft chains', r.chains),
-    part(r.jumpRules, 'jump rules'), part(r.pins.length, 'BPF pins', r.pins),
+    part(r.jumpRules, 'jump rules'), part(r.ipsets.length, 'ipsets', r.ipsets), part(r.pins.length, 'BPF pins', r.pins),
     part(r.ipvsServices.length, 'IPVS services', r.ipvsServices), part(r.links.length, 'links', r.links),
   ].filter(Boolean);
   const kept = r.ipvsKept.length ? `; kept ${r.ipvsKept.length} IPVS services in excluded CIDRs` : '';

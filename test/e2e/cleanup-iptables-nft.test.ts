@@ -1,13 +1,15 @@
-// The iptables-nft part of the clean-up on chains made by the real iptables-nft tools in a kcln- netns,
-// shaped like upstream kube-proxy's (iptables mode: KUBE-SERVICES -> KUBE-SVC- -> KUBE-SEP-, jumps from
-// the base chains with comments, a goto; IPVS mode: KUBE-NODE-PORT, ip6 KUBE-FORWARD) beside the
-// kubelet's KUBE-FIREWALL / KUBE-KUBELET-CANARY and a rule of someone else: only kube-proxy's go.
+// The iptables-nft and ipset parts of the clean-up on chains and sets made by the real iptables-nft and
+// ipset tools in a kcln- netns, shaped like upstream kube-proxy's (iptables mode: KUBE-SERVICES ->
+// KUBE-SVC- -> KUBE-SEP-, jumps from the base chains with comments, a goto; IPVS mode: KUBE-NODE-PORT,
+// ip6 KUBE-FORWARD, rules matching KUBE-CLUSTER-IP / KUBE-LOOP-BACK) beside the kubelet's KUBE-FIREWALL /
+// KUBE-KUBELET-CANARY and a rule and a set of someone else: only kube-proxy's go.
 import { isKubeProxyChain, removeUpstreamRules } from '../../src/cleanup';
 import { nativeAvailable } from '../../src/native';
 import { createLogger } from '../../src/util/log';
-import { canUseNetns, Netns } from '../helpers/netns';
+import { canUseNetns, Netns, sh } from '../helpers/netns';
 
-const d = canUseNetns() && nativeAvailable() ? describe : describe.skip;
+const hasIpset = (() => { try { sh('ipset', ['--version']); return true; } catch { return false; } })();
+const d = canUseNetns() && nativeAvailable() && hasIpset ? describe : describe.skip;
 
 test('kube-proxy\'s chains are told from the kubelet\'s and from others', () => {
   for (const c of ['KUBE-SERVICES', 'KUBE-SVC-ABCDEF', 'KUBE-SEP-X', 'KUBE-EXT-Y', 'KUBE-FW-Z', 'KUBE-SVL-A', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY', 'KUBE-NODE-PORT', 'KUBE-IPVS-FILTER']) {
@@ -18,13 +20,15 @@ test('kube-proxy\'s chains are told from the kubelet\'s and from others', () => 
   }
 });
 
-d('iptables-nft chains', () => {
+d('iptables-nft chains and ipsets', () => {
   let ns: Netns;
-  beforeAll(() => { ns = new Netns('kcln'); });
-  afterAll(() => ns?.destroy());
+  beforeEach(() => { ns = new Netns('kcln'); });
+  afterEach(() => ns?.destroy());
 
   const ipt = (...args: string[]) => ns.exec('iptables', ['-w', ...args]);
   const ip6t = (...args: string[]) => ns.exec('ip6tables', ['-w', ...args]);
+  const ipset = (...args: string[]) => ns.exec('ipset', args);
+  const setNames = () => ipset('list', '-n').split('\n').filter(Boolean).sort();
 
   test('jumps deleted, kube-proxy chains flushed and deleted in ip and ip6, the rest kept', async () => {
     for (const c of ['KUBE-SERVICES', 'KUBE-SVC-ABC', 'KUBE-SEP-X', 'KUBE-MARK-MASQ', 'KUBE-POSTROUTING', 'KUBE-KUBELET-CANARY', 'KCLN-KEEP']) ipt('-t', 'nat', '-N', c);
@@ -52,6 +56,13 @@ d('iptables-nft chains', () => {
     ip6t('-t', 'filter', '-A', 'FORWARD', '-m', 'comment', '--comment', 'kubernetes forwarding rules', '-j', 'KUBE-FORWARD');
     ip6t('-t', 'filter', '-A', 'KUBE-FORWARD', '-m', 'mark', '--mark', '0x4000/0x4000', '-j', 'ACCEPT');
     ip6t('-t', 'nat', '-N', 'KUBE-NODE-PORT');
+    // IPVS mode's sets, used by rules of its chains; and someone else's set, used by someone else's rule.
+    ipset('create', 'KUBE-CLUSTER-IP', 'hash:ip,port');
+    ipset('create', 'KUBE-LOOP-BACK', 'hash:ip,port,ip');
+    ipset('create', 'KCLN-KEEP-SET', 'hash:ip');
+    ipt('-t', 'nat', '-A', 'KUBE-SERVICES', '-m', 'set', '--match-set', 'KUBE-CLUSTER-IP', 'dst,dst', '-j', 'KUBE-MARK-MASQ');
+    ipt('-t', 'nat', '-A', 'KUBE-POSTROUTING', '-m', 'set', '--match-set', 'KUBE-LOOP-BACK', 'dst,dst,src', '-j', 'MASQUERADE');
+    ipt('-t', 'nat', '-A', 'KCLN-KEEP', '-m', 'set', '--match-set', 'KCLN-KEEP-SET', 'src', '-j', 'RETURN');
 
     const report = await removeUpstreamRules(createLogger('error', () => {}), { netns: ns.path });
     expect(report.errors).toEqual([]);
@@ -61,6 +72,8 @@ d('iptables-nft chains', () => {
     ]));
     // PREROUTING, OUTPUT, POSTROUTING, KCLN-KEEP's goto, INPUT -> KUBE-PROXY-FIREWALL, ip6 FORWARD.
     expect(report.jumpRules).toBe(6);
+    expect(new Set(report.ipsets)).toEqual(new Set(['KUBE-CLUSTER-IP', 'KUBE-LOOP-BACK']));
+    expect(setNames()).toEqual(['KCLN-KEEP-SET']);
 
     const left = ns.ruleset();
     expect(left).not.toMatch(/KUBE-(SERVICES|SVC-|SEP-|MARK-MASQ|POSTROUTING|PROXY-|FORWARD|NODE-PORT)/);
@@ -77,5 +90,16 @@ d('iptables-nft chains', () => {
     expect(again.errors).toEqual([]);
     expect(again.chains).toEqual([]);
     expect(again.jumpRules).toBe(0);
+    expect(again.ipsets).toEqual([]);
+  }, 60_000);
+
+  test('a kube-proxy ipset that someone else\'s rule still uses stays, and is reported', async () => {
+    ipset('create', 'KUBE-HEALTH-CHECK-NODE-PORT', 'bitmap:port', 'range', '0-65535');
+    ipset('create', 'KUBE-NODE-PORT-TCP', 'bitmap:port', 'range', '0-65535');
+    ipt('-t', 'filter', '-A', 'INPUT', '-m', 'set', '--match-set', 'KUBE-HEALTH-CHECK-NODE-PORT', 'dst', '-j', 'ACCEPT');
+    const report = await removeUpstreamRules(createLogger('error', () => {}), { netns: ns.path });
+    expect(report.ipsets).toEqual(['KUBE-NODE-PORT-TCP']);
+    expect(report.errors).toEqual([{ part: 'ipset', what: 'KUBE-HEALTH-CHECK-NODE-PORT', code: 'IPSET_ERR_BUSY', message: 'still referenced (by a rule or a list set)' }]);
+    expect(setNames()).toEqual(['KUBE-HEALTH-CHECK-NODE-PORT']);
   }, 60_000);
 });
