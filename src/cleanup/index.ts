@@ -30,7 +30,7 @@ export { KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
 export { IPVS_DUMMY_LINK } from './link';
 export { IPVS_NOT_AVAILABLE } from './ipvs';
 export { isKubeProxyChain } from './iptables-nft';
-export { KUBE_PROXY_IPSETS } from './ipset';
+export { KUBE_PROXY_IPSETS, IPSET_NOT_AVAILABLE } from './ipset';
 
 export interface CleanupOptions {
   log: Logger;

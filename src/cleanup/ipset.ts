@@ -18,6 +18,10 @@ export const KUBE_PROXY_IPSETS: readonly string[] = [
 const BUSY_RETRIES = 10;
 const BUSY_PAUSE_MS = 50;
 
+export const IPSET_NOT_AVAILABLE = 'ipset not available';
+/** nfnetlink answers EINVAL to a message for a subsystem the kernel does not have (no ip_set). */
+const EINVAL = 22;
+
 export async function removeKubeProxyIpsets(call: NativeCallOptions): Promise<Partial<CleanupReport>> {
   const ipsets: string[] = [];
   let todo = [...KUBE_PROXY_IPSETS];
@@ -29,6 +33,9 @@ export async function removeKubeProxyIpsets(call: NativeCallOptions): Promise<Pa
       return { ipsets, errors: [errorLine('ipset', 'destroying kube-proxy ipsets', e)] };
     }
     ipsets.push(...r.destroyed);
+    if (attempt === 0 && r.destroyed.length === 0 && r.absent.length === 0 && r.failed.length === todo.length && r.failed.every((f) => f.errno === EINVAL)) {
+      return { notes: [IPSET_NOT_AVAILABLE] };
+    }
     const busy = r.failed.filter((f) => f.errno === IPSET_ERR_BUSY);
     if (busy.length === r.failed.length && busy.length > 0 && !r.unknown && attempt < BUSY_RETRIES) {
       todo = busy.map((f) => f.name);
