@@ -78,10 +78,11 @@ async function removeUpstream(report: CleanupReport, call: NativeCallOptions, ke
 /**
  * Removes kpng's and/or upstream kube-proxy's objects from the node (see the top of this file) and
  * reports what went. Resolves even when some part failed: `errors` says what is left. Throws only on
- * bad options (a malformed CIDR).
+ * bad options (a malformed CIDR, an unknown `which`), before anything is removed.
  */
 export async function cleanupNode(opts: CleanupOptions): Promise<CleanupReport> {
   const which = opts.which ?? 'all';
+  if (!['kpng', 'upstream', 'all'].includes(which)) throw new RangeError(`which: kpng, upstream or all, got ${JSON.stringify(which)}`);
   const excludeCIDRs = checkedCIDRs(opts.ipvsExcludeCIDRs);
   const call: NativeCallOptions = opts.netns ? { netns: opts.netns } : {};
   const report = emptyReport();

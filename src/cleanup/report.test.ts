@@ -17,5 +17,6 @@ test('a malformed excluded CIDR is refused before anything is removed', async ()
   // Were the check to go, these still could not touch this machine: no such namespace or pin directory.
   const away = { netns: '/var/run/netns/kcln-absent', pinDir: '/sys/fs/bpf/kcln-absent' };
   await expect(cleanupNode({ log: silentLogger, ...away, ipvsExcludeCIDRs: ['10.0.0.0/8', 'ten/8'] })).rejects.toThrow(RangeError);
+  await expect(cleanupNode({ log: silentLogger, ...away, which: 'both' as 'all' })).rejects.toThrow(/which: kpng, upstream or all/);
   await expect(removeUpstreamRules(silentLogger, { netns: away.netns, ipvsExcludeCIDRs: ['10.0.0.0/33'] })).rejects.toThrow(/not a CIDR/);
 });
