@@ -9,9 +9,9 @@
 //   link.ts           the kube-ipvs0 dummy link
 // Missing objects are not errors. A failure in one part never stops the others.
 //
-// For the CLI: `--cleanup` calls cleanupNode({ log, pinDir, ipvsExcludeCIDRs }) and exits 0 when
-// `report.errors` is empty (everything that was present is gone), 1 otherwise; summarizeReport(report)
-// is the line to print. After kpng's first successful sync it calls removeUpstreamRules(log, ...), so a
+// For the CLI: `--cleanup` calls cleanupNode({ log, pinDir, ipvsExcludeCIDRs }) and exits with
+// cleanupExitCode(report): 0 when `report.errors` is empty (everything that was present is gone), 1
+// otherwise; cleanupNode already logs each error and summarizeReport(report) at info. After kpng's first successful sync it calls removeUpstreamRules(log, ...), so a
 // node migrating from kube-proxy ends with only kpng's rules.
 import { canonicalCIDR } from '../model/ip';
 import type { NativeCallOptions } from '../native';
@@ -24,7 +24,7 @@ import { removeDummyLink, IPVS_DUMMY_LINK } from './link';
 import { deleteTables, KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
 import { emptyReport, mergeReport, summarizeReport, type CleanupReport, type CleanupWhich } from './report';
 
-export { summarizeReport, emptyReport, type CleanupReport, type CleanupWhich, type CleanupError, type CleanupPart } from './report';
+export { summarizeReport, cleanupExitCode, emptyReport, type CleanupReport, type CleanupWhich, type CleanupError, type CleanupPart } from './report';
 export { DEFAULT_PIN_DIR } from './bpf';
 export { KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
 export { IPVS_DUMMY_LINK } from './link';

@@ -1,5 +1,5 @@
 // The clean-up report's summary line and its option checks (no kernel: bad options are refused first).
-import { cleanupNode, removeUpstreamRules, emptyReport, summarizeReport } from './index';
+import { cleanupNode, cleanupExitCode, removeUpstreamRules, emptyReport, summarizeReport } from './index';
 import { silentLogger } from '../util/log';
 
 test('the summary line names what went, what was kept, notes and the error count', () => {
@@ -11,6 +11,8 @@ test('the summary line names what went, what was kept, notes and the error count
   };
   expect(summarizeReport(r)).toBe('clean-up: removed 2 nftables tables (ip kube-proxy, ip6 kube-proxy), 9 iptables-nft chains, 3 jump rules; '
     + 'kept 1 IPVS services in excluded CIDRs; IPVS not available; 1 errors');
+  expect(cleanupExitCode(r)).toBe(1);
+  expect(cleanupExitCode({ ...r, errors: [] })).toBe(0);
 });
 
 test('a malformed excluded CIDR is refused before anything is removed', async () => {

@@ -43,6 +43,11 @@ export function emptyReport(): CleanupReport {
   return { tables: [], chains: [], jumpRules: 0, ipsets: [], pins: [], ipvsServices: [], ipvsKept: [], links: [], notes: [], errors: [] };
 }
 
+/** `kpng --cleanup`'s exit status: 0 when everything that was present is gone, 1 when something is left. */
+export function cleanupExitCode(r: CleanupReport): 0 | 1 {
+  return r.errors.length === 0 ? 0 : 1;
+}
+
 /** Adds `more` into `into` (a part's own report into the whole). */
 export function mergeReport(into: CleanupReport, more: Partial<CleanupReport>): CleanupReport {
   into.tables.push(...(more.tables ?? []));
