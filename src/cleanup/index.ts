@@ -11,8 +11,9 @@
 //
 // For the CLI: `--cleanup` calls cleanupNode({ log, pinDir, ipvsExcludeCIDRs }) and exits with
 // cleanupExitCode(report): 0 when `report.errors` is empty (everything that was present is gone), 1
-// otherwise; cleanupNode already logs each error and summarizeReport(report) at info. After kpng's first successful sync it calls removeUpstreamRules(log, ...), so a
-// node migrating from kube-proxy ends with only kpng's rules.
+// otherwise; cleanupNode already logs each error and summarizeReport(report) at info. After kpng's
+// first successful sync it calls removeUpstreamRules(log, { keepIpvs, kpngTables }), so a node
+// migrating from kube-proxy ends with only kpng's rules.
 import { canonicalCIDR } from '../model/ip';
 import type { NativeCallOptions } from '../native';
 import type { Logger } from '../util/log';
