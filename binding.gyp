@@ -10,6 +10,7 @@
         "native/netlink_batch.cc",
         "native/ipvs.cc",
         "native/rtnl.cc",
+        "native/ipset.cc",
         "native/sysctl.cc",
         "native/ebpf.cc",
         "native/peercred.cc",

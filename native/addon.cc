@@ -1,5 +1,5 @@
 // kpng native addon entry point: exports the nftables transport, listing and conntrack cleanup, IPVS
-// (generic netlink), rtnetlink links/addresses, sysctls, the eBPF socket load balancer (libbpf), unix
+// (generic netlink), ipset destroy (clean-up), rtnetlink links/addresses, sysctls, the eBPF socket load balancer (libbpf), unix
 // socket peer credentials, plus the libnftnl attribute ids the TypeScript encoder relies on (checked by a test).
 #include "common.h"
 
@@ -44,6 +44,8 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("ipvsConfig", Napi::Function::New(env, IpvsConfig, "ipvsConfig"));
   exports.Set("ipvsInfo", Napi::Function::New(env, IpvsInfo, "ipvsInfo"));
   exports.Set("rtnlLink", Napi::Function::New(env, RtnlLink, "rtnlLink"));
+  exports.Set("rtnlLinkDelete", Napi::Function::New(env, RtnlLinkDelete, "rtnlLinkDelete"));
+  exports.Set("ipsetDestroy", Napi::Function::New(env, IpsetDestroy, "ipsetDestroy"));
   exports.Set("rtnlAddrs", Napi::Function::New(env, RtnlAddrs, "rtnlAddrs"));
   exports.Set("rtnlAddrApply", Napi::Function::New(env, RtnlAddrApply, "rtnlAddrApply"));
   exports.Set("sysctl", Napi::Function::New(env, Sysctl, "sysctl"));

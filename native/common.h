@@ -103,6 +103,8 @@ Napi::Value IpvsDump(const Napi::CallbackInfo& info);
 Napi::Value IpvsConfig(const Napi::CallbackInfo& info);
 Napi::Value IpvsInfo(const Napi::CallbackInfo& info);
 Napi::Value RtnlLink(const Napi::CallbackInfo& info);
+Napi::Value RtnlLinkDelete(const Napi::CallbackInfo& info);
+Napi::Value IpsetDestroy(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrs(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info);
 Napi::Value Sysctl(const Napi::CallbackInfo& info);

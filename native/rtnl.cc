@@ -1,6 +1,8 @@
 // rtnetlink for service addresses, off the JavaScript thread:
 //   rtnlLink(name, {kind?, up?}, netns?)   look a link up by name; create it (e.g. kind "dummy") and/or
 //                                          set it up when asked; -> {ifindex, created, up}
+//   rtnlLinkDelete(name, {kind?}, netns?)  delete a link by name (only when its kind is `kind`, if given);
+//                                          -> {deleted, kind} (absent: deleted false, kind "")
 //   rtnlAddrs(ifindex, netns?)             the addresses of one link (0: every link) as records
 //   rtnlAddrApply(records, netns?)         add (replace) / delete addresses; failures by record index
 // Address records (24 bytes, little-endian): u32 ifindex, u8 family, u8 prefixlen, u8 op (apply: 1 add,
@@ -14,6 +16,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstring>
 #include <vector>
 
 namespace kpng {
@@ -22,7 +25,7 @@ namespace {
 
 constexpr size_t kAddrRec = 24;
 
-int GetLink(int fd, const std::string& name, int* ifindex, unsigned* flags) {
+int GetLink(int fd, const std::string& name, int* ifindex, unsigned* flags, std::string* kind = nullptr) {
   NlMessages m;
   m.Begin(RTM_GETLINK, 0);
   ifinfomsg ifi = {};
@@ -35,8 +38,62 @@ int GetLink(int fd, const std::string& name, int* ifindex, unsigned* flags) {
     const ifinfomsg* r = (const ifinfomsg*)NLMSG_DATA(h);
     *ifindex = r->ifi_index;
     *flags = r->ifi_flags;
+    if (!kind) return;
+    ForEachAttr((const uint8_t*)r + NLMSG_ALIGN(sizeof(ifinfomsg)), h->nlmsg_len - NLMSG_HDRLEN - NLMSG_ALIGN(sizeof(ifinfomsg)),
+                [&](const NlAttrView& a) {
+                  if (a.type() != IFLA_LINKINFO) return;
+                  ForEachAttr(a.data(), a.len(), [&](const NlAttrView& i) {
+                    if (i.type() == IFLA_INFO_KIND) *kind = std::string((const char*)i.data(), strnlen((const char*)i.data(), i.len()));
+                  });
+                });
   });
 }
+
+// Deletes a link by name. The kind check keeps a clean-up from removing a link of the same name that
+// someone else made for another purpose (e.g. a veth called kube-ipvs0).
+class LinkDeleteWorker : public Napi::AsyncWorker {
+ public:
+  LinkDeleteWorker(Napi::Env env, std::string name, std::string kind, std::string netns)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), name_(std::move(name)),
+        wantKind_(std::move(kind)), netns_(std::move(netns)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
+    if (fd < 0) { err_ = -fd; what_ = "rtnetlink socket"; return; }
+    int ifindex = 0;
+    unsigned flags = 0;
+    err_ = GetLink(fd, name_, &ifindex, &flags, &kind_);
+    if (err_ == ENODEV) { err_ = 0; return; }
+    if (err_) { what_ = "link " + name_; return; }
+    if (!wantKind_.empty() && kind_ != wantKind_) return;
+    NlMessages m;
+    m.Begin(RTM_DELLINK, 0);
+    ifinfomsg ifi = {};
+    ifi.ifi_family = AF_UNSPEC;
+    ifi.ifi_index = ifindex;
+    m.Payload(&ifi, sizeof(ifi));
+    err_ = RunRequest(fd, m, [](const nlmsghdr*) {});
+    if (err_ == ENODEV) { err_ = 0; return; }  // gone in between: what was asked holds
+    if (err_) what_ = "deleting link " + name_;
+    else deleted_ = true;
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("deleted", Napi::Boolean::New(env, deleted_));
+    r.Set("kind", Napi::String::New(env, kind_));
+    deferred_.Resolve(r);
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string name_, wantKind_, netns_, kind_, what_;
+  bool deleted_ = false;
+  int err_ = 0;
+};
 
 class LinkWorker : public Napi::AsyncWorker {
  public:
@@ -244,6 +301,29 @@ Napi::Value RtnlLink(const Napi::CallbackInfo& info) {
   std::string netns;
   if (!NetnsArg(info, 2, &netns)) return env.Undefined();
   auto* w = new LinkWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, up, netns);
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+Napi::Value RtnlLinkDelete(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) {
+    Napi::TypeError::New(env, "rtnlLinkDelete(name, {kind?}, netns?)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  std::string kind;
+  if (info.Length() > 1 && info[1].IsObject()) {
+    Napi::Value k = info[1].As<Napi::Object>().Get("kind");
+    if (!k.IsUndefined() && !k.IsString()) {
+      Napi::TypeError::New(env, "rtnlLinkDelete: kind is a link kind string such as \"dummy\"").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (k.IsString()) kind = k.As<Napi::String>().Utf8Value();
+  }
+  std::string netns;
+  if (!NetnsArg(info, 2, &netns)) return env.Undefined();
+  auto* w = new LinkDeleteWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

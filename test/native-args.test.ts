@@ -1,5 +1,6 @@
 // The addon checks its arguments' types and says what it expected (no crash, no silent default).
 import { loadNative, nativeAvailable } from '../src/native';
+import { deleteLink } from '../src/native/rtnl';
 
 const t = nativeAvailable() ? test : test.skip;
 
@@ -27,4 +28,20 @@ t('the eBPF calls check their arguments too', async () => {
   expect(() => addon.ebpfCleanup({ pinDir: 3 })).toThrow(/pinDir: an absolute path string/);
   // Nothing pinned there: nothing removed, no error.
   await expect(addon.ebpfCleanup({ pinDir: '/sys/fs/bpf/kpng-test-kbf-absent' })).resolves.toEqual([]);
+});
+
+t('rtnlLinkDelete checks its arguments', async () => {
+  const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;
+  expect(() => addon.rtnlLinkDelete(3)).toThrow(/rtnlLinkDelete\(name, \{kind\?\}, netns\?\)/);
+  expect(() => addon.rtnlLinkDelete('kube-ipvs0', { kind: 1 })).toThrow(/kind is a link kind string/);
+  expect(() => addon.rtnlLinkDelete('kube-ipvs0', {}, 7)).toThrow(/netns: a path string/);
+  await expect(deleteLink('no spaces allowed')).rejects.toThrow(RangeError);
+});
+
+t('ipsetDestroy checks its arguments', () => {
+  const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;
+  expect(() => addon.ipsetDestroy('KUBE-CLUSTER-IP')).toThrow(/ipsetDestroy\(names: string\[\]/);
+  expect(() => addon.ipsetDestroy([''])).toThrow(/1\.\.31 characters/);
+  expect(() => addon.ipsetDestroy(['x'.repeat(32)])).toThrow(/1\.\.31 characters/);
+  expect(() => addon.ipsetDestroy(['KUBE-CLUSTER-IP'], 5)).toThrow(/netns: a path string/);
 });

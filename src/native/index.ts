@@ -1,6 +1,7 @@
 // Typed loader and API of the native netlink addon (native/, built by binding.gyp).
 //   nftApply(ops)             one atomic nftables transaction, off the JS thread
-//   (the addon's raw nftList / nftListTables are decoded by test/helpers/nft-list.ts: tests only)
+//   (the addon's raw nftList / nftListTables: decoded by test/helpers/nft-list.ts for tests, and read by
+//   src/cleanup/nft-listing.ts, the one product path that lists the kernel: it removes what others made)
 //   conntrackDelete(filter)   delete conntrack entries (UDP endpoint / service cleanup)
 // Every call takes an optional { netns: '/var/run/netns/NAME' } to work in another network namespace.
 import * as os from 'node:os';

@@ -1,11 +1,13 @@
 // Typed API of the addon's rtnetlink and sysctl parts (native/rtnl.cc, native/sysctl.cc): a link by
-// name (created as a dummy when asked), its addresses, batched address adds/deletes, /proc/sys entries.
+// name (created as a dummy when asked, or deleted), its addresses, batched address adds/deletes, /proc/sys entries.
 // Every call takes { netns } like the rest of the addon.
 import { loadNative } from './index';
 import { addrText } from './addr-text';
 import { ipAddr, type NativeCallOptions } from './nft-types';
 
 export interface LinkInfo { ifindex: number; created: boolean; up: boolean }
+/** deleted: the link was there (and of the asked kind) and is gone now; kind: its kind ("" when absent). */
+export interface LinkDeleteResult { deleted: boolean; kind: string }
 export interface AddrInfo { ifindex: number; family: 'ip' | 'ip6'; address: string; prefixLength: number; scope: number; flags: number }
 export type AddrOp = { op: 'add' | 'del'; ifindex: number; address: string; prefixLength?: number };
 export interface AddrFailure { index: number; what: string; errno: number; code: string; message?: string }
@@ -15,6 +17,7 @@ export interface SysctlResult { name: string; before: string; after: string; err
 interface RawResult { messages: number; bytes: number; ms: number; failed: { index: number; errno: number; code: string; message?: string }[]; overflow: boolean; incomplete: boolean }
 interface RtnlNative {
   rtnlLink(name: string, opts: { kind?: string; up?: boolean }, netns?: string): Promise<LinkInfo>;
+  rtnlLinkDelete(name: string, opts: { kind?: string }, netns?: string): Promise<LinkDeleteResult>;
   rtnlAddrs(ifindex: number, netns?: string): Promise<Buffer>;
   rtnlAddrApply(records: Buffer, netns?: string): Promise<RawResult>;
   sysctl(entries: [string, string | null][], netns?: string): Promise<SysctlResult[]>;
@@ -30,6 +33,14 @@ export async function ensureLink(name: string, opts: { kind?: 'dummy'; up?: bool
   return addon().rtnlLink(name, opts, call?.netns);
 }
 
+/**
+ * Deletes a link by name; with kind, only a link of that kind (a link of another kind is left and
+ * reported with deleted false). An absent link is no error.
+ */
+export async function deleteLink(name: string, opts: { kind?: 'dummy' } = {}, call?: NativeCallOptions): Promise<LinkDeleteResult> {
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(name)) throw new RangeError(`bad interface name ${JSON.stringify(name)}`);
+  return addon().rtnlLinkDelete(name, opts, call?.netns);
+}
 
 /** Addresses of one link (ifindex 0: of every link). */
 export async function listAddrs(ifindex = 0, call?: NativeCallOptions): Promise<AddrInfo[]> {
