@@ -31,6 +31,8 @@ export interface CliOptions {
   plugins: string[];
   serviceProxyName: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** --cleanup-only: what `--cleanup` removes (default both kpng's and kube-proxy's). */
+  cleanupOnly: 'kpng' | 'kube-proxy' | undefined;
   /** --logging-format: klog's text (default) or component-base's JSON. */
   logFormat: LogFormat;
   /** adaptive: V8's optimizing compilers only once the cluster is large or the process busy (util/jit.ts). */
@@ -89,6 +91,9 @@ Options:
                         also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
                         (services with another name are always left alone)
   --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
+  --cleanup-only kpng|kube-proxy
+                        with --cleanup: remove only kpng's rules (migrating back to kube-proxy) or only
+                        kube-proxy's (default: both)
   --logging-format FMT  text (klog's lines, default) or json (one object a line, as kube-proxy's
                         JSON logger writes them)
   --vmodule PATTERN=N,...
@@ -211,6 +216,7 @@ export function parseCli(argv: string[]): CliOptions {
         'service-proxy-name': { type: 'string' },
         'log-level': { type: 'string' },
         'logging-format': { type: 'string' },
+        'cleanup-only': { type: 'string' },
         vmodule: { type: 'string' },
         jit: { type: 'string' },
         kubeconfig: { type: 'string' },
@@ -265,6 +271,8 @@ export function parseCli(argv: string[]): CliOptions {
   if (!JIT_MODES.includes(jit)) throw new UsageError(`--jit ${JSON.stringify(v.jit)}: expected ${JIT_MODES.join(' or ')}`);
   const burst = Number(v['sync-burst'] ?? '2');
   if (!Number.isInteger(burst) || burst < 1) throw new UsageError(`--sync-burst ${JSON.stringify(v['sync-burst'])}: expected a whole number >= 1`);
+  const cleanupOnly = v['cleanup-only'] as CliOptions['cleanupOnly'];
+  if (cleanupOnly !== undefined && cleanupOnly !== 'kpng' && cleanupOnly !== 'kube-proxy') throw new UsageError(`--cleanup-only ${JSON.stringify(cleanupOnly)}: expected kpng or kube-proxy`);
   if (command === 'file' && !v.input) throw new UsageError('kpng file needs --input FILE');
   if (command === 'local' && !v.api) throw new UsageError('kpng local needs --api URL');
   if (command === 'local' && to === 'api') throw new UsageError('kpng local cannot --to api');
@@ -282,6 +290,7 @@ export function parseCli(argv: string[]): CliOptions {
     backendFlags,
     plugins: v.plugin ?? [],
     serviceProxyName: v['service-proxy-name'] ?? '',
+    cleanupOnly,
     logLevel,
     logFormat,
     jit,

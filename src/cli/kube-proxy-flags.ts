@@ -229,7 +229,7 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   if (toIndex >= 0) backend = out[toIndex] === '--to' ? out[toIndex + 1] ?? '' : out[toIndex].slice(5);
   else if (!help && version === undefined && (kubeProxyStyle || configFile !== undefined || given.has('proxy-mode'))) {
     const m = backendForMode(s.modeGiven, opts.registered);
-    if (m.note) warnings.push(m.note);
+    if (m.note && given.get('cleanup') !== true && given.get('write-config-to') === undefined) warnings.push(m.note);
     backend = m.backend;
     out.push('--to', backend);
   }

@@ -16,6 +16,7 @@ import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSource
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
 import { buildInfo, writeConfiguration } from './config-output';
+import { removeKubeProxyRules, runCleanup } from './takeover';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
 import { enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
@@ -82,6 +83,11 @@ export async function main(argv: string[]): Promise<number> {
   if (kp.action === 'version-raw') { out(`${JSON.stringify(buildInfo(version()))}\n`); return 0; }
   const log = createLogger({ level: opts.logLevel, format: opts.logFormat });
   if (kp.action === 'write-config') return writeConfiguration(kp.writeConfigTo!, kp.configuration, log);
+  if (kp.action === 'cleanup') {
+    for (const w of kp.warnings) log.warn(w);
+    const which = opts.cleanupOnly === 'kpng' ? 'kpng' : opts.cleanupOnly === 'kube-proxy' ? 'upstream' : 'all';
+    return runCleanup({ which, flags: opts.backendFlags, ipvsExcludeCIDRs: kp.ipvs.excludeCIDRs }, log);
+  }
   if (kp.action === 'init-only') {
     // What needs full privileges, then exit: a second run can then do with CAP_NET_ADMIN alone.
     for (const w of kp.warnings) log.warn(w);
@@ -172,6 +178,7 @@ export async function main(argv: string[]): Promise<number> {
     stops.push(() => sink.close?.());
     if (opts.stats) stops.push(startStats({ events, revision: () => state.revision }, (l) => process.stderr.write(l + '\n')));
     let cacheFlushed = false, firstApplied = false;
+    let takeover: Promise<void> | undefined;
     const result = await runSink(state, sink, {
       log,
       minSyncPeriodMs: opts.once ? 0 : opts.minSyncPeriodMs,
@@ -185,12 +192,15 @@ export async function main(argv: string[]): Promise<number> {
         if (!cacheFlushed && compileCache?.enabled) { cacheFlushed = true; flushCompileCache(); }
         // One memory-reducing GC once idle after the first sync (the lists' garbage is gone then);
         // started earlier, it could land inside that sync.
+        // kpng's rules now serve the node: kube-proxy's (if it ran here) can go.
+        if (!takeover && def.kernel) takeover = removeKubeProxyRules(opts.to, opts.backendFlags, log);
         if (!firstApplied && !opts.once) {
           firstApplied = true;
           reduceMemoryWhenIdle(log, ac.signal, () => { if (enableMaglev()) log.debug('jit: Maglev on for the steady state, with its own thresholds (TurboFan when the cluster or the load needs it)'); });
         }
       },
     }, ac.signal);
+    await takeover;
     if (opts.once && result.syncs === 0) {
       log.error(`${sink.name}: no successful sync`);
       return 1;

@@ -24,7 +24,7 @@ const POD_IP = '10.244.1.5';
 const SERVER = `require('net').createServer((s) => { s.on('error', () => {}); s.pipe(s); }).listen(8080, '0.0.0.0', () => console.log('ready'));`;
 const CLIENT = `
 const net = require('net');
-const [ip, port] = [process.argv[1], Number(process.argv[2])];
+const [ip, port] = [process.argv[2], Number(process.argv[3])];
 let ok = 0;
 const fail = (what) => console.log('fail ' + what);
 function once() {
@@ -97,6 +97,8 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     sh('ip', ['link', 'add', 'kmig-veth', 'netns', lab.netns, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', POD_NS]);
     inNode(['ip', 'addr', 'add', '10.244.1.1/24', 'dev', 'kmig-veth']);
     inNode(['ip', 'link', 'set', 'kmig-veth', 'up']);
+    // A node has a default route: connect() to a cluster IP needs one before the output hook's DNAT.
+    inNode(['ip', 'route', 'add', 'default', 'dev', 'kmig-veth']);
     sh('ip', ['netns', 'exec', POD_NS, 'ip', 'addr', 'add', `${POD_IP}/24`, 'dev', 'eth0']);
     sh('ip', ['netns', 'exec', POD_NS, 'ip', 'link', 'set', 'eth0', 'up']);
     sh('ip', ['netns', 'exec', POD_NS, 'ip', 'link', 'set', 'lo', 'up']);
@@ -143,7 +145,7 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     await stop(kubeProxy);
     await waitFor('kube-proxy\'s rules removed by kpng', () => table('kube-proxy') === '', 30_000);
     const before = okCount();
-    await waitFor('connections through kpng alone', () => okCount() > before + 50, 20_000);
+    await waitFor('connections through kpng alone', () => okCount() > before + 100, 20_000);
     expect(failures()).toEqual([]);
 
     // 3. Back: kube-proxy starts beside kpng, kpng stops, and `kpng --cleanup-only=kpng` removes kpng's
@@ -155,8 +157,12 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     expect({ status: cleanup.status, stderr: cleanup.stderr }).toEqual({ status: 0, stderr: expect.stringMatching(/removed/) });
     expect(table('kpng')).toBe('');
     const before2 = okCount();
-    await waitFor('connections through kube-proxy alone', () => okCount() > before2 + 50, 20_000);
+    await waitFor('connections through kube-proxy alone', () => okCount() > before2 + 100, 20_000);
     expect(failures()).toEqual([]);
+
+    // The long-lived connection carried messages through every hand-over.
+    const longEchoed = () => { const l = clientOut.filter((x) => x.startsWith('ok ')).pop(); return l ? Number(l.split(' ')[3]) : 0; };
+    expect(longEchoed()).toBeGreaterThan(50);
 
     // 4. Finally `kpng --cleanup` leaves the node as before either proxy ran.
     await stop(kubeProxy);
