@@ -146,6 +146,14 @@ describe('kube-proxy\'s command line', () => {
     expect(parseCli(resolve(['--config', '/j.yaml']).argv).kubeContentType).toBe('json');
   });
 
+  test('the file\'s local-traffic detection, bindAddress and node-port keywords reach the model', () => {
+    files['/d.yaml'] = kubeadm.replace('detectLocalMode: ""', 'detectLocalMode: BridgeInterface').replace('bridgeInterface: ""', 'bridgeInterface: cbr0')
+      .replace('bindAddress: 0.0.0.0', 'bindAddress: 192.168.1.9').replace('nodePortAddresses: null', 'nodePortAddresses: [primary, localhost, 10.0.0.0/8]');
+    const opts = parseCli(resolve(['--config', '/d.yaml']).argv);
+    expect(opts.model).toMatchObject({ detectLocalMode: 'BridgeInterface', podBridgeInterface: 'cbr0', bindAddress: '192.168.1.9' });
+    expect(resolve(['--config', '/d.yaml']).warnings).toEqual([expect.stringMatching(/proxy mode not set/)]);
+  });
+
   test('without --config, the flags are the configuration; kube-proxy\'s defaults fill the rest', () => {
     const r = resolve(['--kubeconfig=/k', '--cluster-cidr=10.244.0.0/16', '--proxy-mode=nftables', '--iptables-sync-period=45s', '--masquerade-all', '--kube-api-qps=20', '--kube-api-burst=40', '--master=https://10.0.0.1:6443']);
     const opts = parseCli(r.argv);
