@@ -12,7 +12,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane test test-guest demo bench clean image image-test cluster cluster-down conformance
+.PHONY: all deps build native controlplane kube-proxy test test-guest demo bench clean image image-test cluster cluster-down conformance
 
 all: build
 
@@ -28,7 +28,11 @@ build: deps native
 controlplane: deps
 	@if [ -x hack/controlplane/build.sh ]; then hack/controlplane/build.sh; fi
 
-test: build controlplane
+# Upstream kube-proxy, the reference of the drop-in, migration and clean-up tests and of bench:vs-upstream.
+kube-proxy: deps
+	@hack/kube-proxy/build.sh
+
+test: build controlplane kube-proxy
 	@npm run --silent typecheck
 	@mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
 	  hack/qemu/test-guest.sh || status=$$?; \
