@@ -45,7 +45,8 @@ export const KUBE_PROXY_FLAGS: readonly KubeProxyFlag[] = [
   { name: 'healthz-port', type: 'int', when: 'noConfig', help: 'deprecated: the port of --healthz-bind-address (0 disables)' },
   { name: 'metrics-port', type: 'int', when: 'noConfig', help: 'deprecated: the port of --metrics-bind-address (0 disables)' },
   { name: 'bind-address-hard-fail', type: 'bool', when: 'noConfig', path: 'bindAddressHardFail', help: 'exit when the metrics or healthz port cannot be bound' },
-  { name: 'cluster-cidr', type: 'string', when: 'noConfig', path: 'clusterCIDR', arg: 'CIDR[,CIDR]', help: 'the pods\' network(s): sources inside are pods' },
+  // Repeatable in kpng (kube-proxy keeps the last one): the values are joined, comma separated.
+  { name: 'cluster-cidr', type: 'strings', when: 'noConfig', path: 'clusterCIDR', arg: 'CIDR[,CIDR]', help: 'the pods\' network(s): sources inside are pods' },
   { name: 'detect-local-mode', type: 'string', when: 'noConfig', path: 'detectLocalMode', arg: 'MODE', help: 'how pod traffic is told: ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix' },
   { name: 'pod-bridge-interface', type: 'string', when: 'noConfig', path: 'detectLocal.bridgeInterface', arg: 'NAME', help: 'with --detect-local-mode BridgeInterface' },
   { name: 'pod-interface-name-prefix', type: 'string', when: 'noConfig', path: 'detectLocal.interfaceNamePrefix', arg: 'PREFIX', help: 'with --detect-local-mode InterfaceNamePrefix' },

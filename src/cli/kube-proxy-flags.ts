@@ -91,7 +91,7 @@ function parseVModule(text: string): VModule[] {
 function configValue(f: KubeProxyFlag, v: GoFlagValue): unknown {
   if (f.type === 'duration') return goDurationString(v as number);
   if (f.name === 'vmodule') return parseVModule(v as string);
-  if (f.name === 'cluster-cidr') return (v as string).trim();
+  if (f.name === 'cluster-cidr') return (v as string[]).filter(Boolean).join(',');
   // Upstream's processHostnameOverrideFlag: trimmed and lower-cased.
   if (f.name === 'hostname-override') return (v as string).trim().toLowerCase();
   return v;

@@ -71,7 +71,7 @@ maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and
     await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
     expect(metrics.text).toContain(synced);
     expect((await until(ns, 'http://192.168.50.1:10256/healthz', p)).text).toContain('"nodeEligible":true');
-    expect((await inNs(ns, 'http://127.0.0.1:10249/proxyMode')).text).toBe('nft');
+    expect((await inNs(ns, 'http://127.0.0.1:10249/proxyMode')).text).toBe('nftables');
     await waitFor('the nft table', () => { try { return ns.nft('list', 'table', 'ip', 'kpng').includes('10.96.7.7'); } catch { return false; } });
     // clusterCIDR from the file: the pod client class.
     expect(ns.nft('list', 'table', 'ip', 'kpng')).toContain('10.244.0.0/16');
@@ -116,7 +116,7 @@ maybe('deploy/kpng.yaml: the container\'s arguments and the ConfigMap, as the Da
     expect(JSON.parse(hz.text)).toMatchObject({ healthy: true, nodeEligible: true });
     expect((await until(ns, 'http://192.168.50.1:10256/livez', p)).status).toBe(200);
     expect((await until(ns, 'http://192.168.50.1:10249/metrics', p)).text).toContain('kpng_build_info');
-    expect((await inNs(ns, 'http://192.168.50.1:10249/proxyMode')).text).toBe('nft');
+    expect((await inNs(ns, 'http://192.168.50.1:10249/proxyMode')).text).toBe('nftables');
     await waitFor('the nft table', () => { try { return ns.nft('list', 'table', 'ip', 'kpng').includes('10.96.7.7'); } catch { return false; } });
     // The file wins over a flag of the same setting, as in kube-proxy (the ConfigMap leaves oomScoreAdj
     // at kube-proxy's -999), and the flag is named in a warning.
