@@ -6,7 +6,7 @@ import type { BackendDefinition } from '../backend/registry';
 import { applyConntrack, applyOomScoreAdj } from '../config/conntrack';
 import { createHealthzServer } from '../health/healthz-server';
 import { nodeEligibilityObserver } from '../health/node-eligibility';
-import { ProxyHealth } from '../health/proxy-health';
+import { ProxyHealth, type IPFamilyName } from '../health/proxy-health';
 import { ServiceHealthServer } from '../health/service-health';
 import { UpdateTracker } from '../health/update-tracker';
 import { ChangeCounters } from '../metrics/change-counters';
@@ -29,12 +29,20 @@ export function healthTimeoutMs(syncPeriodMs: number): number {
   return 2 * Math.min(syncPeriodMs > 0 ? syncPeriodMs : 30000, 30000);
 }
 
+/** The families kpng's rules cover: its model is dual-stack and each kernel sync writes both (nft: the ip
+ *  and ip6 tables), as upstream's dual-stack proxier has one proxier per family. */
+const SERVED_FAMILIES: IPFamilyName[] = ['IPv4', 'IPv6'];
+
 export interface OpsContext {
   node: string;
   backend: Pick<BackendDefinition, 'name' | 'kernel'>;
   syncPeriodMs: number;
   /** One-shot run: no servers. */
   once: boolean;
+  /** Whether the source delivers this node's Node object (kube, file; not the local API source). When
+   *  it does, the node is not eligible until its Node is seen, as upstream's NodeEligible() answers
+   *  false while its node manager holds no Node (kube-proxy started before its Node existed). */
+  nodeObjects?: boolean;
   log: Logger;
   version: string;
 }
@@ -59,6 +67,7 @@ export class Ops {
     this.metrics = createProxyMetrics();
     this.metrics.info.labels(ctx.version, ctx.backend.name, process.version).set(1);
     this.health = new ProxyHealth(healthTimeoutMs(ctx.syncPeriodMs));
+    if (ctx.nodeObjects ?? true) this.health.setNodeEligible(false);
     const current = () => this.state;
     const lazy: HashedState = { get revision() { return current()?.revision ?? 0; }, hashOf: (k) => current()?.hashOf(k) };
     this.latency = new ProgrammingLatency(lazy);
@@ -120,6 +129,10 @@ export class Ops {
       }
     });
     this.tracker.start();
+    // Upstream's SyncLoop marks each family updated when it starts, "in case Sync() never succeeds":
+    // /healthz shows every family from the start, and an update queued then and never applied makes
+    // it unhealthy once older than the timeout.
+    for (const f of SERVED_FAMILIES) this.health.updated(f, 0);
     if (this.ctx.backend.kernel && !this.ctx.once) {
       this.hc = new ServiceHealthServer({ log: this.ctx.log, proxyHealthy: () => this.health.snapshot().healthy });
     }
@@ -134,8 +147,9 @@ export class Ops {
       succeeded: (r) => {
         const now = Date.now();
         const rev = r.batch.revision;
+        // A sync writes every family's rules (upstream: each family's proxier syncs on every change).
+        for (const f of SERVED_FAMILIES) this.health.updated(f, rev);
         for (const f of this.tracker!.families()) {
-          this.health.updated(f, rev);
           m.syncDuration.labels(f).observe(r.seconds);
           (r.full ? m.syncFullDuration : m.syncPartialDuration).labels(f).observe(r.seconds);
           m.lastSync.labels(f).set(now / 1000);
