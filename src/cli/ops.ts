@@ -71,9 +71,12 @@ export class Ops {
     const current = () => this.state;
     const lazy: HashedState = { get revision() { return current()?.revision ?? 0; }, hashOf: (k) => current()?.hashOf(k) };
     this.latency = new ProgrammingLatency(lazy);
+    let seen = false;
     this.onNode = nodeEligibilityObserver(ctx.node, (eligible, why) => {
-      // Said at info level only when it matters: the node leaves service, or comes back.
-      const news = !eligible || !this.health.nodeEligible;
+      // Said at info level only when it matters: the node leaves service, or comes back (its Node
+      // seen for the first time, eligible, is routine).
+      const news = !eligible || (seen && !this.health.nodeEligible);
+      seen = true;
       this.health.setNodeEligible(eligible);
       (news ? ctx.log.info : ctx.log.debug)(`healthz: node ${ctx.node} ${eligible ? 'eligible' : 'not eligible'} (${why})`);
     });
