@@ -72,8 +72,10 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
       if (!batch.reset && batch.changes.length === 0) continue;
       const t0 = performance.now();
       try {
-        await sink.apply(batch, state);
+        await sink.apply(batch, state, signal);
       } catch (e) {
+        // Stopping: the sink abandoned the batch (or failed because of it); nothing to retry.
+        if (signal?.aborted) return stats;
         stats.failures++;
         opts.log.error(`${sink.name}: sync to revision ${batch.revision} failed (${(e as Error).message}); retrying with a full sync in ${backoff} ms`);
         sub.requestReset();

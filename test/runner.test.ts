@@ -2,6 +2,8 @@
 import { runSink, SyncLimiter } from '../src/runner';
 import type { Batch, Sink } from '../src/sink/sink';
 import { silentLogger } from '../src/util/log';
+import { ClusterStore } from '../src/store/cluster';
+import { NodeState } from '../src/store/node-state';
 import { cluster, ep, slice, svc } from './helpers/k8s';
 
 test('a failed apply is retried as a full sync', async () => {
@@ -74,4 +76,49 @@ test('a stop while waiting for a token returns at once, without spinning until t
   } finally {
     now.mockRestore();
   }
+});
+
+test('a stop before the source ever synced ends the runner (no wait for a sync that may never come)', async () => {
+  // A store that never syncs: the API server was never reached.
+  const store = new ClusterStore({ log: silentLogger });
+  const state = new NodeState(store, 'n1');
+  const applied: Batch[] = [];
+  const ac = new AbortController();
+  const done = runSink(state, { name: 'rec', async apply(b) { applied.push(b); } }, { log: silentLogger, minSyncPeriodMs: 0, burst: 1 }, ac.signal);
+  await new Promise((r) => setTimeout(r, 20));
+  ac.abort();
+  expect(await done).toEqual({ syncs: 0, failures: 0, lastRevision: 0 });
+  expect(applied).toHaveLength(0);
+});
+
+test('a subscription waiting for the first sync is woken by the sync alone (no change needed)', async () => {
+  const store = new ClusterStore({ log: silentLogger });
+  const state = new NodeState(store, 'n1');
+  const sub = state.subscribe();
+  let ready = false;
+  const waiting = sub.ready().then(() => { ready = true; });
+  await new Promise((r) => setTimeout(r, 10));
+  expect(ready).toBe(false);
+  store.markSynced();
+  await waiting;
+  expect(sub.take().reset).toBe(true);
+  sub.close();
+});
+
+test('a stop during an apply: the sink is handed the signal, and an apply abandoned for it is no failure', async () => {
+  const c = cluster('n1', [svc('web'), slice('web-1', 'web', [ep('10.244.1.1')])]);
+  const ac = new AbortController();
+  let given: AbortSignal | undefined;
+  const sink: Sink = {
+    name: 'slow',
+    apply(_b, _s, signal) {
+      given = signal;
+      return new Promise((_, reject) => signal!.addEventListener('abort', () => reject(signal!.reason), { once: true }));
+    },
+  };
+  const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 0, burst: 1 }, ac.signal);
+  await new Promise((r) => setTimeout(r, 20));
+  expect(given).toBe(ac.signal);
+  ac.abort();
+  expect(await done).toEqual({ syncs: 0, failures: 0, lastRevision: 0 });
 });

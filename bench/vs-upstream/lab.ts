@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { nodeBinary } from '../events/kpng-child';
+import { nodeBinary, repoRoot } from '../events/kpng-child';
 import { GenWatcher, onLines, stopChild } from './kernel';
 
 const live = new Set<Lab>();
@@ -47,7 +47,7 @@ export class Lab {
         c.on('error', close); up.on('error', close); c.on('close', close); up.on('close', close);
       });
       await new Promise<void>((resolve, reject) => { lab.bridge!.once('error', reject); lab.bridge!.listen(lab.socketPath, resolve); });
-      const fwd = spawn('ip', ['netns', 'exec', lab.netns, nodeBinary(), path.join(__dirname, 'forwarder.js'), String(apiPort), lab.socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const fwd = spawn('ip', ['netns', 'exec', lab.netns, nodeBinary(), forwarderScript(), String(apiPort), lab.socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
       lab.forwarder = fwd;
       await new Promise<void>((resolve, reject) => {
         onLines(fwd.stdout!, (l) => { if (l === 'ready') resolve(); });
@@ -106,6 +106,13 @@ export class Lab {
     await this.stopProxy();
     this.stopSync();
   }
+}
+
+/** forwarder.js beside this module when it runs built, else the built one (tests run this module from
+ *  its TypeScript source through ts-jest). */
+function forwarderScript(): string {
+  const here = path.join(__dirname, 'forwarder.js');
+  return fs.existsSync(here) ? here : path.join(repoRoot(), 'dist', 'bench', 'vs-upstream', 'forwarder.js');
 }
 
 function run(cmd: string, args: string[]): void {

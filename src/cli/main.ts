@@ -124,7 +124,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
-      ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}) });
+      nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}) });
     stops.push(() => ops.stop());
     await ops.start();
     let state: ItemStore;

@@ -6,7 +6,7 @@ import type { BackendDefinition } from '../backend/registry';
 import { applyConntrack, applyOomScoreAdj } from '../config/conntrack';
 import { createHealthzServer } from '../health/healthz-server';
 import { nodeEligibilityObserver } from '../health/node-eligibility';
-import { ProxyHealth } from '../health/proxy-health';
+import { ProxyHealth, type IPFamilyName } from '../health/proxy-health';
 import { ServiceHealthServer } from '../health/service-health';
 import { UpdateTracker } from '../health/update-tracker';
 import { ChangeCounters } from '../metrics/change-counters';
@@ -31,12 +31,20 @@ export function healthTimeoutMs(syncPeriodMs: number): number {
   return 2 * Math.min(syncPeriodMs > 0 ? syncPeriodMs : 30000, 30000);
 }
 
+/** The families kpng's rules cover: its model is dual-stack and each kernel sync writes both (nft: the ip
+ *  and ip6 tables), as upstream's dual-stack proxier has one proxier per family. */
+const SERVED_FAMILIES: IPFamilyName[] = ['IPv4', 'IPv6'];
+
 export interface OpsContext {
   node: string;
   backend: Pick<BackendDefinition, 'name' | 'kernel'>;
   syncPeriodMs: number;
   /** One-shot run: no servers. */
   once: boolean;
+  /** Whether the source delivers this node's Node object (kube, file; not the local API source). When
+   *  it does, the node is not eligible until its Node is seen, as upstream's NodeEligible() answers
+   *  false while its node manager holds no Node (kube-proxy started before its Node existed). */
+  nodeObjects?: boolean;
   log: Logger;
   version: string;
   /** The effective KubeProxyConfiguration (v1alpha1, with apiVersion and kind) for /configz; without
@@ -78,12 +86,16 @@ export class Ops {
     this.metrics.info.labels(ctx.version, ctx.backend.name, process.version).set(1);
     registerBuildInfo(this.metrics.registry, buildInfo(ctx.version));
     this.health = new ProxyHealth(healthTimeoutMs(ctx.syncPeriodMs));
+    if (ctx.nodeObjects ?? true) this.health.setNodeEligible(false);
     const current = () => this.state;
     const lazy: HashedState = { get revision() { return current()?.revision ?? 0; }, hashOf: (k) => current()?.hashOf(k) };
     this.latency = new ProgrammingLatency(lazy);
+    let seen = false;
     this.onNode = nodeEligibilityObserver(ctx.node, (eligible, why) => {
-      // Said at info level only when it matters: the node leaves service, or comes back.
-      const news = !eligible || !this.health.nodeEligible;
+      // Said at info level only when it matters: the node leaves service, or comes back (its Node
+      // seen for the first time, eligible, is routine).
+      const news = !eligible || (seen && !this.health.nodeEligible);
+      seen = true;
       this.health.setNodeEligible(eligible);
       (news ? ctx.log.info : ctx.log.debug)(`healthz: node ${ctx.node} ${eligible ? 'eligible' : 'not eligible'} (${why})`);
     });
@@ -144,6 +156,10 @@ export class Ops {
       }
     });
     this.tracker.start();
+    // Upstream's SyncLoop marks each family updated when it starts, "in case Sync() never succeeds":
+    // /healthz shows every family from the start, and an update queued then and never applied makes
+    // it unhealthy once older than the timeout.
+    for (const f of SERVED_FAMILIES) this.health.updated(f, 0);
     if (this.ctx.backend.kernel && !this.ctx.once) {
       this.hc = new ServiceHealthServer({ log: this.ctx.log, proxyHealthy: () => this.health.snapshot().healthy });
     }
@@ -158,8 +174,9 @@ export class Ops {
       succeeded: (r) => {
         const now = Date.now();
         const rev = r.batch.revision;
+        // A sync writes every family's rules (upstream: each family's proxier syncs on every change).
+        for (const f of SERVED_FAMILIES) this.health.updated(f, rev);
         for (const f of this.tracker!.families()) {
-          this.health.updated(f, rev);
           m.syncDuration.labels(f).observe(r.seconds);
           (r.full ? m.syncFullDuration : m.syncPartialDuration).labels(f).observe(r.seconds);
           m.lastSync.labels(f).set(now / 1000);

@@ -1,7 +1,9 @@
 // The proxy's health as kube-proxy defines it (pkg/proxy/healthcheck/proxy_health.go): per IP family,
-// unhealthy when an update was queued and not applied within the health timeout; healthy while
-// starting up (before the family's first successful sync) and when nothing is pending. /healthz is
-// also unhealthy while this Node is being deleted or is tainted ToBeDeletedByClusterAutoscaler.
+// unhealthy when an update was queued and not applied within the health timeout; healthy when nothing
+// is pending. A family counts from its first updated() on: ops.ts marks every family updated when the
+// sink starts, as upstream's SyncLoop does, so the body lists them from the start. /healthz is
+// also unhealthy while this Node is being deleted or is tainted ToBeDeletedByClusterAutoscaler, and
+// (set so by ops.ts) while the Node has not been seen yet.
 //
 // One difference, on purpose: kube-proxy forgets every pending update when a sync ends; kpng knows
 // which revision each queued update belongs to, so an update queued while a sync was running stays
@@ -80,7 +82,7 @@ export class ProxyHealth {
     for (const [family, updated] of this.lastUpdated) {
       lastUpdated = Math.max(lastUpdated, updated);
       const since = this.oldestPending(family);
-      // Only a family that synced once can be late (upstream: healthy while starting up).
+      // Only a family marked updated once can be late (ops.ts marks them all when the sink starts).
       const ok = since === undefined || now - since < this.timeoutMs;
       if (!ok) healthy = false;
       families.set(family, { lastUpdated: updated, healthy: ok });

@@ -34,15 +34,16 @@ function kernelStats(sink: Sink): KernelSinkStats | undefined {
 export function instrumentSink(sink: Sink, obs: SyncObserver): Sink {
   return {
     name: sink.name,
-    async apply(batch: Batch, state: StateView): Promise<void> {
+    async apply(batch: Batch, state: StateView, signal?: AbortSignal): Promise<void> {
       const k = kernelStats(sink);
       const before = k ? { syncs: k.syncs, full: k.fullSyncs, ct: k.conntrackDeleted } : undefined;
       obs.started(batch);
       const t0 = performance.now();
       try {
-        await sink.apply(batch, state);
+        await sink.apply(batch, state, signal);
       } catch (e) {
-        obs.failed(batch, (performance.now() - t0) / 1000, e);
+        // A sync abandoned because kpng is stopping did not fail.
+        if (!signal?.aborted) obs.failed(batch, (performance.now() - t0) / 1000, e);
         throw e;
       }
       const seconds = (performance.now() - t0) / 1000;

@@ -29,6 +29,8 @@ export interface StateView {
 
 export interface Sink {
   readonly name: string;
-  apply(batch: Batch, state: StateView): Promise<void>;
+  /** `signal` aborts when kpng is stopping: a sink may then abandon a long apply (rejecting with the
+   *  signal's reason) as long as what it already had in force stays in force. */
+  apply(batch: Batch, state: StateView, signal?: AbortSignal): Promise<void>;
   close?(): Promise<void>;
 }

@@ -79,6 +79,7 @@ export class ItemStore implements StateView {
     if (this.syncedFlag) return;
     this.syncedFlag = true;
     for (const w of this.syncedWaiters.splice(0)) w();
+    for (const s of this.subs) s.synced();
   }
 
   whenSynced(): Promise<void> {

@@ -54,13 +54,20 @@ export class Subscription {
     return !this.closed && this.state.synced && (this.resetPending || this.dirty.size > 0);
   }
 
-  /** Resolves when there is something to take (never before the source is synced). Rejects when closed. */
+  /** Resolves when there is something to take (never before the source is synced). Rejects when closed,
+   *  also while the source has not synced yet: a consumer stopped before the first sync (an API server
+   *  never reached) must not wait for a sync that will not come. */
   async ready(): Promise<void> {
-    await this.state.whenSynced();
     while (!this.pending) {
       if (this.closed) throw new Error('subscription closed');
+      // Woken by a change, a reset request, close(), or the state becoming synced (synced()).
       await new Promise<void>((r) => (this.waiter = r));
     }
+  }
+
+  /** The state became synced: a consumer waiting in ready() may now take its first batch. */
+  synced(): void {
+    this.wake();
   }
 
   /**

@@ -2,7 +2,10 @@
 // update is older than the timeout, per family, node eligibility only in /healthz) and kpng's revision
 // awareness (an update queued during a sync stays pending after it).
 import { goTime, ProxyHealth } from '../../src/health/proxy-health';
-import { healthTimeoutMs } from '../../src/cli/ops';
+import { healthTimeoutMs, Ops } from '../../src/cli/ops';
+import type { OpsOptions } from '../../src/cli/kube-proxy-flags';
+import { silentLogger } from '../../src/util/log';
+import { cluster } from '../helpers/k8s';
 
 function clocked(timeout = 1000) {
   let now = 1_700_000_000_000;
@@ -76,4 +79,37 @@ test('health timeout: twice the sync period, at most twice kube-proxy\'s default
   expect(healthTimeoutMs(1000)).toBe(2000);
   expect(healthTimeoutMs(30000)).toBe(60000);
   expect(healthTimeoutMs(3600000)).toBe(60000);
+});
+
+describe('node eligibility before the Node is seen (upstream: NodeEligible() is false while its node manager has no Node)', () => {
+  const opsOptions: OpsOptions = { metricsBindAddress: null, healthzBindAddress: null, bindAddressHardFail: false, conntrack: null, oomScoreAdj: undefined };
+  const ctx = { node: 'n1', backend: { name: 'trace' }, syncPeriodMs: 1000, once: false, log: silentLogger, version: 'test' };
+  const nodeObject = (name: string, extra: object = {}) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name, ...extra } });
+
+  test('a source that delivers Node objects: 503 on /healthz until this node\'s Node arrives, /livez 200 throughout', () => {
+    const ops = new Ops(opsOptions, ctx);
+    expect(ops.health.report(true)).toMatchObject({ code: 503, body: { nodeEligible: false, healthy: true } });
+    expect(ops.health.report(false).code).toBe(200);
+    ops.observeObject('Node', nodeObject('n2'), false); // another node's object changes nothing
+    expect(ops.health.report(true).code).toBe(503);
+    ops.observeObject('Node', nodeObject('n1'), false);
+    expect(ops.health.report(true)).toMatchObject({ code: 200, body: { nodeEligible: true } });
+    ops.observeObject('Node', nodeObject('n1', { deletionTimestamp: '2026-01-01T00:00:00Z' }), false);
+    expect(ops.health.report(true)).toMatchObject({ code: 503, body: { nodeEligible: false } });
+    expect(ops.health.report(false).code).toBe(200);
+  });
+
+  test('the local API source (no Node objects): eligible from the start', () => {
+    const ops = new Ops(opsOptions, { ...ctx, nodeObjects: false });
+    expect(ops.health.report(true)).toMatchObject({ code: 200, body: { nodeEligible: true } });
+  });
+
+  test('every family is listed from the start of the sink (as upstream\'s SyncLoop marks them updated), before any sync', () => {
+    const ops = new Ops(opsOptions, { ...ctx, nodeObjects: false });
+    const c = cluster('n1', []);
+    ops.attach(c.state, { name: 'never', apply: () => new Promise<void>(() => {}) });
+    const r = ops.health.report(true);
+    expect(r.code).toBe(200);
+    expect(r.body.status).toEqual({ IPv4: { lastUpdated: expect.any(String), healthy: true }, IPv6: { lastUpdated: expect.any(String), healthy: true } });
+  });
 });

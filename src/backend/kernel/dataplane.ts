@@ -37,8 +37,11 @@ export interface Dataplane {
    *
    * `waiting`, when given, may be called once the dataplane has done its own work and only waits for
    * the kernel (a CombinedDataplane then starts its next part, whose JavaScript overlaps that wait).
+   *
+   * `signal` aborts when kpng is stopping: a dataplane that renders for long may then stop before it
+   * sends anything (rejecting with the signal's reason), the previous state staying in place.
    */
-  fullSync(services: Service[], node: NodeInfo | undefined, revision: number, waiting?: () => void): Promise<SyncReport>;
+  fullSync(services: Service[], node: NodeInfo | undefined, revision: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport>;
   /** Apply the changed services (the node item is unchanged since the last sync). `waiting`: as for fullSync. */
   update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number, waiting?: () => void): Promise<SyncReport>;
   /** Release resources; kernel state stays (a restart takes it over). */

@@ -62,10 +62,10 @@ export class KernelSink implements Sink {
     this.name = dataplane.name;
   }
 
-  async apply(batch: Batch, state: StateView): Promise<void> {
+  async apply(batch: Batch, state: StateView, signal?: AbortSignal): Promise<void> {
     this.stats.lastConntrack = [];
     const nodeChanged = batch.changes.some((c) => c.key === NODE_KEY);
-    if (batch.reset || this.needFull || nodeChanged) return this.fullSync(batch, state, batch.reset ? 'reset' : nodeChanged ? 'node changed' : 'after a failure');
+    if (batch.reset || this.needFull || nodeChanged) return this.fullSync(batch, state, batch.reset ? 'reset' : nodeChanged ? 'node changed' : 'after a failure', signal);
     const changes: ServiceChange[] = [];
     for (const ch of batch.changes) {
       if (!ch.key.startsWith('svc/')) continue;
@@ -77,7 +77,7 @@ export class KernelSink implements Sink {
     try {
       r = await this.guard(batch.revision, `incremental (${changes.length} services)`, () => this.dataplane.update(changes, this.node, batch.revision));
     } catch (e) {
-      if (e instanceof NeedsFullSync) return this.fullSync(batch, state, e.message);
+      if (e instanceof NeedsFullSync) return this.fullSync(batch, state, e.message, signal);
       throw e;
     }
     this.stats.servicesSynced += changes.length;
@@ -90,13 +90,14 @@ export class KernelSink implements Sink {
     await this.clearConntrack(stale);
   }
 
-  private async fullSync(batch: Batch, state: StateView, why: string): Promise<void> {
+  /** `signal`: a stop abandons the sync before the dataplane sends it (a large one takes seconds). */
+  private async fullSync(batch: Batch, state: StateView, why: string, signal?: AbortSignal): Promise<void> {
     // Whatever happens, what was applied before is no longer trusted.
     this.needFull = true;
     // Read with turns for the event loop: at 50k services, reading the state at once blocked it 20-350
     // ms. The state may change between turns; what is read is what `applied` records, so the next
     // batch's changes are diffed against it (and a node change brings another full sync).
-    const y = new Yielder(this.opts.sliceMs);
+    const y = new Yielder(this.opts.sliceMs, signal);
     const services = new Map<string, Service>();
     let n = 0;
     for (const item of state.items()) {
@@ -107,23 +108,25 @@ export class KernelSink implements Sink {
     }
     const node = state.get(NODE_KEY)?.node ?? undefined;
     await y.turn(); // the dataplane's own turns start from here
-    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync([...services.values()], node, batch.revision));
+    await this.guard(batch.revision, `full (${services.size} services, ${why})`, () => this.dataplane.fullSync([...services.values()], node, batch.revision, undefined, signal), signal);
     this.stats.fullSyncs++;
     this.stats.servicesSynced += services.size;
     this.applied = services;
     this.node = node;
     this.needFull = false;
-    // With turns: 50k services took 11-16 ms in one turn even with no UDP port among them.
+    // With turns: 50k services took 11-16 ms in one turn even with no UDP port among them. Not
+    // abandoned on a stop: the rules are in, their conntrack clean-up goes with them.
     const filters: ConntrackFilter[] = [];
+    const after = new Yielder(this.opts.sliceMs);
     let k = 0;
     for (const svc of services.values()) {
       addFullSyncUdpFilters(svc, filters);
-      if ((++k & 255) === 0 && y.due()) await y.turn();
+      if ((++k & 255) === 0 && after.due()) await after.turn();
     }
     await this.clearConntrack(filters);
   }
 
-  private async guard(revision: number, what: string, run: () => Promise<SyncReport>): Promise<SyncReport> {
+  private async guard(revision: number, what: string, run: () => Promise<SyncReport>, signal?: AbortSignal): Promise<SyncReport> {
     const t0 = performance.now();
     try {
       const r = await run();
@@ -138,6 +141,12 @@ export class KernelSink implements Sink {
     } catch (e) {
       // The change needs a full sync (nothing was sent): the caller does it now.
       if (e instanceof NeedsFullSync) { this.needFull = true; throw e; }
+      // Abandoned because kpng is stopping: not a failure, and the previous rules stay.
+      if (signal?.aborted) {
+        this.needFull = true;
+        this.opts.log(`${this.name}: revision ${revision}: ${what} sync abandoned (stopping); the previous rules stay`);
+        throw e;
+      }
       // The dataplane left the previous state in place: rebuild everything next time.
       this.stats.failures++;
       this.needFull = true;

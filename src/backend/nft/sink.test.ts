@@ -47,6 +47,21 @@ class FakeKernel implements NftKernel {
 const set = (item: Item, revision: number, reset = false): Batch => ({ revision, reset, changes: [{ op: 'set', key: item.key, item }] });
 
 describe('nft sink', () => {
+  test('a full sync abandoned by a stop sends nothing and is not counted as a failure; the next is full', async () => {
+    const k = new FakeKernel();
+    const logs: string[] = [];
+    const sink = nftKernelSink({ log: (m) => logs.push(m) }, k);
+    const items = Array.from({ length: 50 }, (_, i) => svc(`s${i}`, [`10.244.1.${i + 1}`]));
+    const ac = new AbortController();
+    ac.abort();
+    await expect(sink.apply({ revision: 1, reset: true, changes: items.map((item) => ({ op: 'set' as const, key: item.key, item })) }, view(items), ac.signal)).rejects.toThrow(/abort/i);
+    expect(k.sent).toHaveLength(0);
+    expect(sink.stats.failures).toBe(0);
+    // Not a reset batch: still a full sync, as nothing is known to be in the kernel.
+    await sink.apply(set(items[0], 2), view(items));
+    expect(k.last()[0]).toEqual({ k: 'resetTable' });
+  });
+
   test('full sync replaces the table in the same batch, then one endpoint change is two element ops', async () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);

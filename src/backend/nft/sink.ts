@@ -33,11 +33,12 @@ export class NftDataplane implements Dataplane {
   /** `table`: the table name in both families. */
   constructor(readonly table: string, private readonly kernel: NftKernel) {}
 
-  async fullSync(services: Service[], node: NodeInfo | undefined): Promise<SyncReport> {
+  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, _waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
     this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
-    // Rendered in slices so that a large state never blocks the event loop for long.
-    const y = new Yielder();
+    // Rendered in slices so that a large state never blocks the event loop for long; a stop abandons
+    // the render at the next slice (the batch is atomic: nothing was sent, the old tables stay).
+    const y = new Yielder(undefined, signal);
     const famOps: FamOps[] = [];
     for (const fam of FAMS) famOps.push({ fam, ops: await fullSyncOpsChunked(this.models[fam], keyedServices(services), node, y) });
     // The kernel's encoder counts its own slices from its start: the time since our last turn would
