@@ -12,7 +12,8 @@
 //      virtual servers deleted.
 // A full sync reconciles against dumps of the kernel's IPVS state and kube-ipvs0's addresses instead of
 // starting from nothing, so a restart keeps every established connection. A failed step makes the
-// KernelSink's next sync a full one, which repairs whatever the partial sync left.
+// KernelSink's next sync a full one, which repairs whatever the partial sync left. Virtual servers no
+// service asks for are deleted, except inside --ipvs-exclude-cidrs (settings.ts), which kpng leaves alone.
 import { pushAll } from '../../util/push-all';
 import { cidrContains } from '../../model/ip';
 import { IPFamily, podSources, serviceKey, type NodeInfo, type Service } from '../../model/enls';
@@ -21,10 +22,12 @@ import {
   ipvsApply, ipvsDump, ipvsDumpDests, ipvsInfo, ipvsDestId, ipvsServiceId,
   type IpvsApplyResult, type IpvsOp, type IpvsService, type IpvsServiceInfo, type IpvsServiceKey,
 } from '../../native/ipvs';
-import { applyAddrs, ensureLink, listAddrs, sysctl, type AddrOp } from '../../native/rtnl';
+import { applyAddrs, ensureLink, listAddrs, type AddrOp } from '../../native/rtnl';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { CompanionTable, destKey } from './companion';
+import { applyIpvsKernelSettings } from './kernel-settings';
 import { nodePortAddrs, planService, type Fam, type ServicePlan, type VirtualPlan } from './plan';
+import { isExcluded, type IpvsSettings } from './settings';
 
 export interface IpvsOptions {
   /** Scheduler of every virtual server (--ipvs-scheduler). */
@@ -35,6 +38,8 @@ export interface IpvsOptions {
   table: string;
   /** How often draining real servers are checked for remaining connections, ms. */
   drainCheckMs: number;
+  /** --ipvs-strict-arp, --ipvs-*-timeout, --ipvs-exclude-cidrs (settings.ts). Absent: none of them. */
+  settings?: IpvsSettings;
   netns?: string;
   log: (msg: string) => void;
   /**
@@ -49,14 +54,7 @@ export interface IpvsPaths {
   ipvs(ops: IpvsOp[]): Promise<IpvsApplyResult>;
 }
 
-/** Kernel parameters IPVS needs (kube-proxy sets the same): conntrack for the nft masquerade, expiry of
- * connections whose real server is gone, forwarding. */
-export const IPVS_SYSCTLS: Array<[string, number]> = [
-  ['net/ipv4/vs/conntrack', 1],
-  ['net/ipv4/vs/expire_nodest_conn', 1],
-  ['net/ipv4/vs/expire_quiescent_template', 1],
-  ['net/ipv4/ip_forward', 1],
-];
+export { IPVS_SYSCTLS } from './kernel-settings';
 
 /** Firewall marks of mark-keyed virtual servers: FWMARK_BASE + n (kept clear of the usual mark bits). */
 export const FWMARK_BASE = 0x6b700000;
@@ -92,8 +90,10 @@ export class IpvsDataplane implements Dataplane {
   readonly counters = { drained: 0, drainDeleted: 0 };
 
   private readonly paths: IpvsPaths;
+  private readonly settings: IpvsSettings;
 
   constructor(private readonly opts: IpvsOptions) {
+    this.settings = opts.settings ?? { strictArp: false, timeouts: { tcp: 0, tcpFin: 0, udp: 0 }, excludeCIDRs: [] };
     this.paths = opts.paths ?? { nft: (ops) => nftApply(ops, this.call), ipvs: (ops) => ipvsApply(ops, this.call) };
     this.companion = { ip: new CompanionTable('ip', opts.table, []), ip6: new CompanionTable('ip6', opts.table, []) };
     if (opts.drainCheckMs > 0) {
@@ -176,12 +176,7 @@ export class IpvsDataplane implements Dataplane {
   private async start(): Promise<void> {
     if (this.started) return;
     const info = await ipvsInfo(this.call);
-    const results = await sysctl(IPVS_SYSCTLS, this.call);
-    for (const r of results) {
-      if (r.error) this.opts.log(`ipvs: sysctl ${r.name}: ${r.error}`);
-      else if (r.before !== r.after) this.opts.log(`ipvs: sysctl ${r.name} ${r.before} -> ${r.after}`);
-      else this.opts.log(`ipvs: sysctl ${r.name} = ${r.after}`);
-    }
+    await applyIpvsKernelSettings(this.settings, this.call, this.opts.log);
     const link = await ensureLink(this.opts.interface, { kind: 'dummy' }, this.call);
     this.ifindex = link.ifindex;
     this.opts.log(`ipvs: IPVS ${info.version} (connection table ${info.connTableSize}), ${this.opts.interface} ifindex ${link.ifindex}${link.created ? ' created' : ''}, scheduler ${this.opts.scheduler}`);
@@ -208,8 +203,9 @@ export class IpvsDataplane implements Dataplane {
       this.account(p, 1, touched);
     }
     for (const [id, m] of this.marks) if (!m.used) this.marks.delete(id);
-    // What the kernel has: every virtual server (kpng owns IPVS in its network namespace).
-    const dump = await ipvsDump(this.call);
+    // What the kernel has: every virtual server (kpng owns IPVS in its network namespace), except those
+    // inside --ipvs-exclude-cidrs that no service asks for: someone else's, neither deleted nor drained.
+    const dump = (await ipvsDump(this.call)).filter((s) => this.desired.has(ipvsServiceId(s)) || !isExcluded(s.address, this.settings.excludeCIDRs));
     this.kernel = new Map(dump.map((s) => [ipvsServiceId(s), kernelVirtual(s)]));
     this.draining = new Set();
     for (const s of dump) {
@@ -255,7 +251,10 @@ export class IpvsDataplane implements Dataplane {
     const have = this.kernel.get(id);
     if (!want) {
       if (!have) return;
-      late.push({ op: 'delService', service: have.vs });
+      // Inside --ipvs-exclude-cidrs: never deleted, even when kpng made it (kube-proxy leaves those too);
+      // from now on it is not kpng's.
+      if (isExcluded(have.vs.address, this.settings.excludeCIDRs)) this.opts.log(`ipvs: virtual server ${id} no longer used, left in place (inside --ipvs-exclude-cidrs)`);
+      else late.push({ op: 'delService', service: have.vs });
       this.kernel.delete(id);
       for (const d of have.dests.keys()) this.draining.delete(`${id} ${d}`);
       return;

@@ -2,6 +2,7 @@
 // native addon) loads only when this backend is chosen.
 import { AGGREGATOR_FLAGS, aggregatorFlags } from '../../aggregator/flags';
 import type { BackendDefinition } from '../registry';
+import { ipvsSettings } from './settings';
 
 export const ipvsBackend: BackendDefinition = {
   name: 'ipvs',
@@ -11,9 +12,17 @@ export const ipvsBackend: BackendDefinition = {
     { name: 'ipvs-scheduler', type: 'string', placeholder: 'NAME', default: 'rr', help: 'IPVS scheduler of every virtual server: rr, wrr, lc, wlc, sh, mh, ...' },
     { name: 'ipvs-drain-check', type: 'string', placeholder: 'D', default: '60s', help: 'how often removed real servers (weight 0) are checked for remaining connections before deletion' },
     { name: 'ipvs-nft-table', type: 'string', placeholder: 'NAME', default: 'kpng-ipvs', help: 'table (ip and ip6) for what IPVS cannot express: masquerade, drop, reject, source ranges' },
+    // kube-proxy's --ipvs-* settings, same names and meaning (settings.ts).
+    { name: 'ipvs-strict-arp', type: 'boolean', help: 'set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2 at start, so the node does not answer ARP for the service addresses on kube-ipvs0 (needed by L2 load-balancer announcers)' },
+    { name: 'ipvs-tcp-timeout', type: 'string', placeholder: 'D', default: '0s', help: 'IPVS timeout of idle TCP connections, set at start (Go duration, whole seconds; 0 leaves the kernel\'s value)' },
+    { name: 'ipvs-tcpfin-timeout', type: 'string', placeholder: 'D', default: '0s', help: 'IPVS timeout of TCP connections after a FIN, set at start (0 leaves the kernel\'s value)' },
+    { name: 'ipvs-udp-timeout', type: 'string', placeholder: 'D', default: '0s', help: 'IPVS timeout of UDP flows, set at start (0 leaves the kernel\'s value)' },
+    { name: 'ipvs-exclude-cidrs', type: 'string', multiple: true, placeholder: 'CIDR,...', help: 'virtual servers whose address is inside these CIDRs are never deleted by kpng (another program\'s; comma-separated or repeated)' },
     ...AGGREGATOR_FLAGS,
   ],
   create: (ctx) => {
+    // Validated before the addon loads or anything touches the kernel: a bad value is an error naming its flag.
+    const settings = ipvsSettings(ctx.flags);
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const ipvs = require('./index') as typeof import('./index');
     const log = (m: string) => ctx.log.info(m);
@@ -22,6 +31,7 @@ export const ipvsBackend: BackendDefinition = {
       drainCheckMs: drainCheckMs(String(ctx.flags['ipvs-drain-check'] ?? '60s')),
       table: String(ctx.flags['ipvs-nft-table'] ?? 'kpng-ipvs'),
       interface: 'kube-ipvs0',
+      settings,
       netns: ctx.netns,
       log,
     };

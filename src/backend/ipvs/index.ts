@@ -5,6 +5,8 @@ import { IpvsDataplane, type IpvsOptions } from './dataplane';
 
 export { IpvsDataplane, IPVS_SYSCTLS, FWMARK_BASE, type IpvsOptions } from './dataplane';
 export { planService } from './plan';
+export { ipvsSettings, isExcluded, type IpvsSettings } from './settings';
+export { applyIpvsKernelSettings, STRICT_ARP_SYSCTLS } from './kernel-settings';
 
 /** Schedulers of Linux 6.1 (modules ip_vs_<name>); the kernel loads the module on first use. */
 export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'fo', 'ovf', 'mh', 'twos'];
