@@ -234,14 +234,21 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
     out.push('--to', backend);
   }
   const ipvs = backend === 'ipvs';
-  if (ipvs && s.ipvs.scheduler && !present(out, 'ipvs-scheduler')) out.push('--ipvs-scheduler', s.ipvs.scheduler);
+  if (ipvs) {
+    // kube-proxy's IPVS settings become the ipvs backend's flags of the same names (src/backend/ipvs/settings.ts).
+    if (s.ipvs.scheduler) add('ipvs-scheduler', s.ipvs.scheduler);
+    if (s.ipvs.strictARP) add('ipvs-strict-arp');
+    for (const [flag, ms] of [['ipvs-tcp-timeout', s.ipvs.tcpTimeoutMs], ['ipvs-tcpfin-timeout', s.ipvs.tcpFinTimeoutMs], ['ipvs-udp-timeout', s.ipvs.udpTimeoutMs]] as const) {
+      if (ms > 0) add(flag, `${ms}ms`);
+    }
+    if (s.ipvs.excludeCIDRs.length) add('ipvs-exclude-cidrs', s.ipvs.excludeCIDRs.join(','));
+  }
   // IPVS settings: read in mode ipvs only, as upstream.
   const ipvsFields: Array<[string, boolean]> = [['ipvs.strictARP', s.ipvs.strictARP], ['ipvs.excludeCIDRs', s.ipvs.excludeCIDRs.length > 0], ['ipvs.tcpTimeout', s.ipvs.tcpTimeoutMs > 0],
     ['ipvs.tcpFinTimeout', s.ipvs.tcpFinTimeoutMs > 0], ['ipvs.udpTimeout', s.ipvs.udpTimeoutMs > 0], ['ipvs.scheduler', !!s.ipvs.scheduler]];
   for (const [field, set] of ipvsFields) {
     const flag = fromFlag.get(field);
     if (!ipvs && (flag || set)) noEffect.push(`${flag ?? field} (only the ipvs mode reads it)`);
-    else if (ipvs && set && field !== 'ipvs.scheduler') noEffect.push(`${flag ?? field} (not applied by kpng's IPVS backend yet)`);
   }
   if (noEffect.length) warnings.push(`no effect in kpng (accepted for kube-proxy compatibility): ${noEffect.join(', ')}`);
 

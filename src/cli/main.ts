@@ -92,6 +92,14 @@ export async function main(argv: string[]): Promise<number> {
     // What needs full privileges, then exit: a second run can then do with CAP_NET_ADMIN alone.
     for (const w of kp.warnings) log.warn(w);
     await new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: true, log, version: version() }).start();
+    if (opts.to === 'ipvs') {
+      // kube-proxy's IPVS proxier sets its sysctls, strict ARP and the timeouts before it returns for --init-only.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const ipvs = require('../backend/ipvs/index') as typeof import('../backend/ipvs/index');
+      let settings;
+      try { settings = ipvs.ipvsSettings(opts.backendFlags); } catch (e) { log.error((e as Error).message); return 1; }
+      await ipvs.applyIpvsKernelSettings(settings, {}, (m) => log.info(m));
+    }
     log.info('init-only: privileged settings applied; exiting');
     return 0;
   }

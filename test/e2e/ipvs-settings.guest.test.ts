@@ -170,4 +170,23 @@ describe('--ipvs-* settings (guest kernel)', () => {
     v = await virtuals();
     expect([...v.keys()]).toEqual(['10.96.0.10:80']);
   });
+
+  test('--init-only: strict ARP and the timeouts are set, nothing is programmed', async () => {
+    const fresh = new Netns('kipo');
+    try {
+      const c = { netns: fresh.path };
+      fresh.exec('sysctl', ['-qw', 'net.ipv4.conf.all.arp_ignore=0', 'net.ipv4.conf.all.arp_announce=0']);
+      const before = await ipvsConfig(undefined, c);
+      const r = spawnSync('ip', ['netns', 'exec', fresh.name, process.execPath, CLI, 'file', '--input', file, '--node', 'n1', '--to', 'ipvs', '--init-only',
+        '--ipvs-strict-arp', '--ipvs-udp-timeout=33s'], { encoding: 'utf8', timeout: 120000 });
+      expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: expect.stringContaining('init-only: privileged settings applied') });
+      expect(r.stderr).toContain('ipvs: sysctl net/ipv4/conf/all/arp_ignore 0 -> 1');
+      expect(fresh.exec('cat', ['/proc/sys/net/ipv4/conf/all/arp_announce']).trim()).toBe('2');
+      expect(await ipvsConfig(undefined, c)).toEqual({ ...before, udp: 33 });
+      expect(await ipvsDump(c)).toEqual([]);
+      expect(fresh.exec('ip', ['-o', 'link'])).not.toContain('kube-ipvs0');
+    } finally {
+      fresh.destroy();
+    }
+  });
 });

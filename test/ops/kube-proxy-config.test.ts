@@ -184,6 +184,19 @@ describe('kube-proxy\'s command line', () => {
     expect(resolve(['--init-only']).action).toBe('init-only');
   });
 
+  test('mode ipvs: kube-proxy\'s IPVS settings, from flags or the file, become the ipvs backend\'s flags', () => {
+    const r = resolve(['--proxy-mode=ipvs', '--ipvs-strict-arp', '--ipvs-tcp-timeout=5m', '--ipvs-udp-timeout=1m30s', '--ipvs-exclude-cidrs=10.1.0.0/16,fd00:1::/64', '--ipvs-exclude-cidrs=10.2.0.0/16']);
+    expect(r.warnings.join('\n')).not.toMatch(/ipvs-/);
+    expect(parseCli(r.argv).backendFlags).toMatchObject({
+      'ipvs-strict-arp': true, 'ipvs-tcp-timeout': '300000ms', 'ipvs-tcpfin-timeout': '0s', 'ipvs-udp-timeout': '90000ms', 'ipvs-exclude-cidrs': ['10.1.0.0/16,fd00:1::/64,10.2.0.0/16'],
+    });
+    // kpng's own command with --to ipvs reads them the same way; zero timeouts and false stay unsaid.
+    const k = resolve(['file', '--input', 'x.yaml', '--to', 'ipvs', '--ipvs-tcpfin-timeout', '30s', '--ipvs-tcp-timeout=0s', '--ipvs-strict-arp=false']);
+    expect(k.argv).toEqual(['file', '--input', 'x.yaml', '--to', 'ipvs', '--ipvs-tcpfin-timeout', '30000ms']);
+    files['/ipvs.yaml'] = kubeadm.replace('mode: ""', 'mode: ipvs').replace('strictARP: false', 'strictARP: true').replace('excludeCIDRs: null', 'excludeCIDRs: [10.3.0.0/16]');
+    expect(parseCli(resolve(['--config=/ipvs.yaml']).argv).backendFlags).toMatchObject({ 'ipvs-strict-arp': true, 'ipvs-exclude-cidrs': ['10.3.0.0/16'] });
+  });
+
   test('settings with no effect are named in one warning; kpng\'s commands apply only the conntrack flags given', () => {
     const r = resolve(['--feature-gates=Foo=true', '--profiling', '--iptables-masquerade-bit=14', '--iptables-masquerade-bit=3', '--config-sync-period=1m', '--ipvs-strict-arp', '--log-flush-frequency=1s', '--show-hidden-metrics-for-version=1.36']);
     expect(r.warnings).toHaveLength(2);
