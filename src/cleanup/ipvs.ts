@@ -2,7 +2,8 @@
 // neither marks what it made). Every virtual service goes except those whose address is in one of the
 // excluded CIDRs (--ipvs-exclude-cidrs: services another program keeps in IPVS), which is what
 // upstream's proxier spares on every sync. A kernel without IPVS has nothing to clean: a note, no error.
-import { cidrContains } from '../model/ip';
+// The exclusion is the IPVS backend's (a firewall-mark service has no address: no CIDR excludes it).
+import { isExcluded } from '../backend/ipvs/settings';
 import { ipvsApply, ipvsDump, ipvsInfo, describeIpvsOp, type IpvsOp, type IpvsServiceInfo, type IpvsServiceKey } from '../native/ipvs';
 import type { NativeCallOptions } from '../native';
 import { errorLine, type CleanupReport } from './report';
@@ -12,12 +13,6 @@ export const IPVS_NOT_AVAILABLE = 'IPVS not available';
 const keyOf = (s: IpvsServiceInfo): IpvsServiceKey =>
   (s.fwmark !== undefined ? { address: s.address, protocol: s.protocol, port: s.port, fwmark: s.fwmark }
     : { address: s.address, protocol: s.protocol, port: s.port });
-
-/** A firewall-mark service has no address of its own: no CIDR excludes it. */
-function excluded(s: IpvsServiceInfo, cidrs: readonly string[]): boolean {
-  if (s.fwmark !== undefined) return false;
-  return cidrs.some((c) => cidrContains(c, s.address));
-}
 
 /** Deletes every IPVS virtual service (with its real servers) outside the excluded CIDRs. */
 export async function removeIpvsServices(excludeCIDRs: readonly string[], call: NativeCallOptions): Promise<Partial<CleanupReport>> {
@@ -34,8 +29,8 @@ export async function removeIpvsServices(excludeCIDRs: readonly string[], call: 
   } catch (e) {
     return { errors: [errorLine('ipvs', 'IPVS dump', e)] };
   }
-  const kept = services.filter((s) => excluded(s, excludeCIDRs));
-  const ops: IpvsOp[] = services.filter((s) => !excluded(s, excludeCIDRs)).map((s) => ({ op: 'delService', service: keyOf(s) }));
+  const kept = services.filter((s) => isExcluded(s, excludeCIDRs));
+  const ops: IpvsOp[] = services.filter((s) => !isExcluded(s, excludeCIDRs)).map((s) => ({ op: 'delService', service: keyOf(s) }));
   const ipvsKept = kept.map((s) => describeIpvsOp({ op: 'delService', service: keyOf(s) }).replace(/^delService /, ''));
   if (ops.length === 0) return { ipvsKept };
   let r;

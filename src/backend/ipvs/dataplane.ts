@@ -205,7 +205,7 @@ export class IpvsDataplane implements Dataplane {
     for (const [id, m] of this.marks) if (!m.used) this.marks.delete(id);
     // What the kernel has: every virtual server (kpng owns IPVS in its network namespace), except those
     // inside --ipvs-exclude-cidrs that no service asks for: someone else's, neither deleted nor drained.
-    const dump = (await ipvsDump(this.call)).filter((s) => this.desired.has(ipvsServiceId(s)) || !isExcluded(s.address, this.settings.excludeCIDRs));
+    const dump = (await ipvsDump(this.call)).filter((s) => this.desired.has(ipvsServiceId(s)) || !isExcluded(s, this.settings.excludeCIDRs));
     this.kernel = new Map(dump.map((s) => [ipvsServiceId(s), kernelVirtual(s)]));
     this.draining = new Set();
     for (const s of dump) {
@@ -253,7 +253,7 @@ export class IpvsDataplane implements Dataplane {
       if (!have) return;
       // Inside --ipvs-exclude-cidrs: never deleted, even when kpng made it (kube-proxy leaves those too);
       // from now on it is not kpng's.
-      if (isExcluded(have.vs.address, this.settings.excludeCIDRs)) this.opts.log(`ipvs: virtual server ${id} no longer used, left in place (inside --ipvs-exclude-cidrs)`);
+      if (isExcluded(have.vs, this.settings.excludeCIDRs)) this.opts.log(`ipvs: virtual server ${id} no longer used, left in place (inside --ipvs-exclude-cidrs)`);
       else late.push({ op: 'delService', service: have.vs });
       this.kernel.delete(id);
       for (const d of have.dests.keys()) this.draining.delete(`${id} ${d}`);

@@ -47,21 +47,23 @@ describe('exclude CIDRs', () => {
     expect(() => excludeCIDRs(['fd00::/129'])).toThrow(/"fd00::\/129" is not a CIDR/);
   });
 
-  test('the decision: inside any of the CIDRs, same family only', () => {
+  test('the decision: inside any of the CIDRs, same family only; firewall-mark servers never', () => {
     const cidrs = excludeCIDRs(['10.1.0.0/16', '10.2.3.4/24', 'fd00:1::/64']);
-    expect(isExcluded('10.1.0.5', cidrs)).toBe(true);
-    expect(isExcluded('10.1.255.255', cidrs)).toBe(true);
-    expect(isExcluded('10.2.3.200', cidrs)).toBe(true); // 10.2.3.4/24 is 10.2.3.0/24
-    expect(isExcluded('10.2.4.1', cidrs)).toBe(false);
-    expect(isExcluded('10.0.255.255', cidrs)).toBe(false);
-    expect(isExcluded('10.96.0.10', cidrs)).toBe(false);
-    expect(isExcluded('fd00:1::abcd', cidrs)).toBe(true);
-    expect(isExcluded('fd00:2::1', cidrs)).toBe(false);
-    expect(isExcluded('::ffff:10.1.0.5', cidrs)).toBe(false);
-    // Firewall-mark virtual servers carry the family's zero address: excluded only by a CIDR holding it.
-    expect(isExcluded('0.0.0.0', cidrs)).toBe(false);
-    expect(isExcluded('0.0.0.0', excludeCIDRs(['0.0.0.0/0']))).toBe(true);
-    expect(isExcluded('10.1.0.5', [])).toBe(false);
+    const at = (address: string) => ({ address });
+    expect(isExcluded(at('10.1.0.5'), cidrs)).toBe(true);
+    expect(isExcluded(at('10.1.255.255'), cidrs)).toBe(true);
+    expect(isExcluded(at('10.2.3.200'), cidrs)).toBe(true); // 10.2.3.4/24 is 10.2.3.0/24
+    expect(isExcluded(at('10.2.4.1'), cidrs)).toBe(false);
+    expect(isExcluded(at('10.0.255.255'), cidrs)).toBe(false);
+    expect(isExcluded(at('10.96.0.10'), cidrs)).toBe(false);
+    expect(isExcluded(at('fd00:1::abcd'), cidrs)).toBe(true);
+    expect(isExcluded(at('fd00:2::1'), cidrs)).toBe(false);
+    expect(isExcluded(at('::ffff:10.1.0.5'), cidrs)).toBe(false);
+    expect(isExcluded(at('10.1.0.5'), [])).toBe(false);
+    // A firewall-mark virtual server has no address of its own (the kernel says 0.0.0.0 or ::).
+    expect(isExcluded({ address: '0.0.0.0', fwmark: 0x6b700001 }, excludeCIDRs(['0.0.0.0/0']))).toBe(false);
+    expect(isExcluded({ address: '::', fwmark: 7 }, excludeCIDRs(['::/0']))).toBe(false);
+    expect(isExcluded(at('0.0.0.0'), excludeCIDRs(['0.0.0.0/0']))).toBe(true);
   });
 });
 

@@ -73,11 +73,13 @@ export function ipvsSettings(flags: Record<string, FlagValue>): IpvsSettings {
 }
 
 /**
- * Is this virtual server address inside an excluded CIDR? Firewall-mark virtual servers have the
- * all-zeros address of their family (0.0.0.0, ::), as kube-proxy sees them too.
+ * Is this virtual server inside an excluded CIDR? A firewall-mark virtual server has no address of its own
+ * (the kernel reports the family's zero address): no CIDR covers it. kpng's own mark-keyed servers are
+ * the ones there are, and `kpng --cleanup` decides the same way (src/cleanup/ipvs.ts).
  */
-export function isExcluded(address: string, cidrs: readonly string[]): boolean {
-  return cidrs.some((c) => cidrContains(c, address));
+export function isExcluded(vs: { address: string; fwmark?: number }, cidrs: readonly string[]): boolean {
+  if (vs.fwmark !== undefined) return false;
+  return cidrs.some((c) => cidrContains(c, vs.address));
 }
 
 /** Any timeout to set? (kube-proxy sets them only when one is non-zero.) */
