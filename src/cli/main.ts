@@ -132,7 +132,10 @@ export async function main(argv: string[]): Promise<number> {
   try {
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
-      nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}) });
+      nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}),
+      // As kube-proxy: the Node object is gone from the API server, so end (exit code 1) and let the pod
+      // start again, rather than serve a node that no longer exists. A file or the local API is not a cluster.
+      ...(opts.command === 'kube' ? { onNodeDeleted: () => { log.info(`Node ${opts.node} was deleted: exiting, as kube-proxy does`); process.exitCode = 1; ac.abort(); } } : {}) });
     stops.push(() => ops.stop());
     await ops.start();
     let state: ItemStore;

@@ -45,6 +45,9 @@ export interface OpsContext {
    *  it does, the node is not eligible until its Node is seen, as upstream's NodeEligible() answers
    *  false while its node manager holds no Node (kube-proxy started before its Node existed). */
   nodeObjects?: boolean;
+  /** Called once when this node's Node object is deleted (kube-proxy then exits, so that its pod
+   *  starts again with the node's new identity if the node comes back). */
+  onNodeDeleted?: () => void;
   log: Logger;
   version: string;
   /** The effective KubeProxyConfiguration (v1alpha1, with apiVersion and kind) for /configz; without
@@ -65,6 +68,8 @@ export function configzFallback(o: OpsOptions, ctx: Pick<OpsContext, 'node' | 'b
   };
 }
 
+const nodeName = (raw: unknown): unknown => (typeof raw === 'object' && raw !== null ? (raw as { metadata?: { name?: unknown } }).metadata?.name : undefined);
+
 export class Ops {
   readonly metrics: ProxyMetrics;
   readonly health: ProxyHealth;
@@ -79,6 +84,7 @@ export class Ops {
   private hc: ServiceHealthServer | undefined;
   private unlisten: (() => void) | undefined;
   private appliedRevision = -1;
+  private nodeDeleted = false;
   private exported = { endpoints: 0, services: 0 };
 
   constructor(private readonly o: OpsOptions, private readonly ctx: OpsContext) {
@@ -132,7 +138,10 @@ export class Ops {
   readonly observeObject = (kind: Kind, raw: unknown, deleted: boolean): void => {
     try {
       this.counters.onObject(kind);
-      if (kind === 'Node') this.onNode(raw, deleted);
+      if (kind === 'Node') {
+        this.onNode(raw, deleted);
+        if (deleted && nodeName(raw) === this.ctx.node && !this.nodeDeleted) { this.nodeDeleted = true; this.ctx.onNodeDeleted?.(); }
+      }
       else if (kind === 'EndpointSlice') this.latency.onSlice(raw, deleted);
     } catch (e) {
       this.ctx.log.debug(`ops: ignoring ${kind}: ${(e as Error).message}`);

@@ -8,6 +8,7 @@
 //   tainted ToBeDeletedByClusterAutoscaler, then untainted
 //   API server stopped after a good start (nothing queued: still healthy)
 //   the Node being deleted (deletionTimestamp, held by a finalizer): /healthz 503, /livez 200
+//   the Node deleted: both exit with code 1
 //   before the first sync (Services and EndpointSlices forbidden by RBAC, the Node readable)
 //
 // A stalled sync cannot be made the same for both without replacing a part of upstream (its syncs
@@ -168,6 +169,10 @@ describe('/healthz and /livez: kpng answers as upstream kube-proxy does', () => 
     await must('DELETE', `${NODES}/n1`);
     await compare('the Node being deleted (deletionTimestamp)', pair, (hz, lz) => hz.code === 503 && lz.code === 200);
     await must('PATCH', `${NODES}/n1`, { metadata: { finalizers: null } });
+    // The Node is gone: upstream exits with code 1 (its pod starts again); so does kpng.
+    const codes = await Promise.all(pair.map((p) => until(`${p.name} to exit`, () => p.proc.exitCode ?? undefined, 60_000)));
+    table.push(`the Node deleted: upstream exits ${codes[0]}, kpng exits ${codes[1]}`);
+    expect(codes).toEqual([1, 1]);
   }, 400_000);
 
   test('before the first sync: Services and EndpointSlices forbidden, the Node readable', async () => {

@@ -45,7 +45,7 @@ describe('deploy/ and node health against a real API server', () => {
     expect(c.securityContext.capabilities.add).toContain(file === 'daemonset-ebpf.yaml' ? 'BPF' : 'NET_ADMIN');
   });
 
-  test('/healthz is 503 while the Node is tainted for deletion or being deleted; /livez stays 200', async () => {
+  test('/healthz is 503 while the Node is tainted for deletion or being deleted; /livez stays 200; kpng exits once it is gone', async () => {
     await cp.request('POST', NODES, node('n1', 'zone-a'));
     await cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()));
     const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0'] });
@@ -81,8 +81,9 @@ describe('deploy/ and node health against a real API server', () => {
       expect((await until('the deletion', 503)).body.nodeEligible).toBe(false);
       expect((await get('/livez')).status).toBe(200);
       await cp.request('PATCH', `${NODES}/n1`, { metadata: { finalizers: null } });
-      await new Promise((res) => setTimeout(res, 300));
-      expect((await get('/healthz')).body.nodeEligible).toBe(false); // gone: still not eligible
+      // Gone: kpng exits with code 1, as kube-proxy does (test/e2e/health-vs-upstream.test.ts compares them).
+      expect(await kpng.exited).toBe(1);
+      expect(kpng.stderr.some((l) => /Node n1 was deleted: exiting/.test(l))).toBe(true);
     } finally {
       await kpng.stop();
     }
