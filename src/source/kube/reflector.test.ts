@@ -209,10 +209,9 @@ describe('Reflector', () => {
     expect(r.stats.lists).toBe(1);
     expect(server.requests.slice(0, 3).map((u) => u.searchParams.get('watch'))).toEqual([null, null, null]);
     await until('the watch', () => server.requests.length >= 4);
-    const t = Date.now();
+    // Aborting ends the run (a run that did not end would hold the test until jest's timeout).
     ac.abort();
-    await run;
-    expect(Date.now() - t).toBeLessThan(500);
+    await expect(run).resolves.toBeUndefined();
   });
 });
 
