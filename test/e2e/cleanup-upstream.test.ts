@@ -7,7 +7,7 @@
 // kube-proxy reaches the API server at the same https://127.0.0.1:PORT as in the kubeconfig: a forwarder
 // in the namespace pipes each connection to a unix socket served by this process (unix sockets are not
 // per namespace), which pipes it on to kube-apiserver. No link or route is added to the host.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -17,8 +17,8 @@ import { nativeAvailable } from '../../src/native';
 import { createLogger } from '../../src/util/log';
 import { canUseNetns, Netns } from '../helpers/netns';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
+import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
 
-const ROOT = path.resolve(__dirname, '../..');
 const d = canUseNetns() && nativeAvailable() ? describe : describe.skip;
 
 const FORWARDER = `
@@ -128,8 +128,7 @@ d('kpng --cleanup: what upstream kube-proxy leaves', () => {
   const log = createLogger('error', () => {});
 
   beforeAll(async () => {
-    execFileSync(path.join(ROOT, 'hack/kube-proxy/build.sh'), [], { stdio: ['ignore', 'ignore', 'inherit'] });
-    const bin = execFileSync(path.join(ROOT, 'hack/kube-proxy/build.sh'), ['--print-path'], { encoding: 'utf8' }).trim();
+    const bin = buildKubeProxy();
     cp = await startControlPlane({ log: () => {} });
     const ok = (r: { status: number; text: string }) => { if (r.status >= 300) throw new Error(`API: ${r.status} ${r.text}`); };
     ok(await cp.request('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' } }));

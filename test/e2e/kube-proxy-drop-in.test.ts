@@ -3,28 +3,24 @@
 // for the same flags; every flag with a realistic value, and kubeadm's DaemonSet command line with its
 // ConfigMap unchanged, start kpng against a real kube-apiserver and program nftables in a network
 // namespace.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import type { Lab as LabType } from '../../bench/vs-upstream/lab';
+import { Lab } from '../../bench/vs-upstream/lab';
+import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
 import { KUBE_PROXY_FLAGS } from '../../src/cli/kube-proxy-flag-table';
 import { KPNG, ROOT } from '../helpers/cli';
 import { waitFor } from '../helpers/wait';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 
-// The lab runs the built forwarder (dist/), as the benchmark does.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { Lab } = require(path.join(ROOT, 'dist/bench/vs-upstream/lab.js')) as { Lab: typeof LabType };
 
 let upstream: string;
 let dir: string;
 beforeAll(() => {
-  const script = path.join(ROOT, 'hack/kube-proxy/build.sh');
-  execFileSync(script, [], { stdio: ['ignore', 'inherit', 'inherit'] });
-  upstream = execFileSync(script, ['--print-path'], { encoding: 'utf8' }).trim();
+  upstream = buildKubeProxy();
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-dropin-'));
 }, 600_000);
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -67,7 +63,7 @@ test('--write-config-to: kpng writes what upstream writes, for the defaults and 
 
 describe('against a real API server, in a network namespace', () => {
   let cp: ControlPlane;
-  let lab: LabType | undefined;
+  let lab: Lab | undefined;
   let clusterIP: string;
   const port = () => Number(new URL(cp.server).port);
 

@@ -3,18 +3,17 @@
 // is a network namespace reaching a real kube-apiserver (the benchmark's lab, bench/vs-upstream/lab.ts);
 // the endpoint is a "pod" namespace behind a veth; upstream kube-proxy v1.37 is built from Go modules
 // (hack/kube-proxy/build.sh). docs/migration.md follows this test step by step.
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Lab as LabType } from '../../bench/vs-upstream/lab';
+import { Lab } from '../../bench/vs-upstream/lab';
+import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
-import { KPNG, ROOT } from '../helpers/cli';
+import { KPNG } from '../helpers/cli';
 import { waitFor } from '../helpers/wait';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { Lab } = require(path.join(ROOT, 'dist/bench/vs-upstream/lab.js')) as { Lab: typeof LabType };
 
 const POD_NS = 'kmig-pod';
 const POD_IP = '10.244.1.5';
@@ -48,9 +47,7 @@ setInterval(() => console.log('ok ' + ok + ' long ' + echoed.split(';').length),
 let upstream: string;
 let dir: string;
 beforeAll(() => {
-  const script = path.join(ROOT, 'hack/kube-proxy/build.sh');
-  execFileSync(script, [], { stdio: ['ignore', 'inherit', 'inherit'] });
-  upstream = execFileSync(script, ['--print-path'], { encoding: 'utf8' }).trim();
+  upstream = buildKubeProxy();
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-migration-'));
   fs.writeFileSync(path.join(dir, 'client.js'), CLIENT);
 }, 600_000);
@@ -72,7 +69,7 @@ function collect(p: ChildProcess, lines: string[]): void {
 
 test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no leftovers', async () => {
   let cp: ControlPlane | undefined;
-  let lab: LabType | undefined;
+  let lab: Lab | undefined;
   const children: ChildProcess[] = [];
   const track = <T extends ChildProcess>(p: T): T => { children.push(p); return p; };
   const stop = async (p: ChildProcess | undefined) => {
