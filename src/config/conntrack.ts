@@ -18,9 +18,6 @@ export interface ConntrackSettings {
   udpStreamTimeout?: number;
 }
 
-/** kube-proxy's defaults for the fields a KubeProxyConfiguration leaves unset. */
-export const KUBE_PROXY_CONNTRACK_DEFAULTS: ConntrackSettings = { maxPerCore: 32768, min: 131072, tcpEstablishedTimeout: 86400, tcpCloseWaitTimeout: 3600 };
-
 const MAX_LIMIT = 1048576;
 
 export function conntrackMax(s: ConntrackSettings, cpus: number): number {

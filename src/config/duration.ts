@@ -12,13 +12,6 @@ export function parseGoDuration(text: string): number | null {
   return ms;
 }
 
-/** "30s", "1h", "250ms": a compact Go duration for messages and flags. */
-export function formatDuration(ms: number): string {
-  if (ms % 3600000 === 0 && ms > 0) return `${ms / 3600000}h`;
-  if (ms % 60000 === 0 && ms > 0) return `${ms / 60000}m`;
-  if (ms % 1000 === 0) return `${ms / 1000}s`;
-  return `${ms}ms`;
-}
 
 /** Go's time.Duration.String() ("24h0m0s", "15m0s", "30s", "1.5s", "250ms", "0s"), as kube-proxy writes durations. */
 export function goDurationString(ms: number): string {
