@@ -47,3 +47,15 @@ test('a failing first part still lets the second sync, then the sync fails with 
   await expect(d.update([], undefined, 2)).rejects.toBe(boom);
   expect(calls).toEqual(['bpf full', 'nft full', 'bpf update', 'nft update']);
 });
+
+test('a stop before a part starts keeps that part\'s state and abandons the sync; a stop after the last part does not', async () => {
+  const calls: string[] = [];
+  const ac = new AbortController();
+  const stopping: Dataplane = { ...part('bpf', calls), async fullSync(_s, _n, _r, _w, signal): Promise<SyncReport> { calls.push(`bpf full ${signal ? 'with' : 'without'} signal`); ac.abort(new Error('stopping')); return { messages: 1, bytes: 1, ms: 1 }; } };
+  await expect(new CombinedDataplane('ebpf', [stopping, part('nft', calls)]).fullSync([], undefined, 1, undefined, ac.signal)).rejects.toThrow('stopping');
+  expect(calls).toEqual(['bpf full with signal']);
+  calls.length = 0;
+  const late = new AbortController();
+  const last: Dataplane = { ...part('nft', calls), async fullSync(): Promise<SyncReport> { calls.push('nft full'); late.abort(); return { messages: 1, bytes: 1, ms: 1 }; } };
+  expect(await new CombinedDataplane('ebpf', [part('bpf', calls), last]).fullSync([], undefined, 1, undefined, late.signal)).toEqual({ messages: 2, bytes: 11, ms: 2 });
+});

@@ -19,9 +19,11 @@ export class CombinedDataplane implements Dataplane {
    * order) fails the whole. The reports add up (their times overlap: the KernelSink logs the wall
    * time of the whole).
    */
-  private async each(run: (d: Dataplane, waiting: () => void) => Promise<SyncReport>): Promise<SyncReport> {
+  private async each(run: (d: Dataplane, waiting: () => void) => Promise<SyncReport>, signal?: AbortSignal): Promise<SyncReport> {
     const settled: Promise<PromiseSettledResult<SyncReport>>[] = [];
     for (const d of this.parts) {
+      // Stopping: the parts not started yet keep their previous state (the ones started stop at their next turn).
+      if (signal?.aborted) break;
       let waiting!: () => void;
       const waits = new Promise<void>((resolve) => (waiting = resolve));
       const done = run(d, waiting).then(
@@ -30,8 +32,11 @@ export class CombinedDataplane implements Dataplane {
       settled.push(done);
       await Promise.race([waits, done]);
     }
+    const results = await Promise.all(settled);
+    // Some parts never ran: the sync is abandoned, not done.
+    if (results.length < this.parts.length) signal!.throwIfAborted();
     const total: SyncReport = { messages: 0, bytes: 0, ms: 0 };
-    for (const r of await Promise.all(settled)) {
+    for (const r of results) {
       if (r.status === 'rejected') throw r.reason;
       total.messages += r.value.messages;
       total.bytes += r.value.bytes;
@@ -40,8 +45,8 @@ export class CombinedDataplane implements Dataplane {
     return total;
   }
 
-  fullSync(services: Service[], node: NodeInfo | undefined, revision: number): Promise<SyncReport> {
-    return this.each((d, waiting) => d.fullSync(services, node, revision, waiting));
+  fullSync(services: Service[], node: NodeInfo | undefined, revision: number, _waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
+    return this.each((d, waiting) => d.fullSync(services, node, revision, waiting, signal), signal);
   }
 
   update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number): Promise<SyncReport> {

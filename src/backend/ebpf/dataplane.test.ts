@@ -268,3 +268,21 @@ test('a big full sync gives the event loop turns while it reads the kernel, plan
   expect(fake.resolve()).toEqual(fresh.resolve());
   expect(fake.resolve()).not.toEqual(first);
 });
+
+test('a stop during a big full sync abandons it at the next turn: no map is written, the previous state stays', async () => {
+  const fake = new FakeLoader();
+  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144);
+  await dp.fullSync([svc('a', [ep('10.244.1.10')])], undefined, 1);
+  const before = fake.resolve();
+  const many = Array.from({ length: 4000 }, (_, i) => svc(`s${i}`, [ep(`10.200.${i >> 8}.${i & 255}`, false)], { ip: `10.96.${i >> 8}.${i & 255}` }));
+  const ac = new AbortController();
+  const applies = fake.groups.length;
+  // Aborted from the event loop, as the SIGTERM handler does, while the sync plans.
+  setImmediate(() => ac.abort(new Error('stopping')));
+  await expect(dp.fullSync(many, undefined, 2, undefined, ac.signal)).rejects.toThrow('stopping');
+  expect(fake.groups.length).toBe(applies);
+  expect(fake.resolve()).toEqual(before);
+  // The next full sync (the KernelSink's after an abandoned one) converges as usual.
+  await dp.fullSync(many, undefined, 3);
+  expect(Object.keys(fake.resolve())).toHaveLength(4000);
+});

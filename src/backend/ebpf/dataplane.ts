@@ -164,15 +164,16 @@ export class EbpfDataplane implements Dataplane {
     };
   }
 
-  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
+  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     const lb = await this.loader();
+    signal?.throwIfAborted();
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
     this.node = node;
     const t0 = performance.now();
     // At 50k services the maps hold over a million entries: every loop below gives the event loop a
     // turn every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync
-    // at a time).
-    const y = new Yielder();
+    // at a time). A stop ends the sync at the next turn, before the maps are written.
+    const y = new Yielder(undefined, signal);
     let syscalls = 0;
     // What the kernel has (the previous process's state after a restart).
     const svcDump = await lb.dump(SVC_MAP);

@@ -1,0 +1,87 @@
+// SIGTERM during the eBPF backend's first full sync of a large state: kpng abandons the sync at its
+// next event-loop turn (the socket LB's maps and the nft part are left as they were) and exits with
+// code 0, instead of finishing seconds of planning and map writes first. Real kernel: programs
+// attached to a test cgroup, pins in a test bpffs directory, kpng in its own network namespace.
+import { spawn } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { cgroup2Mount } from '../../src/backend/ebpf';
+import { ebpfCleanup } from '../../src/native/ebpf';
+import { sh } from '../helpers/netns';
+
+const ROOT = path.resolve(__dirname, '../..');
+const NODE = path.join(ROOT, 'node_modules/.bin/node');
+const CLI = path.join(ROOT, 'dist/src/cli/main.js');
+const SERVICES = 20_000;
+
+/** A kubectl-style List: SERVICES ClusterIP Services with two endpoints each. */
+function largeState(): unknown {
+  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.60.1' }] } }];
+  for (let i = 0; i < SERVICES; i++) {
+    const name = `big-${i}`;
+    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name },
+      spec: { type: 'ClusterIP', clusterIP: `10.96.${i >> 8}.${i & 255}`, clusterIPs: [`10.96.${i >> 8}.${i & 255}`], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
+    items.push({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+      metadata: { namespace: 'default', name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
+      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+      endpoints: [0, 1].map((k) => ({ addresses: [`10.${245 + k}.${i >> 8}.${i & 255}`], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) });
+  }
+  return { apiVersion: 'v1', kind: 'List', items };
+}
+
+describe('SIGTERM during the eBPF backend\'s first full sync', () => {
+  const id = crypto.randomBytes(3).toString('hex');
+  const netns = `kbs-${id}`;
+  const pinDir = `/sys/fs/bpf/kpng-test-kbs-${id}`;
+  let cgroup = '';
+  let dir = '';
+
+  beforeAll(() => {
+    // A gate that throws: a machine without these would otherwise pass by testing nothing.
+    if (process.getuid?.() !== 0) throw new Error('needs root (BPF programs, cgroups, network namespaces)');
+    const cg = cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'));
+    if (!cg) throw new Error('needs a cgroup v2 mount (the socket LB attaches to a cgroup)');
+    if (!fs.existsSync(CLI)) throw new Error(`needs the build (${CLI}): make build`);
+    cgroup = path.join(cg, `kpng-test-kbs-${id}`);
+    fs.mkdirSync(cgroup);
+    sh('ip', ['netns', 'add', netns]);
+    sh('ip', ['-n', netns, 'link', 'set', 'lo', 'up']);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-test-kbs-'));
+    fs.writeFileSync(path.join(dir, 'state.json'), JSON.stringify(largeState()));
+  });
+
+  afterAll(async () => {
+    try { await ebpfCleanup(pinDir); } catch { /* nothing pinned */ }
+    if (cgroup && fs.existsSync(cgroup)) fs.rmdirSync(cgroup);
+    try { sh('ip', ['netns', 'del', netns]); } catch { /* absent */ }
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('abandons the sync at its next turn and exits with code 0, the pins left in place', async () => {
+    const child = spawn('nsenter', [`--net=/var/run/netns/${netns}`, NODE, CLI, 'file', '--input', path.join(dir, 'state.json'), '--node', 'n1', '--to', 'ebpf',
+      '--cgroup', cgroup, '--bpffs', pinDir, '--ebpf-nft-table', 'kpng-kbs', '--cluster-cidr', '10.244.0.0/16', '-v', '4'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const lines: string[] = [];
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+    let signalled = 0;
+    const onData = (b: Buffer) => {
+      for (const l of String(b).split('\n').filter(Boolean)) {
+        lines.push(l);
+        // The programs are attached when the first full sync asks for them: it plans 20k services next.
+        if (!signalled && /ebpf: \d+ programs attached/.test(l)) { signalled = performance.now(); child.kill('SIGTERM'); }
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    const r = await exited;
+    const log = lines.join('\n');
+    expect(signalled).toBeGreaterThan(0);
+    console.log(`SIGTERM to exit during the eBPF first full sync of ${SERVICES} services: ${(performance.now() - signalled).toFixed(0)} ms`);
+    expect(r).toEqual({ code: 0, signal: null });
+    expect(log).toMatch(/full \(\d+ services, reset\) sync abandoned \(stopping\); the previous rules stay/);
+    expect(log).not.toMatch(/ebpf: revision \d+: full .* sync, \d+ messages/);
+    // kpng never removes its programs on a stop: the next kpng takes the pinned links over.
+    expect(fs.readdirSync(pinDir).some((f) => f.startsWith('link_'))).toBe(true);
+  }, 300_000);
+});
