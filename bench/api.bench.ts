@@ -45,7 +45,7 @@ const SERVICES = Number(args.services ?? positionals[0] ?? 10000);
 const NODES = Number(args.nodes ?? 100);
 const CLIENTS = Number(args.clients ?? positionals[1] ?? NODES);
 const WORKERS = Number(args.workers ?? positionals[2] ?? 4);
-/** Clients ask for compressed full states (--deflate off: plain, as before round 3). */
+/** Clients ask for compressed full states (--deflate off: plain messages, for comparison). */
 const DEFLATE = args.deflate !== 'off';
 const LIGHT = (args.decode ?? (CLIENTS > 100 ? 'light' : 'full')) === 'light';
 /** The burst changes services BURST_FIRST.. BURST_FIRST+99; clients watch the first one. */

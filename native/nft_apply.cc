@@ -436,8 +436,8 @@ namespace {
 
 // Idle nf_tables sockets kept for the next batch. Closing a NETLINK_NETFILTER socket right after a
 // commit is slow: the kernel's release notifier (nft_rcv_nl_event) flushes the commit's deferred
-// destroy work, which waits for an RCU grace period (measured: ~14 ms per close on this machine,
-// most of a one-endpoint change). A socket is taken by one batch at a time and given back only when
+// destroy work, which waits for an RCU grace period (most of a one-endpoint change's time when the
+// socket was closed each time). A socket is taken by one batch at a time and given back only when
 // its replies were read to the end. Keyed by the namespace's path and inode (a deleted and re-created
 // namespace with the same name is another namespace); bounded, because an idle socket keeps its
 // namespace alive.

@@ -120,7 +120,7 @@ def wait_vips(pin):
             last = t1
             print(f'have {len(want & have)}', flush=True)
         # A pause as long as the scan (at least 5 ms): back to back, the scans took a whole core from
-        # the proxy being measured (at 50k services a scan is ~0.8 s). The answer is then late by at
+        # the proxy being measured (a scan grows with the map). The answer is then late by at
         # most two scans and a pause.
         time.sleep(max(0.005, t1 - t0))
 

@@ -1,7 +1,7 @@
 // A large synthetic cluster written straight into etcd, for sizes the API server cannot create in
 // reasonable time: kube-apiserver v1.37's ClusterIP allocator lists and parses every IPAddress object
-// after each allocation (for its metrics), so creating n Services through the API costs O(n^2) (20k
-// took 979 s here; 50k would take hours). The objects are the ones createSynthetic() makes, in the
+// after each allocation (for its metrics), so creating n Services through the API costs O(n^2)
+// (hours at the largest sizes). The objects are the ones createSynthetic() makes, in the
 // form the API server stores them (defaults applied, cluster IPs chosen here from the service CIDR),
 // as JSON: the API server decodes JSON from storage whatever its storage media type, and its watch
 // cache picks them up from etcd's watch. Its IP repair loop then creates the IPAddress objects.

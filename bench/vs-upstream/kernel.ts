@@ -158,8 +158,8 @@ export class Monitor {
  * at the end of the scan that found them all and that scan's duration. Until the map's first entry
  * appears the scanner only asks for it (one syscall every 2 ms), so it takes no CPU from the start it
  * measures; then scans are spaced by a pause as long as a scan (at least 5 ms), so that it takes at
- * most half a core from the proxy. The answer is late by at most two scans and a pause (a scan: ~8 ms
- * at 1k services, ~80 ms at 10k, ~0.8 s at 50k, with batched map reads). `onProgress` gets the count
+ * most half a core from the proxy. The answer is late by at most two scans and a pause (a scan, with
+ * batched map reads, grows with the map; the bench prints its time). `onProgress` gets the count
  * found every 10 s.
  */
 export function waitBpfVips(pinDir: string, ips: string[], onProgress: (have: number) => void): { done: Promise<{ at: number; scanMs: number }>; stop: () => void } {

@@ -65,7 +65,7 @@ for d in "${rw[@]}"; do
 done
 
 t0=$(date +%s.%N)
-# One vCPU: multi-threaded TCG with 2 vCPUs measured 2-3x slower on this 2-core machine.
+# One vCPU: multi-threaded TCG with 2 vCPUs was slower on this 2-core machine.
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -smp 1 -cpu max -m "$mem" \
   -nographic -no-reboot -nodefaults -serial "file:$run/console.log" -monitor none \
   -kernel "$kdir/vmlinuz" -initrd "$kdir/initrd.gz" \

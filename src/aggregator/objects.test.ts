@@ -68,7 +68,7 @@ describe('objects document', () => {
   });
 });
 
-test('the README example examples/aggregator/denylist.yaml is a valid declaration', () => {
+test('the docs/aggregator.md example examples/aggregator/denylist.yaml is a valid declaration', () => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const text = require('node:fs').readFileSync(require('node:path').join(__dirname, '../../examples/aggregator/denylist.yaml'), 'utf8') as string;
   const ops = parseObjects(parse(text));

@@ -27,7 +27,7 @@ export interface WatchClientOptions extends TlsFiles {
   maxMessageBytes?: number;
   /**
    * HTTP/2 flow-control window this client grants the server, per stream and for the connection
-   * (default 4 MiB). A full state (~1.8 MB at 10k services) then flows without waiting for a window
+   * (default 4 MiB). A full state (megabytes on a large cluster) then flows without waiting for a window
    * update every 64 KiB, which costs the server a wake-up and a write each.
    */
   flowControlWindowBytes?: number;

@@ -149,7 +149,7 @@ function buildRun(items: readonly Item[]): Run {
 /**
  * A whole message made of runs only, kept as one buffer: the same message recurs in the full
  * state of every node that has nothing of its own there, and is then handed to gRPC as it is
- * (no copy of ours; at 1,000 nodes x 10k services that is 1.7 GB not copied). Built the second
+ * (no copy of ours, which for a thousand nodes of a large cluster is gigabytes). Built the second
  * time it is met, like a run; keyed by its first run.
  */
 interface Page {

@@ -73,7 +73,7 @@ export function assemble(pieces: readonly (Buffer | { piece: Buffer })[]): { par
 /**
  * Client side: the ops' bytes; throws on a corrupt stream or one that inflates past `maxBytes`.
  * Output in 64 KiB chunks (a message's size): with zlib's default 16 KiB, a message is four
- * chunks and a copy, and inflating is 1.5-2.5x slower (measured).
+ * chunks and a copy, and inflating is markedly slower.
  */
 export function inflateOps(data: Uint8Array, maxBytes: number): Buffer {
   return inflateRawSync(data, { maxOutputLength: maxBytes, chunkSize: 64 * 1024 });

@@ -1,7 +1,7 @@
 // Imported first by main.ts, for what must happen before any other module loads: the compile
 // cache (util/compile-cache.ts) so that every later module comes from it, and V8's optimizing
 // compilers are deferred (util/jit.ts), because Node's own module loader gets hot and is optimized
-// while kpng's modules load (a compiler turned off later still had its ~8 MiB of machine code paged
+// while kpng's modules load (a compiler turned off later still had its machine code paged
 // in). Only when kpng is the process (bin/kpng.js or cli/main.js), never for a library user or a
 // test that imports main.
 import { enableCompileCache, type CompileCacheResult } from '../util/compile-cache';

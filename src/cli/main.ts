@@ -106,7 +106,7 @@ export async function main(argv: string[]): Promise<number> {
   const ac = stopSignal();
   const stops: (() => Promise<void> | void)[] = [];
   // The first state is built with nearly every allocation surviving: keep V8's young generation
-  // from growing to its maximum for it (1k services from a file: peak RSS 147 -> 113 MiB).
+  // from growing to its maximum for it (that growth would raise the peak resident set).
   if (limitYoungGeneration()) log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
   // A major GC's atomic pause on a large heap is mostly the copying of young objects (memory.ts).
   const stopPromotion = promoteWholePagesOnLargeHeaps((p, used) => log.debug(`memory: heap ${(used / 2 ** 20).toFixed(0)} MiB after a major GC: ${p === 'whole-pages' ? 'young pages promoted whole' : "V8's default page promotion"}`));

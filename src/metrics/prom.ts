@@ -1,6 +1,6 @@
 // The parts of prom-client kpng uses, loaded from its lib/ files instead of its index: the index also
 // loads the push gateway (https, tls and zlib), the cluster aggregator and Summary's t-digest, none of
-// which kpng uses, on the path of every start (~20 ms of module loading). Types come from the index.
+// which kpng uses, on the path of every start. Types come from the index.
 /* eslint-disable @typescript-eslint/no-require-imports */
 import type * as Prom from 'prom-client';
 
@@ -10,7 +10,7 @@ export const Gauge: typeof Prom.Gauge = require('prom-client/lib/gauge');
 export const Histogram: typeof Prom.Histogram = require('prom-client/lib/histogram');
 /**
  * prom-client's process and Node.js metrics, loaded on first use: they bring @opentelemetry/api (for
- * process_cpu_seconds_total's exemplars), 31-36 ms of module loading kpng keeps off its start.
+ * process_cpu_seconds_total's exemplars), module loading kpng keeps off its start.
  */
 export function collectDefaultMetrics(config: Prom.DefaultMetricsCollectorConfiguration<Prom.RegistryContentType>): void {
   (require('prom-client/lib/defaultMetrics') as typeof Prom.collectDefaultMetrics)(config);

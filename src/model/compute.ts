@@ -117,7 +117,7 @@ function rangesHoldNode(ranges: IPSet, node: ModelNode): { v4: boolean; v6: bool
 export interface NodeDependence {
   /**
    * Node names of the endpoints and of their node hints, sorted, each once: such a node gets an item
-   * of its own. (A sorted list, not a Set: a Set per service was ~0.3 KiB more at 10 names.)
+   * of its own. (A sorted list, not a Set: a Set per service costs several times the heap of a short list.)
    */
   names: readonly string[];
   /** Zones of the endpoints' zone hints, sorted, each once. */

@@ -230,7 +230,7 @@ function hintNames(v: unknown, what: string): string[] | null {
 
 /**
  * One string per node name: every endpoint names its node, and a parsed list gives each its own copy
- * (500k copies of a few hundred names at 50k services x 10 endpoints, ~12 MiB).
+ * (on a large cluster, hundreds of thousands of copies of a few hundred names).
  */
 const nodeNames = new Interner<string>(65_536);
 

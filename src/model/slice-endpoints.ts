@@ -1,7 +1,7 @@
 // A slice's endpoints stored by column: the addresses in one array, the node names in another, the
 // conditions in one short string, and hints only when some endpoint carries any. An object per
-// endpoint was, at 50k services x 10 endpoints, 500k objects (38 MB) that every major GC traced
-// while the event loop waited; by column a slice holds three.
+// endpoint makes hundreds of thousands of objects on a large cluster, which every major GC traces
+// while the event loop waits; by column a slice holds three.
 import type { SliceEndpoint } from './objects';
 import type { PortEndpoint } from './topology';
 import { internCodeRun, Interner } from '../util/intern';

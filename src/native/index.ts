@@ -117,7 +117,7 @@ export async function nftApply(ops: NftOp[] | NftBatch, opts?: NativeCallOptions
 
 /**
  * nftApply keeps its netlink socket per namespace for the next batch (closing one right after a
- * commit waits for an RCU grace period, ~14 ms here). This closes the idle ones, e.g. before a
+ * commit waits for an RCU grace period). This closes the idle ones, e.g. before a
  * namespace is deleted (an open socket keeps it alive) or at shutdown.
  */
 export function nftCloseSockets(): number {

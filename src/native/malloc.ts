@@ -1,7 +1,7 @@
 // glibc malloc arenas for a long-running agent. Every thread that allocates (the libuv pool that runs
 // the addon's kernel batches, V8's platform workers) gets its own malloc arena, up to 8 per core, and
-// an arena keeps what was freed in it. Under churn (1k services, 50 endpoint writes/s) kpng's resident
-// set grew by 11-16 MiB in 30 s that way while its JS heap stayed flat; with 2 arenas it did not grow.
+// an arena keeps what was freed in it. Under churn kpng's resident set grew that way while its JS
+// heap stayed flat; with 2 arenas it did not grow.
 // glibc reads MALLOC_ARENA_MAX only at start, so the cap is set through mallopt() as early as kpng can
 // (arenas that exist by then stay; the cap applies to the threads that allocate later).
 import { loadNative } from './index';
@@ -31,8 +31,8 @@ export const MALLOC_THRESHOLD = 128 * 1024;
 /**
  * Fixes malloc's mmap and trim thresholds at glibc's defaults. glibc raises both after a large block
  * is freed (up to 32 / 64 MiB), and then keeps what later frees leave at the top of an arena. Under
- * churn at 1k services (50 endpoint writes/s) the memory outside V8's heap rose 10-12 MiB instead of
- * 6-9, which set the process's peak. 'user': the environment sets one of them (theirs win).
+ * churn the memory outside V8's heap then rises further, and that sets the process's peak on a
+ * small cluster. 'user': the environment sets one of them (theirs win).
  */
 export function fixMallocThresholds(env: NodeJS.ProcessEnv = process.env): MallocSetting {
   if (env.MALLOC_MMAP_THRESHOLD_ !== undefined || env.MALLOC_TRIM_THRESHOLD_ !== undefined || /malloc\.(mmap|trim)_threshold/.test(env.GLIBC_TUNABLES ?? '')) return 'user';

@@ -19,9 +19,9 @@ const KINDS: readonly Kind[] = ['Service', 'EndpointSlice', 'Node'];
 /** Parses the text of a file. Throws (with a message naming the problem) when it is not YAML/JSON at all. */
 export function parseObjectsText(text: string): ObjectsByKind {
   const out: ObjectsByKind = { Service: [], EndpointSlice: [], Node: [], ignored: 0, notes: [] };
-  // JSON (`-o json`) first: the YAML parser builds a syntax tree ~100x the text's size (1k services'
-  // 2.5 MB JSON dump peaked at 412 MiB through it). Text that is not valid JSON goes to the YAML parser,
-  // whose errors name the line.
+  // JSON (`-o json`) first: the YAML parser builds a syntax tree many times the text's size, so a JSON
+  // dump of a small cluster would peak at hundreds of MiB through it. Text that is not valid JSON goes
+  // to the YAML parser, whose errors name the line.
   const head = text.trimStart()[0];
   if (head === '{' || head === '[') {
     let value: unknown;

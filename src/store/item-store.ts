@@ -26,10 +26,10 @@ export interface Entry { readonly item: Item; readonly hash: string }
 
 /**
  * A digest of an item's content, to compare two versions of it. Hashed from its JSON text, not its
- * protobuf encoding: JSON.stringify is native code (~10 us for a service with 10 endpoints, warm or
- * not), while protobufjs's encoder is JS that is as quick only once compiled. Under churn at 1k
- * services (50 writes/s) it mostly was not: protobuf and SHA-1 took ~11% of kpng's main thread
- * (CPU profile, 30 s of churn). Items of one state are built with one property order (the model,
+ * protobuf encoding: JSON.stringify is native code (quick warm or not), while protobufjs's encoder
+ * is JS that is as quick only once compiled. Under churn on a small cluster it mostly is not, and
+ * encoding for the hash showed up as a large share of kpng's main thread in CPU profiles. Items of
+ * one state are built with one property order (the model,
  * or normalizeItem), so equal content gives equal text.
  */
 export function itemHash(item: Item): string {
@@ -38,8 +38,8 @@ export function itemHash(item: Item): string {
 
 /**
  * The hash is computed when first asked for: it only serves to compare two versions of an item, and
- * most items never get a second version (a first sync of 1k services spent ~15% of kpng's start in
- * protobuf encoding and SHA-1 for hashes nothing read).
+ * most items never get a second version (hashing every item up front spent a noticeable part of a
+ * small cluster's start on hashes nothing read).
  */
 class LazyEntry implements Entry {
   private h: string | undefined;

@@ -16,7 +16,7 @@ const NO_KEYS: ReadonlySet<string> = new Set();
 /** One version of a service: its inputs (immutable snapshots) and the items of its node classes. */
 export class ServiceRecord {
   /** Item per node class other than "" (that one is `generic`), computed on first use; most
-   *  services have no other class, and a Map each was ~0.3 KiB of heap a service. */
+   *  services have no other class, and a Map each would cost heap for every service. */
   byClass: Map<string, Entry> | undefined;
   /** Every node it does not name is in one class (no zone hints, no source ranges). */
   readonly uniform: boolean;

@@ -1,7 +1,7 @@
 // Node's on-disk compile cache for kpng's own process: the bytecode of every module kpng loads
 // (its own, client-node's, protobufjs...) is kept between runs, so a restart skips compiling them.
-// `kpng file --once` with 1k services: 800-880 ms cold, 600-670 ms from the cache. Node checks each
-// entry against the module's source and its own version, so a stale entry is recompiled, not used.
+// Node checks each entry against the module's source and its own version, so a stale entry is
+// recompiled, not used.
 import * as fs from 'node:fs';
 import * as nodeModule from 'node:module';
 import * as os from 'node:os';

@@ -1,19 +1,16 @@
 // V8's optimizing compilers (Maglev and TurboFan) only once kpng has work that pays for them.
-// On a small cluster they cost more memory than they save CPU: with 1k services x 10 endpoints,
-// kpng's peak resident set was 102-108 MiB with them and 83-92 MiB without (their compile zones, the
-// code they emit, and ~8 MiB of their own machine code paged in from the node binary), for the
-// same first sync time (0.87-1.05 s either way) and +0.6-1.1 points of one core under 73 writes/s.
-// On a large cluster the JIT makes the full sync several times faster. So kpng starts with TurboFan off
-// and Maglev restricted to the hottest code (START_MAGLEV_FLAGS: functions run 3,000 times, no
-// inlining; the interpreter and the Sparkplug baseline compiler run the rest), and turns both fully on
+// On a small cluster they cost more memory than they save CPU: their compile zones, the code they
+// emit, and their own machine code paged in from the node binary raise the peak resident set by
+// tens of MiB, for the same first sync time. On a large cluster the JIT makes the full sync several
+// times faster. So kpng starts with TurboFan off and Maglev restricted to the hottest code
+// (START_MAGLEV_FLAGS: functions run 3,000 times, no inlining; the interpreter and the Sparkplug baseline compiler run the rest), and turns both fully on
 // when the cluster grows past JIT_OBJECTS, or when the process keeps a core busy. Restricted, Maglev
-// compiles little more than the first sync's per-element encoding and the lists' parsing: at 1k
-// services x 10 endpoints from a file the full sync took 133-138 ms of wall time against 204-229 ms
-// with Maglev off, at the same peak (81-86 MiB against 84-87); Maglev with V8's thresholds: 127-131 ms
-// but 92-95 MiB. Maglev's own thresholds come back after the first sync (enableMaglev): the steady
-// state's hot code then runs compiled (1k services under churn: -0.4 to -0.8 points of a core) for
-// ~1-2 MiB. V8 reads these flags at each tier-up decision, so setting them at run time takes effect
-// for the code that gets hot afterwards.
+// compiles little more than the first sync's per-element encoding and the lists' parsing, which
+// makes a small cluster's first sync much quicker than with Maglev off at the same peak (with V8's
+// thresholds it is barely quicker, at a higher peak). Maglev's own thresholds come back after the
+// first sync (enableMaglev): the steady state's hot code then runs compiled, for less CPU under
+// churn at a small cost in memory. V8 reads these flags at each tier-up decision, so setting them at
+// run time takes effect for the code that gets hot afterwards.
 import * as v8 from 'node:v8';
 import type { Logger } from './log';
 import { userNodeFlags } from './node-flags';

@@ -1,5 +1,5 @@
 // The YAML parser, loaded on first use: `kpng kube` reads no YAML unless given a config file, and
-// loading the package costs ~11 MiB of RSS (its modules and the node binary pages they touch).
+// loading the package costs resident memory (its modules and the node binary pages they touch).
 import type * as Yaml from 'yaml';
 
 let mod: typeof Yaml | undefined;

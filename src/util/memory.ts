@@ -1,9 +1,8 @@
 // Gives back the memory the initial lists needed. While kpng parses the first lists and computes the
 // first state, nearly everything it allocates survives, so V8 grows the young generation to its
-// maximum (64 MiB committed at 1k services) and keeps it; old-space pages freed after the sync stay
-// committed too. One memory-reducing ("last resort") full GC once the loop is idle after the first
-// sync shrinks both: at 1k services x 10 endpoints the resident set falls from ~185 to ~113 MiB
-// (the GC itself takes ~170 ms there, once).
+// maximum and keeps it; old-space pages freed after the sync stay committed too. One
+// memory-reducing ("last resort") full GC once the loop is idle after the first sync shrinks both,
+// at the price of one pause at a moment when nothing waits for kpng.
 // It does not lower the peak reached during the first sync (the process's high-water mark): that is
 // what limitYoungGeneration() is for.
 import * as v8 from 'node:v8';
@@ -34,11 +33,11 @@ const SEMI_SPACE_FLAG = /--(max|min)[-_]semi[-_]space[-_]size|--semi[-_]space[-_
 /**
  * Keeps V8's young generation at its initial size (--semi-space-growth-factor=1). While the first
  * lists are parsed almost everything allocated survives, and V8 answers by doubling the young
- * generation up to its maximum (128 MiB committed at 10k services), which makes the peak resident set.
+ * generation up to its maximum, which makes most of the peak resident set on a large cluster.
  * --max-semi-space-size would bound it too, but only on the command line (the heap is configured at
  * start); the growth factor is read at each growth, so setting it here at run time takes effect.
- * Measured with bench/first-sync.bench.ts (10k services x 10 endpoints, watch-list): peak RSS 290 ->
- * 157 MiB, no slower. Returns false when the user set a semi-space flag (theirs win) or V8 refused.
+ * bench/first-sync.bench.ts shows the peak it saves, at no cost in time. Returns false when the user
+ * set a semi-space flag (theirs win) or V8 refused.
  */
 export function limitYoungGeneration(): boolean {
   if (SEMI_SPACE_FLAG.test(userNodeFlags())) return false;
@@ -70,9 +69,9 @@ export function pagePromotionFor(heapUsed: number, current: PagePromotion): Page
 /**
  * On a large heap, lets V8's major GCs move the young generation's pages to the old generation whole
  * instead of copying their live objects out one by one (--page-promotion-threshold=0; V8's default
- * moves a page whole only when 70% of it is alive). With 50k services x 10 endpoints the copying was
- * most of a major GC's atomic pause: 40-55 ms of a 50-76 ms pause, the longest stall of the full sync
- * (bench/nft-change: 51-70 ms, 28-34 ms with whole pages, four runs each). A small heap keeps V8's
+ * moves a page whole only when 70% of it is alive). On a large cluster's heap the copying was most of
+ * a major GC's atomic pause, and that pause the longest stall of the full sync (bench/nft-change
+ * shows it with and without whole pages). A small heap keeps V8's
  * default: there the copying is short and leaves the old generation more compact (1k services' peak
  * RSS is what kpng is measured on). The policy is re-read after every major GC; returns a function
  * that stops it, or undefined when the user set the flag (theirs wins) or V8 refused.
@@ -104,7 +103,7 @@ export function promoteWholePagesOnLargeHeaps(onChange?: (p: PagePromotion, heap
 
 /**
  * JS heap above which the memory-reducing GC is started incrementally instead of run to the end at
- * once: the blocking last-resort collection paused the event loop 2.1 s with a 50k-service heap.
+ * once: on a large heap the blocking last-resort collection pauses the event loop for seconds.
  */
 export const SYNC_GC_MAX_HEAP_BYTES = 256 * 2 ** 20;
 

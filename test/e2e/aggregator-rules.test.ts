@@ -94,7 +94,7 @@ d('typed rules in the kernel', () => {
     }
   });
 
-  test('the README example (examples/aggregator/denylist.yaml) is taken by the kernel', async () => {
+  test('the docs/aggregator.md example (examples/aggregator/denylist.yaml) is taken by the kernel', async () => {
     const ns = new Netns('kba-example');
     const agg = new Aggregator({ transport: nativeTransport({ netns: ns.path }), minIntervalMs: 0 });
     try {

@@ -14,8 +14,8 @@ export class CombinedDataplane implements Dataplane {
    * Runs the parts in order, the socket LB's maps first (this node's own connections are balanced as
    * early as possible). A part starts when the one before it only waits for the kernel (its `waiting`
    * call) or has ended: its JavaScript then overlaps that wait, but never the JavaScript before it
-   * (run fully at once, the two parts' JavaScript interleaved and the maps were complete ~0.2 s later
-   * at a 1k start). Each part runs even when the one before it failed; the first failure (in part
+   * (run fully at once, the two parts' JavaScript interleaved and the maps were complete later, for
+   * no gain in total time). Each part runs even when the one before it failed; the first failure (in part
    * order) fails the whole. The reports add up (their times overlap: the KernelSink logs the wall
    * time of the whole).
    */

@@ -77,7 +77,7 @@ export class EbpfDataplane implements Dataplane {
 
   /**
    * `open`: attaches (or takes over) the programs and pinned maps. Started at once, on the addon's
-   * worker thread, while the source lists the cluster: it is ~50 ms of the first sync otherwise.
+   * worker thread, while the source lists the cluster, rather than adding to the first sync.
    * Programs attached before the maps are filled find no entry and leave connect() alone, as no
    * program would. A failed open is tried again at the next sync.
    */

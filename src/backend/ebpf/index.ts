@@ -51,9 +51,8 @@ export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
   const open = async () => {
     const lb = await EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries });
     // Loading the object reads the kernel's BTF (the UDP socket iterator's CO-RE relocations and
-    // kfunc): ~6 MiB that libbpf frees after the load but malloc keeps resident, under the first
-    // sync's peak. Given back now (in a worker). 1k services: peak RSS from a file 95 -> 88 MiB;
-    // `kube --once`, medians of nine, 92 -> 87 MiB.
+    // kfunc): several MiB that libbpf frees after the load but malloc keeps resident, under the first
+    // sync's peak. Given back now (in a worker), which lowers a small cluster's peak.
     void trimMalloc();
     return lb;
   };

@@ -26,13 +26,13 @@ export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
 }
 
 /**
- * A first buffer near the batch's size (it doubles when short). A fixed 1 MiB for every batch made
- * each one-endpoint change (a few hundred bytes) allocate 1 MiB outside the JS heap, and that
- * external memory drove V8 into a full GC every few dozen changes (bench:nft-change, 10k services).
+ * A first buffer near the batch's size (it doubles when short). A large fixed buffer for every batch
+ * would make each one-endpoint change (a few hundred bytes) allocate that much outside the JS heap,
+ * and that external memory drives V8 into frequent full GCs under churn.
  */
 export function batchSizeHint(famOps: FamOps[]): number {
   // Packed elements are counted exactly: a full sync's batch is then allocated once, not doubled
-  // from 1 MiB to ~64 MiB (copying each time).
+  // up to its size (copying each time).
   let n = 0, packed = 0;
   for (const f of famOps) {
     for (const op of f.ops) {
@@ -43,7 +43,7 @@ export function batchSizeHint(famOps: FamOps[]): number {
   return Math.min(1 << 20, Math.max(4096, n)) + packed;
 }
 
-/** Elements written between two checks of the event-loop budget (~2-4 ms of encoding). */
+/** Elements written between two checks of the event-loop budget (well under one slice of encoding). */
 export const ELEM_SLICE = 4096;
 
 /**

@@ -1,6 +1,6 @@
-// A set's elements packed as the batch's element items while a full sync renders: at 50k services
-// the render made ~1.2M Elem objects that lived until the batch was encoded, so they were promoted
-// to the old generation, and a full GC landing inside the sync paused the event loop for ~100 ms.
+// A set's elements packed as the batch's element items while a full sync renders: on a large cluster
+// the render made about a million Elem objects that lived until the batch was encoded, so they were
+// promoted to the old generation, and a full GC landing inside the sync paused the event loop long.
 // Packed, each Elem dies young; the batch copies the bytes (NftBatch.appendElements).
 import { ElementItems } from '../../native/encode';
 import { addrText } from '../../native/addr-text';

@@ -23,8 +23,8 @@ export const sizedSet = (name: string): boolean => name === N.hairpin || name ==
 export const capacityFor = (n: number): number => Math.max(MIN_CAPACITY, Math.ceil((n * 1.5) / 1024) * 1024);
 
 /**
- * What the kernel holds for one service: not its rendered program (at 10k services x 10 endpoints
- * the programs held 84 MiB) but what renders it again, identically: the service as the ENLS gave it
+ * What the kernel holds for one service: not its rendered program (the programs of a large cluster
+ * are a large part of the heap) but what renders it again, identically: the service as the ENLS gave it
  * (the store holds that object anyway), the node item it was rendered with, and its slot assignment.
  */
 export interface Rendered {
@@ -37,7 +37,7 @@ export interface Rendered {
 /**
  * The slot states worth keeping for the next render: a list whose slots are in key order is what the
  * render gives anyway without a previous state (the endpoints sorted), so it is dropped. After a full
- * sync that is every list: at 50k services x 10 endpoints the kept keys were ~39 MB of the heap.
+ * sync that is every list, so a large cluster's heap does not keep every endpoint's key twice.
  */
 export function keptSlots(slots: Map<string, SlotState>): Map<string, SlotState> | undefined {
   let kept: Map<string, SlotState> | undefined;
@@ -310,8 +310,8 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
   const c = new OpCollector(model.fam); // elements packed as they come
   let k = 0;
   for (const [key, svc] of services) {
-    // Every service counts toward the check: the other family's skip 50k services in ~13 ms. Checked
-    // every 4th: V8's incremental marking steps (4-8 ms each at 50k) can land within a few services.
+    // Every service counts toward the check: skipping the other family's services adds up on a large
+    // cluster. Checked every 4th: V8's incremental marking steps can land within a few services.
     if ((++k & 3) === 0 && y.due()) await y.turn();
     if (!inFamily(svc, model.fam)) continue; // as in fullSyncOps
     updateService(model, key, svc, node, c);

@@ -1,7 +1,7 @@
 // Reference counts of a shared set's elements (several services may hold one element), kept in
-// shards. One Map grows by rehashing all of its entries at once: at 50k services x 10 endpoints the
-// hairpin set's 131k ids doubled their table in 13-18 ms, inside one service's render of a full sync
-// (the event loop cannot turn in the middle of it). A shard rehashes 1/64 of the entries.
+// shards. One Map grows by rehashing all of its entries at once: on a large cluster the hairpin
+// set's ids doubling their table was a long stall inside one service's render of a full sync (the
+// event loop cannot turn in the middle of it). A shard rehashes 1/64 of the entries.
 
 import { fnv1a } from '../../util/fnv';
 

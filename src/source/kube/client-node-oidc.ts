@@ -1,5 +1,5 @@
 // Stand-in for @kubernetes/client-node's oidc_auth.js as its config.js imports it (see client-node.ts):
-// the real authenticator pulls in openid-client and jose (~35 modules, ~1.3 MiB of heap) for
+// the real authenticator pulls in openid-client and jose (dozens of modules) for
 // kubeconfigs with an `auth-provider: oidc` user, which a node's kube-proxy config never has. It is
 // loaded the first time a user with an auth provider is seen.
 import * as path from 'node:path';

@@ -1,6 +1,6 @@
 // @kubernetes/client-node's KubeConfig (kubeconfig files, in-cluster config, CA/cert/token, exec and
 // OIDC plugins, proxies) without loading what kpng never calls. Its config.js imports the generated
-// API (dist/gen/index.js: every model and API class, ~75 MiB of RSS and ~0.5 s of start-up) only for
+// API (dist/gen/index.js: every model and API class, tens of MiB and a large part of start-up) only for
 // makeApiClient(), and undici only for fetch dispatchers; kpng uses neither (its transport is
 // node:https with applyToHTTPSOptions). The OIDC authenticator (openid-client, jose) and the socks
 // proxy modules serve only kubeconfigs that ask for them. A module resolve hook hands config.js

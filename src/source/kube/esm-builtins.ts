@@ -1,7 +1,7 @@
 // Node builtins that client-node's ESM files import by default (`import https from 'node:https'`),
 // served as CommonJS instead. When an ES module imports a builtin, Node builds an ESM facade of it,
 // and doing that for http, https and tls loaded http2, undici, worker_threads, readline, the REPL's
-// history and assert as well: ~8 MiB of resident memory kpng never uses. A default import is the
+// history and assert as well: resident memory kpng never uses. A default import is the
 // builtin's module.exports either way, so only default-only imports are redirected (a file that also
 // names an export keeps the real facade).
 import * as fs from 'node:fs';

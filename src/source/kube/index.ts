@@ -29,7 +29,7 @@ export interface KubeSourceOptions {
   /**
    * One memory-reducing GC once the process is idle after the first lists (default true). A caller
    * that programs the kernel passes false and does it after its first sync: started at "synced", the
-   * GC could land in the middle of that sync (3.3 s inside a 50k-service eBPF full sync).
+   * GC could land in the middle of that sync and stretch it by seconds on a large cluster.
    */
   reduceMemoryWhenSynced?: boolean;
   /** The encoding asked of the API server (default 'protobuf', as kube-proxy; JSON when it cannot). */
