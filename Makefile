@@ -34,6 +34,7 @@ kube-proxy: deps
 
 test: build controlplane kube-proxy
 	@npm run --silent typecheck
+	@npm run --silent lint:deps
 	@mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
 	  hack/qemu/test-guest.sh || status=$$?; \
 	  hack/image/make-test.sh || status=$$?; \

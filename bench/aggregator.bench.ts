@@ -15,7 +15,7 @@ import { Aggregator } from '../src/aggregator/aggregator';
 import { nativeTransport } from '../src/aggregator/transport';
 import { nftApply, ipv4, type NftOp } from '../src/native';
 import * as native from '../src/native';
-import { aggregatorKernel } from '../src/aggregator/nft-kernel';
+import { aggregatorKernel } from '../src/backend/nft/aggregator-kernel';
 import { nftKernelSink, nativeKernel, type NftKernel } from '../src/backend/nft';
 import { IPFamily, normalizeItem, Protocol, Target, type Item, type NodeInfo } from '../src/model/enls';
 import type { Batch, StateView } from '../src/sink/sink';

@@ -27,12 +27,12 @@ export type { Backend, WatchOptions, StateWatch } from './api/backend';
 export { watchLocalState, watchFileState, watchClusterState, watchItemStore, backendSink } from './api/backend';
 
 // The API: serving every node's state, following one node's state.
-export type { TlsFiles } from './api/address';
+export type { TlsFiles } from './util/address';
 export type { ServeApiOptions, ApiServer } from './api/server';
 export { serveApi } from './api/server';
 export type { WatchClientOptions, ReceivedBatch, BatchHandler, ClientStats, ApiSource } from './api/client';
 export { WatchClient, startApiSource, applyBatch } from './api/client';
-export { DEFAULT_API, parseApiAddress } from './api/address';
+export { DEFAULT_API, parseApiAddress } from './util/address';
 
 // Building blocks.
 export { ClusterStore, type ClusterChange, type ClusterStoreOptions, type Kind } from './store/cluster';

@@ -2,7 +2,7 @@
 // documents, learn when each is in the kernel (or why not). Also Remove and Status.
 import { credentials, makeGenericClientConstructor, type Client, type ClientDuplexStream } from '@grpc/grpc-js';
 import type { kpng } from '../gen/proto';
-import { parseApiAddress } from '../api/address';
+import { parseApiAddress } from '../util/address';
 import { aggregatorService } from './server';
 
 type Res = kpng.aggregatorv1.ProducerResult;

@@ -1,7 +1,7 @@
 // The aggregator's flags, shared by every kernel backend that can go through it (--to nft, ebpf,
 // ipvs): one definition object per flag, registered by each of those backends (the registry accepts
 // the same object from several backends). No native code is loaded here.
-import type { BackendFlag, FlagValue } from '../backend/registry';
+import type { BackendFlag, FlagValue } from '../util/flag-types';
 
 export const AGGREGATOR_FLAGS: BackendFlag[] = [
   { name: 'aggregator', type: 'boolean', default: false, help: 'send the backend\'s nftables tables (and IPVS messages) through the node\'s aggregator (producer "kpng"): one transaction with other producers\' changes, rate limited' },

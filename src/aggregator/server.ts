@@ -1,13 +1,13 @@
 // The aggregator's gRPC service (proto/aggregator.proto) on a unix socket, mode 0600: outside
 // producers declare their objects documents; each Declare is answered when it is in the kernel or
-// refused. The socket is created the same safe way as the state API's (src/api/unix-socket.ts);
+// refused. The socket is created the same safe way as the state API's (src/util/unix-socket.ts);
 // every connection's peer credentials (pid, uid, gid, command) are logged with the producer's name.
 import * as net from 'node:net';
 import { Server, ServerCredentials, status, type ServerDuplexStream, type ServiceDefinition } from '@grpc/grpc-js';
 import { kpng } from '../gen/proto';
-import { parseApiAddress } from '../api/address';
+import { parseApiAddress } from '../util/address';
 import { describePeer, unixPeerCredentials } from '../native/peer';
-import { prepareUnixSocket } from '../api/unix-socket';
+import { prepareUnixSocket } from '../util/unix-socket';
 import type { Logger } from '../util/log';
 import { ProducerRefused, type Aggregator, type ProducerHandle } from './aggregator';
 import { parseObjects } from './objects';

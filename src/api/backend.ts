@@ -13,9 +13,9 @@ import { NodeState } from '../store/node-state';
 import { FileSource } from '../source/file-source';
 import { runSink, type RunnerStats } from '../runner';
 import { createLogger, type Logger } from '../util/log';
-import type { TlsFiles } from './address';
+import type { TlsFiles } from '../util/address';
 import { startApiSource } from './client';
-import { DEFAULT_API } from './address';
+import { DEFAULT_API } from '../util/address';
 
 export interface Backend {
   /** Shown in logs (default "backend"). */

@@ -6,12 +6,12 @@
 // startApiSource feeds an ItemStore from it, for the CLI's sinks and the library.
 import { Client, credentials, Metadata, status, type ChannelCredentials, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { promises as fsp } from 'node:fs';
-import type { TlsFiles } from './address';
+import type { TlsFiles } from '../util/address';
 import type { Batch, Change } from '../sink/sink';
 import { ItemStore } from '../store/item-store';
 import { sleep } from '../runner';
 import type { Logger } from '../util/log';
-import { parseApiAddress } from './address';
+import { parseApiAddress } from '../util/address';
 import { Backoff, type BackoffOptions } from '../util/backoff';
 import type { WatchRequest, WireOp } from './codec';
 import { watchService } from './service';

@@ -6,15 +6,15 @@
 // streams in all; a misbehaving stream is closed with an error status, the others go on.
 import { promises as fsp } from 'node:fs';
 import { Server, ServerCredentials, status, type ServerDuplexStream } from '@grpc/grpc-js';
-import type { TlsFiles } from './address';
+import type { TlsFiles } from '../util/address';
 import type { ClusterStore } from '../store/cluster';
 import type { Logger } from '../util/log';
-import { parseApiAddress } from './address';
+import { parseApiAddress } from '../util/address';
 import type { BadRequest, WatchRequest } from './codec';
 import { NodeRegistry } from './node-registry';
 import { watchService } from './service';
 import { WatchSession, type SessionStats } from './session';
-import { prepareUnixSocket } from './unix-socket';
+import { prepareUnixSocket } from '../util/unix-socket';
 
 export interface ServeApiOptions extends TlsFiles {
   store: ClusterStore;

@@ -44,7 +44,7 @@ export function registerBuiltinBackends(): void {
       const af = aggregatorFlags(ctx.flags);
       if (!af.enabled) return nft.createNftSink(opts);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const agg = require('../aggregator/node') as typeof import('../aggregator/node');
+      const agg = require('./kernel/node-aggregator') as typeof import('./kernel/node-aggregator');
       const kernel = agg.nodeAggregatorKernel({ netns: ctx.netns, log: (m) => ctx.log.info(m), minIntervalMs: af.minIntervalMs, burst: af.burst });
       return agg.withAggregatorServer(nft.createNftSink({ ...opts, kernel }), af, ctx.log);
     },

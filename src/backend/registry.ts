@@ -4,20 +4,9 @@
 // uses kpng as a library) use the same contract. `kpng --help` lists what is registered.
 import type { Logger } from '../util/log';
 import type { Sink } from '../sink/sink';
+import type { BackendFlag, FlagValue } from '../util/flag-types';
 
-export type FlagValue = string | boolean | string[] | undefined;
-
-export interface BackendFlag {
-  /** Without the leading dashes, e.g. 'cgroup'. Must not collide with a core flag or another backend's. */
-  name: string;
-  type: 'string' | 'boolean';
-  /** Repeatable (string flags): the value is a list. */
-  multiple?: boolean;
-  default?: string | boolean;
-  /** Shown in --help after the flag, e.g. PATH. */
-  placeholder?: string;
-  help: string;
-}
+export type { BackendFlag, FlagValue };
 
 export interface BackendContext {
   /** The node whose state this backend programs. */

@@ -2,7 +2,7 @@
 // `--name value`, `-v=2`, `-v 2`, `-v2`, booleans as `--name`, `--name=false` (strconv.ParseBool's
 // spellings), list flags repeated or comma separated, `key=bool` maps. Only the flags of the given table
 // are taken out of argv; everything else is left, in order, for kpng's own parser.
-import { parseGoDuration } from '../config/duration';
+import { parseGoDuration } from '../util/duration';
 
 export type GoFlagType = 'bool' | 'string' | 'int' | 'float' | 'duration' | 'strings' | 'mapBool' | 'version';
 

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, kubeProxySettings, modeSection, readKubeProxyConfiguration, type KubeProxySettings, type VModule } from '../config/kube-proxy-config';
-import { goDurationString } from '../config/duration';
+import { goDurationString } from '../util/duration';
 import { masqueradeSection, setAt, writtenForm, type Obj } from '../config/kube-proxy-schema';
 import type { ConntrackSettings } from '../config/conntrack';
 import { parseBindAddress } from '../util/http-serve';

@@ -3,7 +3,7 @@
 import type { ClusterStore } from '../store/cluster';
 import type { ItemStore } from '../store/item-store';
 import type { Logger } from '../util/log';
-import type { TlsFiles } from '../api/address';
+import type { TlsFiles } from '../util/address';
 import type { StartKubeSource } from '../source/kube';
 
 export type { TlsFiles };

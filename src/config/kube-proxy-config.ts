@@ -4,7 +4,7 @@
 // collected in `unsupported` (only when set to something other than upstream's default), fields the
 // format does not have in `unknown`, both by path.
 import { yaml } from '../util/lazy-yaml';
-import { parseGoDuration } from './duration';
+import { parseGoDuration } from '../util/duration';
 import type { ConntrackSettings } from './conntrack';
 import { contentTypeOf, PROTOBUF } from '../source/kube/protobuf';
 import { API_VERSION, at, checkShape, ConfigError, defaultConfiguration, isObj, isZero, KIND, masqueradeSection, modeSection, withDefaults, type Obj } from './kube-proxy-schema';

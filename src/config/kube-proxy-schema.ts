@@ -2,7 +2,7 @@
 // as Kubernetes v1.37 defines it) and upstream's defaults. The file is read against this shape: a
 // field of the wrong type is an error naming its path, an unknown field at any depth is named by its
 // path (kube-proxy falls back to lenient decoding for those and goes on; so does kpng).
-import { parseGoDuration } from './duration';
+import { parseGoDuration } from '../util/duration';
 
 export const API_VERSION = 'kubeproxy.config.k8s.io/v1alpha1';
 export const KIND = 'KubeProxyConfiguration';

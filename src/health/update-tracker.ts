@@ -4,7 +4,7 @@
 import type { ItemStore } from '../store/item-store';
 import type { Subscription } from '../store/subscription';
 import { NODE_KEY } from '../model/enls';
-import { familiesOf } from '../metrics/families';
+import { familiesOf } from '../model/families';
 import type { IPFamilyName } from './proxy-health';
 
 export class UpdateTracker {

@@ -2,7 +2,9 @@
 // else (managedFields, status noise, unrelated labels and annotations) is dropped when an
 // object is parsed, so an update that only touches those fields changes nothing here.
 import type { Protocol } from './enls';
-import type { SliceEndpoints } from './slice-endpoints';
+import type { SliceEndpoint, SliceEndpoints } from './slice-endpoints';
+
+export type { SliceEndpoint };
 
 export type Family = 'IPv4' | 'IPv6';
 export type TrafficPolicy = 'Cluster' | 'Local';
@@ -34,18 +36,6 @@ export interface ServiceSpec {
   trafficDistribution: string | null;
   /** The service.kubernetes.io/topology-mode annotation (or its deprecated predecessor), or null. */
   topologyMode: string | null;
-}
-
-/** One endpoint of a slice, as read from the API (a slice stores its endpoints by column: SliceEndpoints). */
-export interface SliceEndpoint {
-  ip: string;
-  ready: boolean;
-  serving: boolean;
-  terminating: boolean;
-  nodeName: string | null;
-  /** Hints, or null when the endpoint carries none. */
-  zoneHints: string[] | null;
-  nodeHints: string[] | null;
 }
 
 export interface SlicePort {

@@ -2,9 +2,24 @@
 // conditions in one short string, and hints only when some endpoint carries any. An object per
 // endpoint makes hundreds of thousands of objects on a large cluster, which every major GC traces
 // while the event loop waits; by column a slice holds three.
-import type { SliceEndpoint } from './objects';
-import type { PortEndpoint } from './topology';
 import { internCodeRun, Interner } from '../util/intern';
+
+/** One endpoint of a slice, as read from the API (a slice stores its endpoints by column: SliceEndpoints). */
+export interface SliceEndpoint {
+  ip: string;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  nodeName: string | null;
+  /** Hints, or null when the endpoint carries none. */
+  zoneHints: string[] | null;
+  nodeHints: string[] | null;
+}
+
+/** An endpoint of one service port, target port resolved. */
+export interface PortEndpoint extends SliceEndpoint {
+  port: number;
+}
 
 const READY = 1, SERVING = 2, TERMINATING = 4;
 

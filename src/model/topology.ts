@@ -1,11 +1,9 @@
 // Which endpoints a node may use for one service port in one IP family: kube-proxy's rules
 // (upstream pkg/proxy/topology.go, CategorizeEndpoints) restated for kpng's trimmed objects.
-import type { SliceEndpoint } from './objects';
+import type { PortEndpoint } from './slice-endpoints';
 
-/** An endpoint of one service port, target port resolved. */
-export interface PortEndpoint extends SliceEndpoint {
-  port: number;
-}
+export type { PortEndpoint };
+
 
 /** What CategorizeEndpoints needs to know of the service port. */
 export interface PortPolicy {

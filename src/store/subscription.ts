@@ -4,7 +4,16 @@
 // one per client: a thousand nodes must not cost a thousand copies of every key).
 import type { Item } from '../model/enls';
 import type { Batch, Change } from '../sink/sink';
-import type { ItemStore } from './item-store';
+
+/** What a subscription reads of its store (ItemStore). */
+export interface SubscribedStore {
+  readonly synced: boolean;
+  readonly revision: number;
+  get(key: string): Item | undefined;
+  hashOf(key: string): string | undefined;
+  fullList(): OpList;
+  itemList(): OpList;
+}
 
 /** Ops by index: an Item is a set, a string the key of a delete. An array is one. */
 export interface OpList {
@@ -31,7 +40,7 @@ export class Subscription {
   private waiter: (() => void) | null = null;
   private closed = false;
 
-  constructor(private readonly state: ItemStore, private readonly onClose: () => void) {}
+  constructor(private readonly state: SubscribedStore, private readonly onClose: () => void) {}
 
   /**
    * Keys changed by one commit; `before` is each one's hash before that commit. The first change of

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { kubeProxySettings, readKubeProxyConfiguration } from '../../src/config/kube-proxy-config';
 import { defaultConfiguration, isZero, withDefaults } from '../../src/config/kube-proxy-schema';
-import { goDurationString, parseGoDuration } from '../../src/config/duration';
+import { goDurationString, parseGoDuration } from '../../src/util/duration';
 import { resolveKubeProxyArgs, backendForMode } from '../../src/cli/kube-proxy-flags';
 import { extractGoFlags } from '../../src/cli/go-flags';
 import { KUBE_PROXY_FLAGS } from '../../src/cli/kube-proxy-flag-table';

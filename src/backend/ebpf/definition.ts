@@ -29,7 +29,7 @@ export const ebpfBackend: BackendDefinition = {
     if (!af.enabled) return ebpf.createEbpfSink(opts);
     // The nft part goes through the node's aggregator as producer "kpng" (the BPF maps do not).
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const agg = require('../../aggregator/node') as typeof import('../../aggregator/node');
+    const agg = require('../kernel/node-aggregator') as typeof import('../kernel/node-aggregator');
     const kernel = agg.nodeAggregatorKernel({ netns: ctx.netns, log, minIntervalMs: af.minIntervalMs, burst: af.burst });
     return agg.withAggregatorServer(ebpf.createEbpfSink({ ...opts, kernel }), af, ctx.log);
   },

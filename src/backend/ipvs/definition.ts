@@ -39,7 +39,7 @@ export const ipvsBackend: BackendDefinition = {
     if (!af.enabled) return ipvs.createIpvsSink(opts);
     // The companion table and the IPVS messages go through the node's aggregator as producer "kpng".
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const agg = require('../../aggregator/node') as typeof import('../../aggregator/node');
+    const agg = require('../kernel/node-aggregator') as typeof import('../kernel/node-aggregator');
     const paths = agg.nodeIpvsPaths({ netns: ctx.netns, log, minIntervalMs: af.minIntervalMs, burst: af.burst });
     return agg.withAggregatorServer(ipvs.createIpvsSink({ ...opts, paths }), af, ctx.log);
   },

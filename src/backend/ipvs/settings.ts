@@ -5,7 +5,7 @@
 //   --ipvs-udp-timeout D
 //   --ipvs-exclude-cidrs CIDR,.. virtual servers kpng never deletes
 // Parsing and the exclusion decision only (no kernel): the dataplane and kernel-settings.ts apply them.
-import { parseGoDuration } from '../../config/duration';
+import { parseGoDuration } from '../../util/duration';
 import { canonicalCIDR, cidrContains } from '../../model/ip';
 import type { IpvsTimeouts } from '../../native/ipvs';
 import type { FlagValue } from '../registry';

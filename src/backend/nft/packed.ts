@@ -6,9 +6,9 @@ import { ElementItems } from '../../native/encode';
 import { addrText } from '../../native/addr-text';
 import { IPPROTO } from '../../native/nft-types';
 import { elemText, ElemWriter } from './netlink';
-import { ELEM_CHUNK, type Elem, type Fam, type L4, type Verd } from './types';
+import { ELEM_CHUNK, type Elem, type Fam, type L4, type PackedElemsView, type Verd } from './types';
 
-export class PackedElems {
+export class PackedElems implements PackedElemsView {
   readonly items = new ElementItems();
   /** Elements packed so far. */
   count = 0;

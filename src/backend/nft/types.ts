@@ -3,7 +3,7 @@
 // addon, the product path) and text.ts (an `nft -f` script, for benchmarks and debugging). Keeping
 // one description guarantees that both describe the same ruleset.
 
-import type { PackedElems } from './packed';
+import type { ElementItems } from '../../native/encode';
 import type { PodSource } from '../../model/enls';
 
 export type Fam = 'ip' | 'ip6';
@@ -164,8 +164,21 @@ export type Op =
   | { k: 'addElems'; set: string; elems: Elem[] }
   | { k: 'delElems'; set: string; elems: Elem[] }
   /** Elements added, already encoded (a full sync's: see packed.ts). */
-  | { k: 'addPacked'; set: string; elems: PackedElems };
+  | { k: 'addPacked'; set: string; elems: PackedElemsView };
 
 export interface FamOps { fam: Fam; ops: Op[] }
 
 export const famOf = (addr: string): Fam => (addr.includes(':') ? 'ip6' : 'ip');
+
+/** Elements already encoded for the kernel, as the ops carry them (packed.ts's PackedElems). */
+export interface PackedElemsView {
+  readonly items: ElementItems;
+  /** Elements packed. */
+  readonly count: number;
+  /** The element ops' byte ranges, ELEM_CHUNK elements each, with their first element's index. */
+  chunks(): Iterable<{ first: number; from: number; to: number }>;
+  /** The elements as objects again (debug text, tests' fake kernel). */
+  decode(): Elem[];
+  /** Element `i` as an error report names it. */
+  text(i: number): string;
+}

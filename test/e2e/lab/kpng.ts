@@ -22,7 +22,7 @@ import { nativeKernel } from '../../../src/backend/nft';
 import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
 import { Aggregator } from '../../../src/aggregator/aggregator';
-import { aggregatorKernel } from '../../../src/aggregator/nft-kernel';
+import { aggregatorKernel } from '../../../src/backend/nft/aggregator-kernel';
 import { nativeTransport } from '../../../src/aggregator/transport';
 import * as native from '../../../src/native';
 

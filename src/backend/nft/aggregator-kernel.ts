@@ -1,11 +1,11 @@
 // kpng's nft backend as a producer: an NftKernel that hands the backend's ops to the aggregator
 // instead of the addon. The backend's table resets (full syncs) become "replace this table" in the
 // aggregator, so a periodic full sync still repairs whatever drifted in the kernel.
-import { pushAll } from '../util/push-all';
-import { toNftOps } from '../backend/nft/netlink';
-import type { NftKernel } from '../backend/nft/sink';
-import type { ConntrackFilter, NftOp } from '../native/nft-types';
-import type { ProducerHandle } from './aggregator';
+import { pushAll } from '../../util/push-all';
+import { toNftOps } from './netlink';
+import type { NftKernel } from './sink';
+import type { ConntrackFilter, NftOp } from '../../native/nft-types';
+import type { ProducerHandle } from '../../aggregator/aggregator';
 
 export function aggregatorKernel(producer: ProducerHandle, conntrackDelete: (filters: ConntrackFilter[]) => Promise<number>): NftKernel {
   return {

@@ -5,7 +5,7 @@
 import { promises as fsp, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import type { Logger } from '../util/log';
+import type { Logger } from './log';
 
 /** A group name (from /etc/group) or a numeric gid, to a gid. */
 export function resolveGroup(group: string, groupFile = '/etc/group'): number {

@@ -1,17 +1,17 @@
 // The node's aggregator inside a kpng process (`--to nft|ebpf|ipvs --aggregator`): one Aggregator
 // writing through the native addon (nftables transactions, and IPVS batches), kpng's backend connected
 // to it as producer "kpng".
-import * as native from '../native';
-import { ipvsApply, type IpvsApplyResult, type IpvsOp } from '../native/ipvs';
-import type { NftOp } from '../native/nft-types';
-import type { NftKernel } from '../backend/nft/sink';
-import type { Sink } from '../sink/sink';
-import { Aggregator, type ProducerHandle } from './aggregator';
-import type { AggregatorFlags } from './flags';
-import { aggregatorKernel } from './nft-kernel';
-import { nativeTransport } from './transport';
-import { serveAggregator, type AggregatorServer } from './server';
-import type { Logger } from '../util/log';
+import * as native from '../../native';
+import { ipvsApply, type IpvsApplyResult, type IpvsOp } from '../../native/ipvs';
+import type { NftOp } from '../../native/nft-types';
+import type { NftKernel } from '../nft/sink';
+import type { Sink } from '../../sink/sink';
+import { Aggregator, type ProducerHandle } from '../../aggregator/aggregator';
+import type { AggregatorFlags } from '../../aggregator/flags';
+import { aggregatorKernel } from '../nft/aggregator-kernel';
+import { nativeTransport } from '../../aggregator/transport';
+import { serveAggregator, type AggregatorServer } from '../../aggregator/server';
+import type { Logger } from '../../util/log';
 
 export interface NodeAggregatorOptions { netns?: string; log?: (m: string) => void; minIntervalMs?: number; burst?: number }
 
