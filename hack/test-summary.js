@@ -44,7 +44,8 @@ function summarise(inputs, entries, allowlistName = 'test/skip-allowlist.json', 
       const results = suite.assertionResults || [];
       if (suite.status === 'failed' && !results.some((a) => a.status === 'failed')) {
         // The file did not run at all (a throw at load, a syntax error): jest names no test in it.
-        failures.push(`${src}: failed to run: ${String(suite.message || '').trim().split('\n').find((l) => l.trim()) || 'no message'}`);
+        const why = String(suite.message || '').split('\n').map((l) => l.trim()).find((l) => l && !/Test suite failed to run/.test(l));
+        failures.push(`${src}: failed to run: ${why || 'no message'}`);
       }
       for (const a of results) {
         if (a.status === 'failed') failures.push(`${src} › ${displayName(a)}`);
