@@ -67,7 +67,7 @@ type Test = (name: string, fn: jest.ProvidesCallback, timeout?: number) => void;
 /** The message of a strict gate's failing test. */
 export function missingMessage(names: string[], missing: Need[]): string {
   return [
-    `KPNG_TEST_STRICT=1 (make test): ${names.map((n) => `"${n}"`).join(', ')} skipped: this machine lacks`,
+    `KPNG_TEST_STRICT=1 (make test): ${names.map((n) => `"${n}"`).join(', ')} skipped; missing here:`,
     ...missing.map((m) => `  - ${m.what}: ${m.fix}`),
     'Provide it, or list the skipped tests in test/skip-allowlist.json with the reason this machine cannot run them (docs/testing.md).',
   ].join('\n');
