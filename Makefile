@@ -32,17 +32,19 @@ controlplane: deps
 kube-proxy: deps
 	@hack/kube-proxy/build.sh
 
+# KPNG_TEST_STRICT=1: a test gate whose need is missing fails (test/helpers/gate.ts), and the summary
+# fails on any skip that test/skip-allowlist.json does not list with its reason (docs/testing.md).
 test: build controlplane kube-proxy
 	@npm run --silent typecheck
 	@npm run --silent lint:deps
-	@mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
+	@export KPNG_TEST_STRICT=1; mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
 	  hack/qemu/test-guest.sh || status=$$?; \
 	  hack/image/make-test.sh || status=$$?; \
 	  node hack/test-summary.js .cache/jest-results.json .cache/jest-guest-results.json .cache/image-results.json && exit $$status
 
 # Only the tests that need a kernel with IPVS (*.guest.test.ts), inside a qemu guest (hack/qemu/).
 test-guest: build
-	@hack/qemu/test-guest.sh; status=$$?; node hack/test-summary.js .cache/jest-guest-results.json && exit $$status
+	@KPNG_TEST_STRICT=1 hack/qemu/test-guest.sh; status=$$?; node hack/test-summary.js .cache/jest-guest-results.json && exit $$status
 
 demo: build
 	@node dist/hack/demo.js

@@ -1,8 +1,9 @@
 // The addon checks its arguments' types and says what it expected (no crash, no silent default).
-import { loadNative, nativeAvailable } from '../src/native';
+import { loadNative } from '../src/native';
 import { deleteLink } from '../src/native/rtnl';
+import { gated, need } from './helpers/gate';
 
-const t = nativeAvailable() ? test : test.skip;
+const t = gated(need.native()).test;
 
 t('malformed arguments are errors naming what was expected', () => {
   const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;

@@ -7,9 +7,10 @@ import type { Batch, StateView } from '../src/sink/sink';
 import { createNftSink } from '../src/backend/nft';
 import { NftBatch, nftApply, type NftApplyError } from '../src/native';
 import { cluster, ep, slice, svc as svcObj } from './helpers/k8s';
-import { Netns, canUseNetns } from './helpers/netns';
+import { Netns } from './helpers/netns';
+import { gated, need } from './helpers/gate';
 
-const maybe = canUseNetns() ? describe : describe.skip;
+const maybe = gated(need.netns()).describe;
 
 /** The ENLS item of service ns/<name> (TCP 80 -> 8080) with `n` endpoints on this node (n1) from `from` on. */
 function svc(name: string, from: number, n: number): Item {

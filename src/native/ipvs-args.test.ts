@@ -1,10 +1,11 @@
 // The IPVS / rtnetlink / sysctl entry points check their arguments before any kernel work (host test:
 // no IPVS needed, the checks throw synchronously). Kernel behaviour is in ipvs.guest.test.ts.
-import { loadNative, nativeAvailable } from './index';
+import { loadNative } from './index';
 import { encodeIpvsOps } from './ipvs';
 import { ensureLink, sysctl } from './rtnl';
+import { gated, need } from '../../test/helpers/gate';
 
-const t = nativeAvailable() ? test : test.skip;
+const t = gated(need.native()).test;
 
 t('malformed arguments are errors naming what was expected', () => {
   const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;

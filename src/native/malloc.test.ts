@@ -1,8 +1,9 @@
 // The malloc arena cap and trim through the addon (real glibc; the bench shows the effect on RSS).
 import { ARENA_MAX, fixMallocThresholds, limitMallocArenas, trimMalloc } from './malloc';
-import { loadNative, nativeAvailable } from './index';
+import { loadNative } from './index';
+import { gated, need } from '../../test/helpers/gate';
 
-const maybe = nativeAvailable() ? test : test.skip;
+const maybe = gated(need.native()).test;
 
 test('MALLOC_ARENA_MAX in the environment wins: kpng leaves the arenas alone', () => {
   expect(limitMallocArenas({ MALLOC_ARENA_MAX: '8' })).toBe('user');

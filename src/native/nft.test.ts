@@ -6,7 +6,8 @@ import {
   type NftApplyError, type NftElement, type NftOp,
 } from './index';
 import { nftList, nftListTables } from '../../test/helpers/nft-list';
-import { Netns, canUseNetns } from '../../test/helpers/netns';
+import { Netns } from '../../test/helpers/netns';
+import { gated, need } from '../../test/helpers/gate';
 
 const T = 'kpng';
 const fam = 'ip' as const;
@@ -15,7 +16,7 @@ const d = (x: object) => ({ family: fam, table: T, ...x });
 /** Ruleset text without the ticking element expirations. */
 const stable = (s: string) => s.replace(/ expires \S+/g, '');
 
-const maybe = canUseNetns() ? describe : describe.skip;
+const maybe = gated(need.netns()).describe;
 
 function kubeLikeRuleset(): NftOp[] {
   return [

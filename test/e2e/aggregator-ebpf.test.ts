@@ -11,10 +11,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
-import { nativeAvailable } from '../../src/native';
 import { aggregatorStatus, ProducerClient } from '../../src/aggregator/client';
 import type { ProducerStatus } from '../../src/aggregator';
 import { sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -24,8 +24,7 @@ const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
 const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
-const ready = !!CG_ROOT && nativeAvailable() && fs.existsSync(CLI) && fs.existsSync(BPF_OBJ);
-const d = ready ? describe : describe.skip;
+const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
 
 const POD = { pa: '10.244.1.10', pb: '10.244.1.11', cl: '10.244.1.20' };
 const NODE_IP = '192.168.50.1';

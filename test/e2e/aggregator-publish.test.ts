@@ -6,10 +6,11 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { KpngProcess, KPNG, runKpng } from '../helpers/cli';
-import { Netns, canUseNetns } from '../helpers/netns';
+import { Netns } from '../helpers/netns';
 import { StateFile } from './lab/world';
+import { gated, need } from '../helpers/gate';
 
-const d = canUseNetns() && fs.existsSync(KPNG) ? describe : describe.skip;
+const d = gated(need.netns(), need.built(KPNG)).describe;
 
 const objects = (deny: string[], extraRule = '') => `
 tables:

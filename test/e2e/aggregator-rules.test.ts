@@ -13,10 +13,10 @@ import { Aggregator } from '../../src/aggregator';
 import { nativeTransport } from '../../src/aggregator/transport';
 import { parseObjects } from '../../src/aggregator/objects';
 import { parsePatch } from '../../src/aggregator/patch';
-import { nativeAvailable } from '../../src/native';
-import { Netns, canUseNetns, sh } from '../helpers/netns';
+import { Netns, sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
 
-const d = canUseNetns() && nativeAvailable() ? describe : describe.skip;
+const d = gated(need.netns(), need.native()).describe;
 const LAB = path.join(__dirname, 'lab');
 
 const ALL_KINDS = `

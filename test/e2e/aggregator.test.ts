@@ -8,11 +8,11 @@ import { Aggregator, ProducerRefused, type ProducerHandle } from '../../src/aggr
 import { nativeTransport } from '../../src/aggregator/transport';
 import { ipv4, type NftOp, type NftRule } from '../../src/native/nft-types';
 import { Lab, ADDR } from './lab/lab';
-import { Kpng, nativeAvailable } from './lab/kpng';
+import { Kpng } from './lab/kpng';
 import { StateFile, type SvcSpec } from './lab/world';
+import { gated, need } from '../helpers/gate';
 
-const root = process.getuid?.() === 0;
-const d = root && nativeAvailable() ? describe : describe.skip;
+const d = gated(need.root(), need.native()).describe;
 
 const ALL = ['p1a', 'p1b', 'p2a', 'p2b'];
 const web: SvcSpec = { name: 'web', type: 'NodePort', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }], pods: ALL };

@@ -4,12 +4,11 @@
 // ip6 KUBE-FORWARD, rules matching KUBE-CLUSTER-IP / KUBE-LOOP-BACK) beside the kubelet's KUBE-FIREWALL /
 // KUBE-KUBELET-CANARY and a rule and a set of someone else: only kube-proxy's go.
 import { isKubeProxyChain, removeUpstreamRules } from '../../src/cleanup';
-import { nativeAvailable } from '../../src/native';
 import { createLogger } from '../../src/util/log';
-import { canUseNetns, Netns, sh } from '../helpers/netns';
+import { Netns, sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
 
-const hasIpset = (() => { try { sh('ipset', ['--version']); return true; } catch { return false; } })();
-const d = canUseNetns() && nativeAvailable() && hasIpset ? describe : describe.skip;
+const d = gated(need.netns(), need.native(), need.ipset()).describe;
 
 test('kube-proxy\'s chains are told from the kubelet\'s and from others', () => {
   for (const c of ['KUBE-SERVICES', 'KUBE-SVC-ABCDEF', 'KUBE-SEP-X', 'KUBE-EXT-Y', 'KUBE-FW-Z', 'KUBE-SVL-A', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY', 'KUBE-NODE-PORT', 'KUBE-IPVS-FILTER']) {

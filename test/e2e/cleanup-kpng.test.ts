@@ -10,18 +10,17 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 import { cleanupNode, IPVS_NOT_AVAILABLE, KPNG_NFT_TABLES, type CleanupReport } from '../../src/cleanup';
-import { nativeAvailable } from '../../src/native';
 import { ipvsInfo } from '../../src/native/ipvs';
 import { createLogger } from '../../src/util/log';
 import { Netns, sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
-const ready = !!CG_ROOT && nativeAvailable() && fs.existsSync(CLI) && fs.existsSync(BPF_OBJ);
-const d = ready ? describe : describe.skip;
+const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
 
 /** Two services with endpoints on this node, dual-stack, one with a node port. */
 function state(): unknown {

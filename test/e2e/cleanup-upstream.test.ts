@@ -13,13 +13,13 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { cleanupNode, isKubeProxyChain, type CleanupReport } from '../../src/cleanup';
-import { nativeAvailable } from '../../src/native';
 import { createLogger } from '../../src/util/log';
-import { canUseNetns, Netns } from '../helpers/netns';
+import { Netns } from '../helpers/netns';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
+import { gated, need } from '../helpers/gate';
 
-const d = canUseNetns() && nativeAvailable() ? describe : describe.skip;
+const d = gated(need.netns(), need.native()).describe;
 
 const FORWARDER = `
 const net = require('node:net');

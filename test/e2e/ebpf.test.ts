@@ -10,8 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
-import { nativeAvailable } from '../../src/native';
 import { sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -21,8 +21,7 @@ const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
 const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
-const ready = !!CG_ROOT && nativeAvailable() && fs.existsSync(CLI) && fs.existsSync(BPF_OBJ);
-const d = ready ? describe : describe.skip;
+const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
 
 const POD = { pa: { v4: '10.244.1.10', v6: 'fd00:244:1::10' }, pb: { v4: '10.244.1.11', v6: 'fd00:244:1::11' }, cl: { v4: '10.244.1.20', v6: 'fd00:244:1::20' } };
 type PodName = 'pa' | 'pb';

@@ -10,9 +10,10 @@ import {
   type NftOp,
 } from '../../src/native/index';
 import { nftList } from '../helpers/nft-list';
-import { Netns, canUseNetns, sh } from '../helpers/netns';
+import { Netns, sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
 
-const maybe = canUseNetns() && nativeAvailable() ? describe : describe.skip;
+const maybe = gated(need.netns(), need.native()).describe;
 const T = 'kpng';
 const d = (x: object) => ({ family: 'ip' as const, table: T, ...x }) as never;
 

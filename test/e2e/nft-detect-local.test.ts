@@ -11,12 +11,12 @@ import { execFileSync } from 'node:child_process';
 import { ADDR, Lab } from './lab/lab';
 import { Kpng, type KpngOptions } from './lab/kpng';
 import { StateFile, type SvcSpec } from './lab/world';
+import { gated, need } from '../helpers/gate';
 
 // This file's namespaces and interfaces carry the prefix kld- (parallel labs on one machine).
 process.env.KPNG_LAB_PREFIX = 'kld-';
 
-const root = process.getuid?.() === 0;
-const d = root ? describe : describe.skip;
+const d = gated(need.root()).describe;
 
 const ROUTED_POD = '10.244.9.10';
 const ROUTED_GW = '10.244.9.1';

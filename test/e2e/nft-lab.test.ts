@@ -1,8 +1,8 @@
 // The lab itself: namespaces, routes and echo servers work before any kpng rule is involved.
 import { Lab, ADDR, PODS } from './lab/lab';
+import { gated, need } from '../helpers/gate';
 
-const root = process.getuid?.() === 0;
-const d = root ? describe : describe.skip;
+const d = gated(need.root()).describe;
 
 d('nft lab harness', () => {
   let lab: Lab;

@@ -3,9 +3,9 @@
 import { Lab, ADDR, PODS } from './lab/lab';
 import { Kpng, type KpngOptions } from './lab/kpng';
 import { StateFile, type SvcSpec } from './lab/world';
+import { gated, need } from '../helpers/gate';
 
-const root = process.getuid?.() === 0;
-const d = root ? describe : describe.skip;
+const d = gated(need.root()).describe;
 const podIP = (n: string) => PODS.find((p) => p.name === n)!.v4;
 
 const services: SvcSpec[] = [

@@ -8,11 +8,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { KpngProcess, ROOT } from '../helpers/cli';
-import { canUseNetns, Netns } from '../helpers/netns';
+import { Netns } from '../helpers/netns';
 import { ep, node, slice, svc } from '../helpers/k8s';
 import { waitFor } from '../helpers/wait';
+import { gated, need } from '../helpers/gate';
 
-const maybe = canUseNetns() ? test : test.skip;
+const maybe = gated(need.netns()).test;
 const STATE = stringify({ apiVersion: 'v1', kind: 'List', items: [
   node('n1'), svc('web', { clusterIPs: ['10.96.7.7'] }), slice('web-1', 'web', [ep('10.244.1.7', { node: 'n1', ready: true })]),
 ] });

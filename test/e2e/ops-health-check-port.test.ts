@@ -8,11 +8,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { KpngProcess } from '../helpers/cli';
-import { canUseNetns, Netns } from '../helpers/netns';
+import { Netns } from '../helpers/netns';
 import { ep, node, slice, svc } from '../helpers/k8s';
 import { waitFor } from '../helpers/wait';
+import { gated, need } from '../helpers/gate';
 
-const maybe = canUseNetns() ? test : test.skip;
+const maybe = gated(need.netns()).test;
 const NODE_IP = '192.168.50.1';
 const HCNP = 31555;
 

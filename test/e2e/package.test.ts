@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT } from '../helpers/cli';
+import { gated, need } from '../helpers/gate';
 
 /** The npm CLI this machine has (the pinned node runs it). */
 function npmCli(): string | undefined {
@@ -18,7 +19,10 @@ function npmCli(): string | undefined {
 }
 
 const cli = npmCli();
-const t = cli && process.platform === 'linux' && process.arch === 'x64' ? test : test.skip;
+const t = gated(
+  need.that('the npm CLI', cli !== undefined, 'put npm (it comes with node) on PATH'),
+  need.that('linux x64', process.platform === 'linux' && process.arch === 'x64', 'the prebuilt addon is made for linux-x64 only: run this test there'),
+).test;
 
 t('npm pack ships a prebuilt addon: installed without a compiler, kpng runs and loads it', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-pack-'));

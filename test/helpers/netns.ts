@@ -7,13 +7,6 @@ export function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
-export function canUseNetns(): boolean {
-  if (process.getuid?.() !== 0) return false;
-  const r = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' });
-  const n = spawnSync('nft', ['--version'], { encoding: 'utf8' });
-  return r.status === 0 && n.status === 0;
-}
-
 export class Netns {
   readonly name: string;
   readonly path: string;

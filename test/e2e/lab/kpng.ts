@@ -6,7 +6,7 @@
 //  - 'text' mode (before the addon exists): the same pipeline (file source, store, node state,
 //    runner) in the test process, with the nft sink writing through `nft -f` inside n1.
 // Choose with KPNG_E2E_MODE=cli|native|text; by default cli when dist/ and the addon are there, else
-// native when the addon loads, else text.
+// native when the addon loads, else text; under KPNG_TEST_STRICT=1 (`make test`) cli or an error.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
@@ -21,6 +21,7 @@ import { createLogger } from '../../../src/util/log';
 import { nativeKernel } from '../../../src/backend/nft';
 import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
+import { strictTests } from '../../helpers/gate';
 import { Aggregator } from '../../../src/aggregator/aggregator';
 import { aggregatorKernel } from '../../../src/backend/nft/aggregator-kernel';
 import { nativeTransport } from '../../../src/aggregator/transport';
@@ -49,7 +50,14 @@ function distNativeLoads(): boolean {
 export function kpngMode(): KpngMode {
   const m = process.env.KPNG_E2E_MODE;
   if (m === 'cli' || m === 'text' || m === 'native') return m;
-  if (fs.existsSync(CLI) && fs.existsSync(path.join(ROOT, 'dist/src/backend/nft/index.js')) && distNativeLoads()) return 'cli';
+  const lacks = [
+    ...(fs.existsSync(CLI) && fs.existsSync(path.join(ROOT, 'dist/src/backend/nft/index.js')) ? [] : ['dist/ is not built']),
+    ...(distNativeLoads() ? [] : ['dist/src/native does not load the addon']),
+  ];
+  if (lacks.length === 0) return 'cli';
+  // `make test` runs the acceptance path: a quiet fall back (the text mode has no conntrack path) would
+  // test less than it claims.
+  if (strictTests()) throw new Error(`KPNG_TEST_STRICT=1 (make test): the e2e lab runs kpng from dist/ (cli mode) but ${lacks.join(' and ')}: run \`make build\`, or choose a mode with KPNG_E2E_MODE=cli|native|text`);
   return nativeLoads() ? 'native' : 'text';
 }
 
