@@ -10,7 +10,7 @@
 //   DROP -> refused too: a socket-level program cannot make a connect() hang the way a dropped SYN
 //   does, and failing at once is kinder than a timeout.
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
-import { cidrContains } from '../../model/ip';
+import { isDnat, nodePortAddresses, pickEndpoints } from '../../model/views';
 import { BackendWriter, FLAG_REFUSE, SvcKeyWriter, svcValueBytes } from './maps';
 
 export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
@@ -43,24 +43,14 @@ export interface PlanMaps { heads: Map<string, string>; slots: Map<string, numbe
 
 export const newPlan = (): PlanMaps => ({ heads: new Map(), slots: new Map(), backends: new Map() });
 
-/** The endpoints a route sends to, or null when the route refuses. */
-export function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): Endpoint[] | null | undefined {
-  switch (route.target) {
-    case Target.CLUSTER: return cluster;
-    case Target.LOCAL: return local;
-    case Target.REJECT:
-    case Target.DROP: return null;
-    default: return undefined;   // unspecified: not a socket-LB destination
-  }
+/** The endpoints a route sends to, null when the route refuses, undefined when unspecified (not a socket-LB destination). */
+function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): Endpoint[] | null | undefined {
+  if (isDnat(route)) return pickEndpoints(route.target, cluster, local);
+  return route.target === Target.REJECT || route.target === Target.DROP ? null : undefined;
 }
 
 /** The node's addresses of a family where node ports answer, never loopback ones (none without a node item). */
-export function nodePortAddrs(node: NodeInfo | undefined, family: IPFamily): string[] {
-  if (!node) return [];
-  const cidrs = ofFamily(node.nodePortAddresses, family);
-  return ofFamily({ v4: node.addresses.filter((a) => !a.includes(':')), v6: node.addresses.filter((a) => a.includes(':')) }, family)
-    .filter((a) => a !== '::1' && !a.startsWith('127.') && cidrs.some((c) => cidrContains(c, a)));
-}
+export const nodePortAddrs = (node: NodeInfo | undefined, family: IPFamily): string[] => nodePortAddresses(node, family, node?.addresses ?? []);
 
 const keys = new SvcKeyWriter();
 const backend = new BackendWriter();

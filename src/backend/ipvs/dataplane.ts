@@ -15,7 +15,6 @@
 // KernelSink's next sync a full one, which repairs whatever the partial sync left. Virtual servers no
 // service asks for are deleted, except inside --ipvs-exclude-cidrs (settings.ts), which kpng leaves alone.
 import { pushAll } from '../../util/push-all';
-import { cidrContains } from '../../model/ip';
 import { IPFamily, podSources, serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import { nftApply, type NftOp } from '../../native';
 import {
@@ -121,7 +120,7 @@ export class IpvsDataplane implements Dataplane {
   };
 
   private plan(svc: Service): ServicePlan {
-    const nodePortAddrsBy = { ip: nodePortAddrs(this.node, 'ip', this.localAddrs, cidrContains), ip6: nodePortAddrs(this.node, 'ip6', this.localAddrs, cidrContains) };
+    const nodePortAddrsBy = { ip: nodePortAddrs(this.node, 'ip', this.localAddrs), ip6: nodePortAddrs(this.node, 'ip6', this.localAddrs) };
     return planService(svc, { node: this.node, localAddrs: this.localAddrs, markFor: this.markFor, nodePortAddrs: nodePortAddrsBy });
   }
 

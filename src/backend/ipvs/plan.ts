@@ -9,7 +9,8 @@
 //     the Cluster endpoints, outside clients to this node's), the odd class is steered by a firewall mark
 //     to a mark-keyed virtual server holding its endpoints;
 //   - per class, an action for the nft companion table: pass, masquerade, mark, drop or reject.
-import { IPFamily, Protocol, Target, ofFamily, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { IPFamily, Protocol, Target, ofFamily, EndpointList, type NodeInfo, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { firewallSources, isDnat, nodePortAddresses, pickEndpoints } from '../../model/views';
 import type { IpvsProtocol } from '../../native/ipvs';
 
 export type Fam = 'ip' | 'ip6';
@@ -66,10 +67,9 @@ export interface PlanContext {
 }
 
 const l4 = (p: Protocol): IpvsProtocol => (p === Protocol.UDP ? 'udp' : p === Protocol.SCTP ? 'sctp' : 'tcp');
-const isDnat = (r: Route): boolean => r.target === Target.CLUSTER || r.target === Target.LOCAL;
-
+/** The real servers of a DNAT target: its endpoints, each (address, port) once, sorted. */
 function endpointsOf(sp: ServicePort, target: Target): Array<{ ip: string; port: number }> {
-  const list: EndpointList = target === Target.LOCAL ? sp.localEndpoints : sp.clusterEndpoints;
+  const list: EndpointList = pickEndpoints(target, sp.clusterEndpoints, sp.localEndpoints) ?? EndpointList.EMPTY;
   const seen = new Map<string, { ip: string; port: number }>();
   for (const e of list) seen.set(`${e.ip}|${e.port}`, { ip: e.ip, port: e.port });
   return [...seen.values()].sort((a, b) => (a.ip === b.ip ? a.port - b.port : a.ip < b.ip ? -1 : 1));
@@ -79,11 +79,8 @@ const sameSet = (a: Array<{ ip: string; port: number }>, b: Array<{ ip: string; 
   a.length === b.length && a.every((e, i) => e.ip === b[i].ip && e.port === b[i].port);
 
 /** Node port addresses: this node's local addresses of the family inside NodeInfo.nodePortAddresses. */
-export function nodePortAddrs(node: NodeInfo | undefined, fam: Fam, localAddrs: string[], contains: (cidr: string, ip: string) => boolean): string[] {
-  if (!node) return [];
-  const cidrs = fam === 'ip' ? node.nodePortAddresses.v4 : node.nodePortAddresses.v6;
-  return localAddrs.filter((a) => (fam === 'ip6') === a.includes(':') && cidrs.some((c) => contains(c, a)));
-}
+export const nodePortAddrs = (node: NodeInfo | undefined, fam: Fam, localAddrs: string[]): string[] =>
+  nodePortAddresses(node, fam === 'ip6' ? IPFamily.IPV6 : IPFamily.IPV4, localAddrs);
 
 export function planService(svc: Service, ctx: PlanContext & { nodePortAddrs: Record<Fam, string[]> }): ServicePlan {
   const plan: ServicePlan = { dests: [], virtuals: [], endpointIPs: [] };
@@ -97,7 +94,7 @@ export function planService(svc: Service, ctx: PlanContext & { nodePortAddrs: Re
     const portId = `${id}/${fam}/${proto}/${sp.port.port}`;
 
     // One destination kind (cluster IPs, ...) with its routes, on its addresses and port.
-    const destination = (addrs: string[], rs: Routes | null, port: number, opts: { bind: boolean; firewall: boolean }): void => {
+    const destination = (addrs: string[], rs: Routes | null, port: number, opts: { bind: boolean; firewall: string[] | null }): void => {
       if (!rs || addrs.length === 0) return;
       const dnat = CLASSES.filter((c) => isDnat(rs[c]));
       // The virtual server serves the target of "other" when it is DNATed, else of the first DNATed class.
@@ -120,16 +117,15 @@ export function planService(svc: Service, ctx: PlanContext & { nodePortAddrs: Re
         actions[c] = a;
       }
       for (const addr of addrs) {
-        plan.dests.push({ fam, addr, proto, port, actions, allowed: opts.firewall ? ofFamily(svc.loadBalancerAllowedSources, sp.family) : null, bind: opts.bind });
+        plan.dests.push({ fam, addr, proto, port, actions, allowed: opts.firewall, bind: opts.bind });
         if (primary !== null) plan.virtuals.push({ fam, addr, proto, port, persistence, endpoints: primaryEps });
       }
     };
 
-    destination(ofFamily(svc.clusterIps, sp.family), sp.clusterIp, sp.port.port, { bind: true, firewall: false });
-    destination(ofFamily(svc.externalIps, sp.family), sp.externalIp, sp.port.port, { bind: true, firewall: false });
-    const lbFirewall = sp.loadBalancerFirewall && ofFamily(svc.loadBalancerAllowedSources, sp.family).length > 0;
-    destination(ofFamily(svc.loadBalancerIps, sp.family), sp.loadBalancerIp, sp.port.port, { bind: true, firewall: lbFirewall });
-    if (sp.port.nodePort) destination(ctx.nodePortAddrs[fam], sp.nodePort, sp.port.nodePort, { bind: false, firewall: false });
+    destination(ofFamily(svc.clusterIps, sp.family), sp.clusterIp, sp.port.port, { bind: true, firewall: null });
+    destination(ofFamily(svc.externalIps, sp.family), sp.externalIp, sp.port.port, { bind: true, firewall: null });
+    destination(ofFamily(svc.loadBalancerIps, sp.family), sp.loadBalancerIp, sp.port.port, { bind: true, firewall: firewallSources(svc, sp) });
+    if (sp.port.nodePort) destination(ctx.nodePortAddrs[fam], sp.nodePort, sp.port.nodePort, { bind: false, firewall: null });
 
     // Only endpoints on this node can be their own client here (as upstream's KUBE-LOOP-BACK set).
     for (const e of [...sp.clusterEndpoints, ...sp.localEndpoints]) {

@@ -2,7 +2,8 @@
 // backend that DNATs): UDP has no connection end, so an entry to a removed endpoint would keep
 // black-holing its flow, and one created while a service had no endpoint would keep refusing it.
 import type { ConntrackFilter } from '../../native/nft-types';
-import { Protocol, Target, ofFamily, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { Protocol, ofFamily, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { routeEndpoints } from '../../model/views';
 
 type Fam = 'ip' | 'ip6';
 
@@ -17,16 +18,11 @@ interface UdpDestinations {
   endpoints: Set<string>;
 }
 
-const dnat = (r: Route): boolean => r.target === Target.CLUSTER || r.target === Target.LOCAL;
-
 function used(sp: ServicePort): Set<string> {
   const out = new Set<string>();
   const routes = [sp.clusterIp, sp.externalIp, sp.loadBalancerIp, sp.nodePort].filter((r): r is Routes => r !== null);
   for (const rs of routes) {
-    for (const r of [rs.pod, rs.node, rs.other]) {
-      if (!dnat(r)) continue;
-      for (const e of r.target === Target.CLUSTER ? sp.clusterEndpoints : sp.localEndpoints) out.add(e.ip);
-    }
+    for (const r of [rs.pod, rs.node, rs.other]) for (const e of routeEndpoints(sp, r)) out.add(e.ip);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 // and masquerade per destination and client class); it decides no Kubernetes rule itself.
 import * as crypto from 'node:crypto';
 import { IPFamily, Protocol, Target, ofFamily, podSourceText, podSources, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { firewallSources, isDnat, pickEndpoints } from '../../model/views';
 import { denseSlots, type SlotState } from './slots';
 import { fnv1a } from '../../util/fnv';
 import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
@@ -88,7 +89,6 @@ export interface BuildContext {
   prevSlots?: Map<string, SlotState>;
 }
 
-const isDnat = (r: Route): boolean => r.target === Target.CLUSTER || r.target === Target.LOCAL;
 const sameRoute = (a: Route, b: Route): boolean => a.target === b.target && a.masquerade === b.masquerade;
 
 /** The verdict for packets a destination does not DNAT (filter chains, after DNAT). */
@@ -112,7 +112,6 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   if (clusterIPs.length === 0) return p; // not a service of this family
   const externalIPs = ofFamily(svc.externalIps, family);
   const lbIPs = ofFamily(svc.loadBalancerIps, family);
-  const allowed = ofFamily(svc.loadBalancerAllowedSources, family);
   const pods = podSources(ctx.node, family);
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
@@ -136,7 +135,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     type Dest = { kind: 'vip'; addrs: string[] } | { kind: 'port'; port: number };
     const selectionChain = (target: Target, dest: Dest): string => {
       const local = target === Target.LOCAL;
-      const list = local ? sp.localEndpoints : sp.clusterEndpoints;
+      const list = pickEndpoints(target, sp.clusterEndpoints, sp.localEndpoints)!;
       if (affinity) {
         const chain = `${local ? 'leps' : 'eps'}-${name}`;
         if (!p.chains.has(chain)) p.chains.set(chain, selection(p, ctx, chain, `${name}${local ? '/local' : ''}`, proto, list, affinity));
@@ -204,7 +203,8 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     }
 
     // Load-balancer source ranges: a firewall chain per service port, checked before DNAT.
-    if (sp.loadBalancerFirewall && allowed.length > 0 && lbIPs.length > 0) {
+    const allowed = firewallSources(svc, sp);
+    if (allowed) {
       const fwName = `fw-${name}`;
       p.chains.set(fwName, [...allowed.map((cidr): Stmt => ({ s: 'srcCidr', cidr, then: 'return' })), { s: 'drop' }]);
       for (const addr of lbIPs) add(elems, N.firewall, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: fwName } });
