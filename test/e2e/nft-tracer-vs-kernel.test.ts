@@ -10,7 +10,7 @@ import type { Fam, L4, SetKind, Stmt } from '../../src/backend/nft/types';
 import { nativeAvailable } from '../../src/native';
 import { ep, node, slice, svc } from '../helpers/k8s';
 import { Netns, canUseNetns } from '../helpers/netns';
-import { diffFakes } from '../helpers/nft-compare';
+import { diffFakes, diffTables } from '../helpers/nft-compare';
 import { kernelFake } from '../helpers/nft-lift';
 import { nftList } from '../helpers/nft-list';
 import { Tracer, type FakeTable, type Packet } from '../helpers/nft-tracer';
@@ -202,6 +202,14 @@ d('the tracer\'s tables are the kernel\'s (nft full sync through the addon)', ()
     const listed = { ip: await nftList('ip', 'kpng', { netns: ns.path }), ip6: await nftList('ip6', 'kpng', { netns: ns.path }) };
     const kernel = kernelFake(listed);
     expect(diffFakes(w.nft.tables, kernel.tables)).toEqual([]);
+    // The comparison sees the kernel's side: the plan less one rule, or one element, differs from it.
+    const lessRule = w.nft.tables.ip.clone();
+    lessRule.chains.get('nat-postrouting')!.rules.shift();
+    expect(diffTables(lessRule, kernel.tables.ip).filter((l) => l.startsWith('+'))).toContain('+ chain nat-postrouting rule 0: hairpinMasq {}');
+    const lessElem = w.nft.tables.ip.clone();
+    const [first] = lessElem.sets.get('cluster-ips')!.elems.keys();
+    lessElem.sets.get('cluster-ips')!.elems.delete(first);
+    expect(diffTables(lessElem, kernel.tables.ip)).toEqual([expect.stringMatching(/^\+ set cluster-ips element 172\.30\.0\.\d+$/)]);
     for (const fam of FAMS) for (const s of shapes(fam, kernel.tables[fam])) seen.add(s);
 
     // The same fate for every packet over the planned table and over the kernel's.

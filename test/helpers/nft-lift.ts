@@ -151,7 +151,7 @@ function cond(fam: Fam, s: Slot, op: string, data: Uint8Array): Cond {
   throw new LiftError(`cmp ${op} ${hex(data)} on ${JSON.stringify(v)} is no condition kpng means`);
 }
 
-interface SetInfo { name: string; keyLen: number; map: 'verdict' | 'data' | null; dataLen?: number }
+export interface SetInfo { name: string; keyLen: number; map: 'verdict' | 'data' | null; dataLen?: number }
 
 let lookups = 0;
 
