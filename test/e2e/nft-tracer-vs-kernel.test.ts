@@ -5,7 +5,7 @@
 // over for the same cluster (test/helpers/nft-world.ts), line by line; then the tracer runs over
 // both tables and must give every packet the same fate. The flow tests (test/nft-tracer.test.ts,
 // test/nft-detect-local.test.ts) thus rest on a fake that is checked against the kernel.
-import { NftDataplane, nativeKernel } from '../../src/backend/nft';
+import { NftDataplane, nativeKernel, type NftKernel } from '../../src/backend/nft';
 import type { Fam, L4, SetKind, Stmt } from '../../src/backend/nft/types';
 import { nativeAvailable } from '../../src/native';
 import { ep, node, slice, svc } from '../helpers/k8s';
@@ -13,8 +13,8 @@ import { Netns, canUseNetns } from '../helpers/netns';
 import { diffFakes, diffTables } from '../helpers/nft-compare';
 import { kernelFake } from '../helpers/nft-lift';
 import { nftList } from '../helpers/nft-list';
-import { Tracer, type FakeTable, type Packet } from '../helpers/nft-tracer';
-import { brief, nftWorld, type WorldOptions } from '../helpers/nft-world';
+import { FakeNft, Tracer, type FakeTable, type Packet } from '../helpers/nft-tracer';
+import { brief, enlsOf, nftWorld, type WorldOptions } from '../helpers/nft-world';
 
 const d = canUseNetns() && nativeAvailable() ? describe : describe.skip;
 
@@ -233,6 +233,66 @@ d('the tracer\'s tables are the kernel\'s (nft full sync through the addon)', ()
     expect(stuck).toBeGreaterThan(0);
     // Packets of each verdict were compared (the packets reach the rules, not only pass by).
     expect(new Set(fates.map((x) => x.a.split(' ')[0]))).toEqual(new Set(['DNAT', 'DROP', 'REJECT', 'ACCEPT']));
+  });
+
+  test('incremental updates: the fake applies the batches the dataplane sends as the kernel does', async () => {
+    const w = nftWorld(CLUSTERS[0].objects, CLUSTERS[0].opts);
+    const fake = new FakeNft();
+    const native = nativeKernel({ netns: ns.path });
+    // The same batches to the kernel and, once the kernel took them, to the fake.
+    const kernel: NftKernel = {
+      async apply(table, famOps) {
+        const r = await native.apply(table, famOps);
+        fake.apply(famOps);
+        return r;
+      },
+      conntrackDelete: (f) => native.conntrackDelete(f),
+      close: () => native.close!(),
+    };
+    const dp = new NftDataplane('kpng', kernel);
+    const current = () => new Map(enlsOf(w.c.state).services);
+    const check = async (step: string) => {
+      const listed = { ip: await nftList('ip', 'kpng', { netns: ns.path }), ip6: await nftList('ip6', 'kpng', { netns: ns.path }) };
+      expect({ step, diff: diffFakes(fake.tables, kernelFake(listed).tables) }).toEqual({ step, diff: [] });
+    };
+    try {
+      await dp.fullSync([...current().values()], w.node);
+      await check('full sync');
+      const here = (ip: string) => ep(ip, { node: 'n1' });
+      const there = (ip: string) => ep(ip, { node: 'n2' });
+      const p80 = [{ name: 'p80', protocol: 'TCP', port: 80 }];
+      const steps: Array<[string, () => void]> = [
+        ['web loses an endpoint (other pick chains, fewer slots)', () => w.c.add(slice('web-1', 'web', [here('10.180.0.1'), there('10.180.2.1')], { ports: ports(tcp(80), { name: 'dns', protocol: 'UDP', port: 53 }, { name: 'sc', protocol: 'SCTP', port: 9000 }) }))],
+        ['lb\'s endpoint replaced', () => w.c.add(slice('lb-1', 'lb', [there('10.180.2.99')], { ports: p80 }))],
+        ['term deleted', () => w.c.del(svc('term', { clusterIPs: ['172.30.0.47'] }))],
+        ['empty gets endpoints (reject -> DNAT)', () => w.c.add(slice('empty-1', 'empty', [here('10.180.0.8')], { ports: p80 }))],
+        ['aff: another timeout and a third endpoint', () => {
+          w.c.add(svc('aff', { type: 'NodePort', clusterIPs: ['172.30.0.49'], affinity: 300, ports: [tcp(80, 30085)] }));
+          w.c.add(slice('aff-1', 'aff', [here('10.180.0.9'), there('10.180.2.9'), there('10.180.2.19')], { ports: p80 }));
+        }],
+        ['itp-here loses its local endpoint (DNAT -> drop)', () => w.c.add(slice('itp-here-1', 'itp-here', [there('10.180.2.5')], { ports: p80 }))],
+        ['a new load balancer with source ranges, dual stack', () => {
+          w.c.add(svc('new', { type: 'LoadBalancer', clusterIPs: ['172.30.0.60', 'fd00:30::60'], lbIPs: ['1.2.3.60', '2001:db8:1::60'], sourceRanges: ['203.0.113.0/25', '2001:db8:ffff::/48'], ports: [tcp(80, 30090)], extraSpec: { ipFamilies: ['IPv4', 'IPv6'] } }));
+          w.c.add(slice('new-1', 'new', [here('10.180.0.60')], { ports: p80 }), slice('new-2', 'new', [there('fd00:10::2:60')], { ports: p80, family: 'IPv6' }));
+        }],
+        ['lb deleted (its firewall chain goes)', () => w.c.del(svc('lb', { clusterIPs: ['172.30.0.42'] }))],
+      ];
+      for (const [step, change] of steps) {
+        const before = current();
+        change();
+        const after = current();
+        const changes = [...new Set([...before.keys(), ...after.keys()])]
+          .filter((k) => before.get(k) !== after.get(k))
+          .map((k) => ({ key: k, old: before.get(k) ?? null, new: after.get(k) ?? null }));
+        expect({ step, changed: changes.length > 0 }).toEqual({ step, changed: true });
+        await dp.update(changes, w.node);
+        await check(step);
+      }
+      // One batch per step, each taken by both.
+      expect(fake.batches).toBe(steps.length + 1);
+    } finally {
+      await dp.close();
+    }
   });
 
   test('the clusters cover every kind of rule, set and element the planner writes', () => {
