@@ -54,7 +54,7 @@ describe('diffTables', () => {
     ]);
   });
 
-  test('a set\'s kind or timeout, a chain\'s hook, a chain or set missing', () => {
+  test('a set\'s kind, timeout or capacity, a chain\'s hook, a chain or set missing', () => {
     const aff = [...planned().sets.keys()].find((n) => n.startsWith('aff-'))!;
     expect(edited((t) => { const s = t.sets.get(aff)!; s.spec = { ...s.spec, timeoutSec: 101 }; })).toEqual([`- set ${aff}: affinity timeout 100s`, `+ set ${aff}: affinity timeout 101s`]);
     expect(edited((t) => { const s = t.sets.get('cluster-ips')!; s.spec = { ...s.spec, kind: 'affinity' }; })).toHaveLength(2);
@@ -64,7 +64,8 @@ describe('diffTables', () => {
     expect(edited((t) => { t.chains.delete('reject-chain'); })).toEqual([
       '- chain reject-chain', '- chain reject-chain rule 0: rejectTcp {}', '- chain reject-chain rule 1: rejectIcmp {}',
     ]);
-    expect(edited((t) => { t.sets.delete('hairpin'); })).toEqual(expect.arrayContaining(['- set hairpin: pairSet']));
+    expect(edited((t) => { t.sets.delete('hairpin'); })).toEqual(expect.arrayContaining(['- set hairpin: pairSet size 1024']));
+    expect(edited((t) => { const s = t.sets.get('hairpin')!; s.spec = { ...s.spec, size: 2048 }; })).toEqual(['- set hairpin: pairSet size 1024', '+ set hairpin: pairSet size 2048']);
   });
 
   test('one form per meaning: address text, host bits, a goto by source range is a class rule', () => {

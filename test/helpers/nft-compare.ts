@@ -79,15 +79,13 @@ export function elemLine(e: Elem): string {
 }
 
 /**
- * The table as lines: sets (kind, timeout), their elements (sorted), chains (hook), rules (by
- * position). A set's capacity (`size`) is left out: it changes no packet's path, and the listing
- * does not report it (test/nft-capacity.test.ts checks it through `nft list`). Elements the datapath
- * adds (affinity) are not part of the plan.
+ * The table as lines: sets (kind, timeout, capacity), their elements (sorted), chains (hook), rules
+ * (by position). Elements the datapath adds (affinity) are not part of the plan.
  */
 export function tableLines(t: FakeTable): string[] {
   const out: string[] = [`table ${t.exists ? 'exists' : 'absent'}`];
   for (const [name, s] of t.sets) {
-    out.push(`set ${name}: ${s.spec.kind}${s.spec.timeoutSec !== undefined ? ` timeout ${s.spec.timeoutSec}s` : ''}`);
+    out.push(`set ${name}: ${s.spec.kind}${s.spec.timeoutSec !== undefined ? ` timeout ${s.spec.timeoutSec}s` : ''}${s.spec.size !== undefined ? ` size ${s.spec.size}` : ''}`);
     for (const l of [...s.elems.values()].map(elemLine).sort()) out.push(`set ${name} element ${l}`);
   }
   for (const [name, c] of t.chains) {

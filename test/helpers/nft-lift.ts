@@ -407,8 +407,11 @@ function setSpec(fam: Fam, s: NftSetInfo): SetSpec & { info: SetInfo } {
   const a = addrType(fam), al = addrLen(fam);
   const is = (flags: number, keyType: number, keyLen: number, dataType?: number, dataLen?: number): boolean =>
     s.flags === flags && s.keyType === keyType && s.keyLen === keyLen && s.dataType === dataType && (dataType === undefined || dataType === NFT_DATA_VERDICT || s.dataLen === dataLen);
-  const spec = (kind: SetSpec['kind'], map: SetInfo['map'], extra: Partial<SetSpec> = {}) =>
-    ({ name: s.name, kind, ...extra, info: { name: s.name, keyLen: s.keyLen, map, ...(s.dataLen !== undefined ? { dataLen: s.dataLen } : {}) } });
+  // An affinity set's capacity is the renderer's constant (the datapath fills it), not part of the plan.
+  const spec = (kind: SetSpec['kind'], map: SetInfo['map'], extra: Partial<SetSpec> = {}) => ({
+    name: s.name, kind, ...extra, ...(s.size !== undefined && kind !== 'affinity' ? { size: s.size } : {}),
+    info: { name: s.name, keyLen: s.keyLen, map, ...(s.dataLen !== undefined ? { dataLen: s.dataLen } : {}) },
+  });
   const epData = cat(a, TYPE.service);
   if (is(SET_MAP, cat(a, TYPE.proto, TYPE.service), al + 8, NFT_DATA_VERDICT)) return spec('vipMap', 'verdict');
   if (is(SET_MAP, cat(TYPE.proto, TYPE.service), 8, NFT_DATA_VERDICT)) return spec('portMap', 'verdict');
