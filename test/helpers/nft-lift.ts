@@ -65,6 +65,8 @@ function word(reg: number): number {
   throw new LiftError(`register ${reg} is not a data register`);
 }
 const words = (len: number): number => Math.ceil(len / 4);
+/** The register naming word `w` (NFT_REG32_00 is 8). */
+const reg32 = (w: number): number => 8 + w;
 
 class Regs {
   private readonly w: Array<{ slot: Slot; part: number } | undefined> = new Array(16);
@@ -90,7 +92,7 @@ class Regs {
     const out: Val[] = [];
     let at = word(reg), got = 0;
     while (got < len) {
-      const s = this.get(at + 8);
+      const s = this.get(reg32(at));
       out.push(s.v);
       at += words(s.len);
       got += words(s.len) * 4;
@@ -153,11 +155,10 @@ function cond(fam: Fam, s: Slot, op: string, data: Uint8Array): Cond {
 
 export interface SetInfo { name: string; keyLen: number; map: 'verdict' | 'data' | null; dataLen?: number }
 
-let lookups = 0;
-
 /** What one rule's expressions do, read symbolically. */
 function readRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): { conds: Cond[]; effects: Effect[]; final?: Final } {
   const regs = new Regs();
+  let lookups = 0;
   const conds: Cond[] = [];
   const effects: Effect[] = [];
   let final: Final | undefined;
@@ -253,7 +254,7 @@ function readRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): { conds:
           if (s.map !== 'data' || s.dataLen !== addrLen(fam) + 4) throw new LiftError(`data lookup in ${l.set}, not an address . port map`);
           const id = ++lookups;
           regs.set(l.dreg, { k: 'mapAddr', set: l.set, key, id }, addrLen(fam));
-          regs.set(word(l.dreg) + words(addrLen(fam)) + 8, { k: 'mapPort', set: l.set, key, id }, 2);
+          regs.set(reg32(word(l.dreg) + words(addrLen(fam))), { k: 'mapPort', set: l.set, key, id }, 2);
         }
         break;
       }
