@@ -98,7 +98,7 @@ struct SetRec {
   uint32_t family;
   std::string table, name, comment;
   uint64_t handle, timeout = 0;
-  uint32_t flags, keyType, keyLen, dataType = 0, dataLen = 0;
+  uint32_t flags, keyType, keyLen, dataType = 0, dataLen = 0, size = 0;
   bool isMap = false, hasTimeout = false;
   std::vector<uint8_t> blob;
   std::vector<ElemRec> elems;
@@ -250,6 +250,8 @@ class ListWorker : public Napi::AsyncWorker {
                       r.dataType = nftnl_set_get_u32(s, NFTNL_SET_DATA_TYPE);
                       r.dataLen = nftnl_set_get_u32(s, NFTNL_SET_DATA_LEN);
                     }
+                    // The capacity given at creation (NFTA_SET_DESC_SIZE); 0 when none was.
+                    if (nftnl_set_is_set(s, NFTNL_SET_DESC_SIZE)) r.size = nftnl_set_get_u32(s, NFTNL_SET_DESC_SIZE);
                     if (nftnl_set_is_set(s, NFTNL_SET_TIMEOUT)) {
                       r.hasTimeout = true;
                       r.timeout = nftnl_set_get_u64(s, NFTNL_SET_TIMEOUT);
@@ -390,6 +392,7 @@ class ListWorker : public Napi::AsyncWorker {
         o.Set("dataLen", Napi::Number::New(env, s.dataLen));
       }
       if (s.hasTimeout) o.Set("timeout", Napi::Number::New(env, (double)s.timeout));
+      if (s.size) o.Set("size", Napi::Number::New(env, s.size));
       if (!s.comment.empty()) o.Set("comment", s.comment);
       Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, s.blob.size());
       if (!s.blob.empty()) memcpy(ab.Data(), s.blob.data(), s.blob.size());

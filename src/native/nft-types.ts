@@ -222,6 +222,8 @@ export interface NftElementInfo {
 export interface NftSetInfo {
   family: NftFamily; table: string; name: string; handle: number;
   flags: number; keyType: number; keyLen: number; dataType?: number; dataLen?: number; timeout?: number;
+  /** The capacity the set was created with (absent: none given). */
+  size?: number;
   comment?: string;
   elements: NftElementInfo[];
 }

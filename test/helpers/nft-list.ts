@@ -55,6 +55,20 @@ export async function nftList(family: NftFamily, table: string, opts?: NativeCal
   return { table: tableInfo(raw.table), chains, sets, rules };
 }
 
+/** NF_NAT_RANGE_* bits: a map of addresses and a port follow from the registers; random, persistent and
+ * fully-random change the choice of source port, so they are kept; any other bit (an offset, netmap)
+ * gives null: the expression stays raw rather than be listed as something it is not. */
+const NAT_RANGE = { mapIps: 1, protoSpecified: 2, random: 4, persistent: 8, fullyRandom: 16 } as const;
+function natFlags(bits: number | undefined): { random?: boolean; persistent?: boolean; fullyRandom?: boolean } | undefined | null {
+  if (!bits) return undefined;
+  if (bits & ~0x1f) return null;
+  const out: { random?: boolean; persistent?: boolean; fullyRandom?: boolean } = {};
+  if (bits & NAT_RANGE.random) out.random = true;
+  if (bits & NAT_RANGE.persistent) out.persistent = true;
+  if (bits & NAT_RANGE.fullyRandom) out.fullyRandom = true;
+  return Object.keys(out).length ? out : undefined;
+}
+
 function verdictFromCode(code: number, chain?: string): NftVerdict {
   if (code === VERDICT.jump) return { jump: chain ?? '' };
   if (code === VERDICT.goto) return { goto: chain ?? '' };
@@ -103,12 +117,21 @@ function decodeExpr(name: string, attrs: Record<number, Uint8Array>): NftRuleInf
     case 'ct': return f.dreg !== undefined
       ? { type: 'ct', key: CT_KEY_R[n('key')], dreg: n('dreg'), ...(f.dir !== undefined ? { dir: n('dir') === 1 ? 'reply' : 'original' } : {}) } as NftExpr
       : { type: 'ctSet', key: CT_KEY_R[n('key')] as 'mark', sreg: n('sreg') };
-    case 'nat': return {
-      type: 'nat', nat: n('nat') === 1 ? 'dnat' : 'snat', family: n('family') === NFPROTO.ip6 ? 'ip6' : 'ip',
-      ...(f.regAddrMin !== undefined ? { regAddrMin: n('regAddrMin') } : {}), ...(f.regAddrMax !== undefined ? { regAddrMax: n('regAddrMax') } : {}),
-      ...(f.regProtoMin !== undefined ? { regProtoMin: n('regProtoMin') } : {}), ...(f.regProtoMax !== undefined ? { regProtoMax: n('regProtoMax') } : {}),
-    };
-    case 'masq': return { type: 'masq', ...(f.regProtoMin !== undefined ? { regProtoMin: n('regProtoMin') } : {}) };
+    case 'nat': {
+      const flags = natFlags(f.flags as number | undefined);
+      if (flags === null) return { type: name, raw: attrs };
+      return {
+        type: 'nat', nat: n('nat') === 1 ? 'dnat' : 'snat', family: n('family') === NFPROTO.ip6 ? 'ip6' : 'ip',
+        ...(f.regAddrMin !== undefined ? { regAddrMin: n('regAddrMin') } : {}), ...(f.regAddrMax !== undefined ? { regAddrMax: n('regAddrMax') } : {}),
+        ...(f.regProtoMin !== undefined ? { regProtoMin: n('regProtoMin') } : {}), ...(f.regProtoMax !== undefined ? { regProtoMax: n('regProtoMax') } : {}),
+        ...(flags ? { flags } : {}),
+      };
+    }
+    case 'masq': {
+      const flags = natFlags(f.flags as number | undefined);
+      if (flags === null) return { type: name, raw: attrs };
+      return { type: 'masq', ...(f.regProtoMin !== undefined ? { regProtoMin: n('regProtoMin') } : {}), ...(flags ? { flags } : {}) };
+    }
     case 'reject': return { type: 'reject', reject: (['icmp', 'tcpReset', 'icmpx'] as const)[n('reject')], code: n('code') };
     case 'counter': return { type: 'counter', packets: n('packets'), bytes: n('bytes') };
     case 'dynset': return {

@@ -8,7 +8,9 @@
 // priority order and reports where it goes: every endpoint it may be DNATed to (all branches of a
 // random choice are followed), DROP, REJECT or ACCEPT (untouched), and whether it is masqueraded.
 // The idea follows upstream kube-proxy's pkg/proxy/nftables/helpers_test.go over knftables' fake;
-// this version reads the backend's structured ops, so it needs no rule parser.
+// this version reads the backend's structured ops, so it needs no rule parser. The fake is checked
+// against the kernel: test/e2e/nft-tracer-vs-kernel.test.ts lists what the addon put in the kernel for
+// the same plan, reads it back (nft-lift.ts) and compares it with these tables (nft-compare.ts).
 import { stmtText } from '../../src/backend/nft/text';
 import { MASQ_BIT, type ChainSpec, type Elem, type Fam, type FamOps, type L4, type Op, type SetKind, type SetSpec, type Stmt } from '../../src/backend/nft/types';
 
