@@ -7,16 +7,16 @@
 // test/nft-detect-local.test.ts) thus rest on a fake that is checked against the kernel.
 import { NftDataplane, nativeKernel, type NftKernel } from '../../src/backend/nft';
 import type { Fam, L4, SetKind, Stmt } from '../../src/backend/nft/types';
-import { nativeAvailable } from '../../src/native';
 import { ep, node, slice, svc } from '../helpers/k8s';
-import { Netns, canUseNetns } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
+import { Netns } from '../helpers/netns';
 import { diffFakes, diffTables } from '../helpers/nft-compare';
 import { kernelFake } from '../helpers/nft-lift';
 import { nftList } from '../helpers/nft-list';
 import { FakeNft, Tracer, type FakeTable, type Packet } from '../helpers/nft-tracer';
 import { brief, enlsOf, nftWorld, type WorldOptions } from '../helpers/nft-world';
 
-const d = canUseNetns() && nativeAvailable() ? describe : describe.skip;
+const d = gated(need.netns(), need.native()).describe;
 
 type Obj = Record<string, unknown>;
 
