@@ -1,6 +1,7 @@
 // The aggregator's flags, shared by every kernel backend that can go through it (--to nft, ebpf,
 // ipvs): one definition object per flag, registered by each of those backends (the registry accepts
 // the same object from several backends). No native code is loaded here.
+import { parseDuration } from '../util/duration';
 import type { BackendFlag, FlagValue } from '../util/flag-types';
 
 export const AGGREGATOR_FLAGS: BackendFlag[] = [
@@ -15,9 +16,8 @@ export interface AggregatorFlags { enabled: boolean; listen?: string; minInterva
 /** The aggregator flags of a backend context, validated (a clear error for a bad value). */
 export function aggregatorFlags(flags: Record<string, FlagValue>): AggregatorFlags {
   const text = String(flags['aggregator-min-interval'] ?? '100ms');
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (!m) throw new Error(`--aggregator-min-interval: ${JSON.stringify(text)} is not a duration (e.g. 100ms, 1s, 0)`);
-  const minIntervalMs = Math.round(Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60000 : 1000));
+  const minIntervalMs = parseDuration(text);
+  if (minIntervalMs === null) throw new Error(`--aggregator-min-interval: ${JSON.stringify(text)} is not a duration (e.g. 100ms, 1s, 0)`);
   const b = String(flags['aggregator-burst'] ?? '3');
   if (!/^\d+$/.test(b) || Number(b) < 1) throw new Error(`--aggregator-burst: ${JSON.stringify(b)} is not a whole number >= 1`);
   const listen = typeof flags['aggregator-listen'] === 'string' && flags['aggregator-listen'] ? flags['aggregator-listen'] : undefined;

@@ -1,5 +1,7 @@
 // Command-line options of `kpng`, their parsing and the --help text.
 import { parseArgs } from 'node:util';
+import { COMMANDS as SPECS, COMMON_FLAGS, commandFlags, commandsOf, commandSpec } from './spec';
+import { parseDuration } from '../util/duration';
 import os from 'node:os';
 import { backendsHelp, getBackend, listBackends, type FlagValue } from '../backend/registry';
 import { modelOptions, OptionError, type ModelOptions } from '../model/options';
@@ -8,6 +10,7 @@ import { contentTypeOf, PROTOBUF, type ContentType } from '../source/kube/protob
 import { DEBUG_VERBOSITY, LOG_FORMATS, type LogFormat } from '../util/log';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
+const NODE_COMMANDS = SPECS.filter((c) => c.backends);
 export type Command = (typeof COMMANDS)[number];
 /** A registered backend's name, or 'api' (serve every node's state: not a node backend). */
 export type SinkName = string;
@@ -47,99 +50,20 @@ export interface CliOptions {
   tlsCert?: string;
   tlsKey?: string;
   tlsCA?: string;
+  /** command 'help': the command (or 'kube-proxy') whose help is asked for; none: kpng's. */
+  helpTopic?: string;
+}
+
+/** The options of `help` and `version`: nothing else is read. */
+function helpOnly(): CliOptions {
+  return {
+    command: 'help', node: os.hostname(), to: 'routes', format: undefined, once: false, stats: false, minSyncPeriodMs: 1000, syncBurst: 2,
+    model: modelOptions({}), syncPeriodMs: 3600000, backendFlags: {}, plugins: [], serviceProxyName: '', logLevel: 'info', cleanupOnly: undefined,
+    logFormat: 'text', jit: 'adaptive', kubeContentType: 'protobuf',
+  };
 }
 
 export class UsageError extends Error {}
-
-export function helpText(): string {
-  return `kpng: a Kubernetes service proxy built around the expected node-local state (ENLS).
-
-Usage:
-  kpng file  --input FILE [--node NAME] [--to SINK] [options]   read a kubectl dump, follow its changes
-  kpng kube  [--kubeconfig PATH] [--node NAME] [--to SINK] [options]   watch an API server
-  kpng local --api unix:///run/kpng/kpng.sock --node NAME [--to SINK]   consume another kpng's state
-  kpng publish --producer NAME --file OBJECTS.yaml [--aggregator unix:///PATH] [--once]
-                            hand nftables objects to a kpng running --to nft --aggregator --aggregator-listen
-  kpng aggregator remove PRODUCER | status [--aggregator unix:///PATH]
-  kpng help | --help        this text
-  kpng version | --version
-
-Sources:
-  file     FILE holds what \`kubectl get nodes,services,endpointslices -A -o yaml\` (or -o json)
-           prints: a List or a multi-document YAML stream. kpng reloads it when it is rewritten
-           or replaced (renamed over), without restarting.
-  kube     Services, EndpointSlices (discovery.k8s.io/v1) and this node's Node object from the
-           API server (kubeconfig, $KUBECONFIG, ~/.kube/config, or in-cluster service account).
-  local    the ENLS served by \`kpng ... --to api\` in another process.
-
-Backends (--to, default routes; registered: ${listBackends().map((d) => d.name).join(', ')}):
-${backendsHelp([{ name: 'api', summary: 'serve every node\'s state over gRPC (--listen)' }])}
-  routes --format jsonl prints one object per service port:
-           {"service":"ns/name","protocol":"TCP","port":80,"internal":["10.0.0.1:8080"],"external":[]}
-
-Options:
-  --node NAME, --hostname-override NAME
-                        the node whose state is computed (default: this host's name, ${os.hostname()})
-  --once                compute, emit one sync and exit (kpng local: exit 1 if the server cannot be
-                        reached after 5 attempts, ~6 s)
-  --stats               print "stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events"
-                        on stderr once a second (ms, counts, CPU ms in the interval, % of one
-                        core, MiB of resident memory, % of events that changed the state)
-  --min-sync-period D   minimum time between two syncs of the sink, e.g. 1s, 250ms, 0 (default 1s)
-  --sync-burst N        syncs allowed back to back before the minimum period applies (default 2)
-  --service-proxy-name NAME
-                        also proxy services labelled service.kubernetes.io/service-proxy-name=NAME
-                        (services with another name are always left alone)
-  --log-level LEVEL     debug | info | warn | error (default info); logs go to stderr
-  --cleanup-only kpng|kube-proxy
-                        with --cleanup: remove only kpng's rules (migrating back to kube-proxy) or only
-                        kube-proxy's (default: both)
-  --logging-format FMT  text (klog's lines, default) or json (one object a line, as kube-proxy's
-                        JSON logger writes them)
-  --vmodule PATTERN=N,...
-                        klog's per-file verbosity, accepted for kube-proxy's command lines: kpng has
-                        no source files to match, so the highest N applies to every message
-                        (${DEBUG_VERBOSITY} and more: debug) unless --log-level is given
-  --jit adaptive|on     V8's optimizing compilers: adaptive (default) runs Maglev on the hottest code
-                        only until the first sync is done, Maglev alone after it, and both once the
-                        cluster has ${JIT_OBJECTS} Services + EndpointSlices or kpng uses ${JIT_CPU_SHARE * 100}% of a core
-                        for 30 s (below that TurboFan costs more memory than it saves CPU); on: both
-                        from the start.
-                        --to api always runs with them
- the model (these change the ENLS every backend renders):
-  --detect-local-mode ClusterCIDR|NodeCIDR|BridgeInterface|InterfaceNamePrefix
-                        how pod traffic is told apart (pods are not masqueraded to cluster IPs and
-                        are short-circuited to externalTrafficPolicy Local services): sources in
-                        --cluster-cidr (default), sources in this Node's spec.podCIDRs, packets in on
-                        --pod-bridge-interface, or on interfaces named --pod-interface-name-prefix*
-  --cluster-cidr CIDR   the pod network, one CIDR or a dual-stack pair (repeatable or comma
-                        separated; ClusterCIDR mode only); without it pods are clients like any other
-  --pod-bridge-interface NAME
-  --pod-interface-name-prefix PREFIX
-                        the interface(s) pods' packets arrive on (BridgeInterface, InterfaceNamePrefix)
-  --masquerade-all      masquerade all traffic to cluster IPs
-  --nodeport-addresses primary|localhost|all|CIDR,...
-                        where node ports answer: this node's addresses inside the CIDRs; primary (the
-                        default): the node's primary addresses; all: 0.0.0.0/0 and ::/0; localhost:
-                        127.0.0.0/8 and ::1/128, where node ports are never served (as kube-proxy's
-                        nftables mode). A family without any answers on every address
-  --bind-address IP     this node's primary address of its family, instead of the Node object's
-                        (0.0.0.0 or ::, the default: the Node object's)
- kernel backends:
-  --sync-period D       full resync period; also repairs rules edited behind kpng's back (default 1h)
-  --plugin MODULE       load a module that registers more backends (repeatable; see examples/)
- api sink / local source:
-  --listen URL          unix:///run/kpng/kpng.sock (default; mode 0600) or tcp://HOST:PORT (needs
-                        --tls-cert and --tls-key; client certificates are verified with --tls-ca)
-  --socket-group GROUP  make the unix socket 0660 and owned by GROUP
-  --api URL             the server to read from (local source)
-  --tls-cert/--tls-key/--tls-ca FILE
-  --kubeconfig PATH     kube source: the kubeconfig to use
-  --kube-api-content-type TYPE
-                        kube source: application/vnd.kubernetes.protobuf (default, as kube-proxy: half
-                        the bytes of JSON) or application/json; the server may answer JSON either way
-`;
-}
 
 /** --kube-api-content-type: kube-proxy's media types (or their short names) to the kube source's encoding. */
 export function contentTypeFlag(v: string | undefined): ContentType {
@@ -151,13 +75,11 @@ export function contentTypeFlag(v: string | undefined): ContentType {
   return type;
 }
 
-/** "1s", "250ms", "2m", "0" or a number of seconds, to milliseconds. */
-export function parseDuration(text: string, what: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) throw new UsageError(`${what}: ${JSON.stringify(text)} is not a duration (e.g. 1s, 250ms, 0)`);
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return Math.round(n * ({ ms: 1, s: 1000, m: 60000, h: 3600000 } as const)[unit as 'ms']);
+/** A duration flag's value ("1s", "250ms", "1m30s", "0" or a number of seconds), to milliseconds. */
+export function durationFlag(text: string, what: string): number {
+  const ms = parseDuration(text);
+  if (ms === null) throw new UsageError(`${what}: ${JSON.stringify(text)} is not a duration (e.g. 1s, 250ms, 1m30s, 0)`);
+  return ms;
 }
 
 /** Values of --plugin, read before parsing (plugins add flags). */
@@ -186,57 +108,34 @@ const list = (v: string[] | undefined): string[] => (v ?? []).flatMap((c) => c.s
 export function parseCli(argv: string[]): CliOptions {
   const backendOptions: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
   for (const d of listBackends()) for (const f of d.flags ?? []) backendOptions[f.name] = { type: f.type, ...(f.multiple ? { multiple: true } : {}) };
+  // Every flag of the commands that run a backend (file, kube, local), then each is checked against its command.
+  const own: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {};
+  for (const f of [...NODE_COMMANDS.flatMap(commandFlags), ...COMMON_FLAGS]) own[f.name] = { type: f.type, ...(f.multiple ? { multiple: true } : {}), ...(f.short ? { short: f.short } : {}) };
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        ...backendOptions,
-        'nodeport-addresses': { type: 'string', multiple: true },
-        'sync-period': { type: 'string' },
-        plugin: { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h' },
-        version: { type: 'boolean' },
-        input: { type: 'string', short: 'i' },
-        node: { type: 'string' },
-        'hostname-override': { type: 'string' },
-        to: { type: 'string' },
-        format: { type: 'string' },
-        once: { type: 'boolean' },
-        stats: { type: 'boolean' },
-        'min-sync-period': { type: 'string' },
-        'sync-burst': { type: 'string' },
-        'cluster-cidr': { type: 'string', multiple: true },
-        'masquerade-all': { type: 'boolean' },
-        'detect-local-mode': { type: 'string' },
-        'pod-bridge-interface': { type: 'string' },
-        'pod-interface-name-prefix': { type: 'string' },
-        'bind-address': { type: 'string' },
-        'service-proxy-name': { type: 'string' },
-        'log-level': { type: 'string' },
-        'logging-format': { type: 'string' },
-        'cleanup-only': { type: 'string' },
-        vmodule: { type: 'string' },
-        jit: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'kube-api-content-type': { type: 'string' },
-        api: { type: 'string' },
-        listen: { type: 'string' },
-        'socket-group': { type: 'string' },
-        'tls-cert': { type: 'string' },
-        'tls-key': { type: 'string' },
-        'tls-ca': { type: 'string' },
-      },
-    });
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: { ...backendOptions, ...own } });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-  const v = parsed.values;
+  // Typed by the declarations: string flags hold strings (lists when repeatable), boolean ones booleans.
+  const v = parsed.values as Record<string, string | undefined> & Record<`${'cluster-cidr' | 'nodeport-addresses' | 'plugin'}`, string[] | undefined> & Record<`${'help' | 'version' | 'once' | 'stats' | 'masquerade-all'}`, boolean | undefined>;
   const first = parsed.positionals[0];
-  const command: Command = v.help ? 'help' : v.version ? 'version' : ((first ?? 'help') as Command);
-  if (!COMMANDS.includes(command)) throw new UsageError(`unknown command ${JSON.stringify(first)}`);
+  const spec = first === undefined ? undefined : commandSpec(first);
+  if (first !== undefined && (!spec || !COMMANDS.includes(first as Command))) throw new UsageError(`unknown command ${JSON.stringify(first)}`);
+  // `kpng COMMAND --help` is the command's help; `kpng help COMMAND` too.
+  if (v.help || first === 'help' || (first === undefined && !v.version)) {
+    const topic = v.help ? first : parsed.positionals[1];
+    if (topic !== undefined && topic !== 'kube-proxy' && !commandSpec(topic)) throw new UsageError(`help ${JSON.stringify(topic)}: no such command (${SPECS.map((c) => c.name).join(', ')}, kube-proxy)`);
+    return { ...helpOnly(), helpTopic: topic };
+  }
+  const command: Command = v.version ? 'version' : (first as Command);
   if (parsed.positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[1])}`);
+  if (command === 'version') return { ...helpOnly(), command };
+  const accepted = new Set(commandFlags(spec!).map((f) => f.name));
+  for (const name of Object.keys(v)) {
+    if (name in backendOptions || COMMON_FLAGS.some((f) => f.name === name) || accepted.has(name)) continue;
+    throw new UsageError(`--${name} does not apply to kpng ${command} (it is a flag of kpng ${commandsOf(name).join(', ')})`);
+  }
   const to = (v.to ?? 'routes') as SinkName;
   const def = getBackend(to);
   if (!def && to !== 'api') throw new UsageError(`--to ${JSON.stringify(v.to)}: expected one of ${[...listBackends().map((d) => d.name), 'api'].join(', ')}`);
@@ -283,10 +182,10 @@ export function parseCli(argv: string[]): CliOptions {
     format: v.format,
     once: !!v.once,
     stats: !!v.stats,
-    minSyncPeriodMs: parseDuration(v['min-sync-period'] ?? '1s', '--min-sync-period'),
+    minSyncPeriodMs: durationFlag(v['min-sync-period'] ?? '1s', '--min-sync-period'),
     syncBurst: burst,
     model,
-    syncPeriodMs: parseDuration(v['sync-period'] ?? '1h', '--sync-period'),
+    syncPeriodMs: durationFlag(v['sync-period'] ?? '1h', '--sync-period'),
     backendFlags,
     plugins: v.plugin ?? [],
     serviceProxyName: v['service-proxy-name'] ?? '',

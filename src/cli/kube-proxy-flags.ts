@@ -199,7 +199,8 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   const kubeProxyStyle = command === undefined && !help && version === undefined && (argv.length > 0 || asKubeProxy);
   const defaultsApply = kubeProxyStyle || configFile !== undefined;
 
-  const out = help ? ['help'] : version === 'text' ? ['version'] : [...rest];
+  // --help after a command is that command's help.
+  const out = help ? (command !== undefined ? [command, '--help'] : ['help']) : version === 'text' ? ['version'] : [...rest];
   if (kubeProxyStyle) out.unshift('kube');
 
   const add = (flag: string, value?: string) => {
@@ -216,8 +217,11 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   if (s.bindAddress) add('bind-address', s.bindAddress);
   if (s.syncPeriodMs !== undefined) add('sync-period', `${s.syncPeriodMs}ms`);
   if (s.minSyncPeriodMs !== undefined) add('min-sync-period', `${s.minSyncPeriodMs}ms`);
-  if (s.kubeconfig) add('kubeconfig', s.kubeconfig);
-  if (given.has('kube-api-content-type') || (configFile !== undefined && s.contentType)) add('kube-api-content-type', s.contentType);
+  // The API server's connection is the kube source's: a config file's is read only by it (`kpng file
+  // --config` takes the rest of the file); the flags given are passed on (another command refuses them).
+  const watchesApi = kubeProxyStyle || command === 'kube';
+  if (s.kubeconfig && (watchesApi || given.has('kubeconfig'))) add('kubeconfig', s.kubeconfig);
+  if (given.has('kube-api-content-type') || (watchesApi && configFile !== undefined && s.contentType)) add('kube-api-content-type', s.contentType);
   // kpng's debug messages are klog's V(4).
   if (s.logging.verbosity >= 4) add('log-level', 'debug');
   if (s.logging.format !== 'text') add('logging-format', s.logging.format);

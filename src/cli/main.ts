@@ -11,7 +11,9 @@ import { getBackend, listBackends, type BackendDefinition } from '../backend/reg
 import { runSink } from '../runner';
 import { startStats } from '../stats';
 import { createLogger, type Logger } from '../util/log';
-import { helpText, parseCli, pluginArgs, UsageError, type CliOptions } from './args';
+import { parseCli, pluginArgs, UsageError, type CliOptions } from './args';
+import { commandHelp, helpText } from './help';
+import { commandSpec } from './spec';
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
@@ -59,7 +61,7 @@ const version = (): string => (require('../../../package.json') as { version: st
 export async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'publish' || argv[0] === 'aggregator') {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const cmd = require('../aggregator/cli') as typeof import('../aggregator/cli');
+    const cmd = require('./publish') as typeof import('./publish');
     const ac = stopSignal();
     try { return await cmd.runAggregatorCommand(argv, out, ac.signal); } finally { ac.abort(); }
   }
@@ -75,7 +77,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`kpng: ${e.message}\nRun 'kpng --help' for usage.\n`);
     return 2;
   }
-  if (opts.command === 'help') { out(helpText() + kubeProxyFlagsHelp()); return 0; }
+  if (opts.command === 'help') {
+    const topic = opts.helpTopic;
+    out(topic === 'kube-proxy' ? kubeProxyFlagsHelp() : topic ? commandHelp(commandSpec(topic)!) : helpText());
+    return 0;
+  }
   if (opts.command === 'version') {
     out(`kpng ${version()} (node ${process.version})\n`);
     return 0;

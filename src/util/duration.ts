@@ -12,6 +12,16 @@ export function parseGoDuration(text: string): number | null {
   return ms;
 }
 
+/**
+ * A duration flag's value to milliseconds: Go's form ("1m30s", "250ms", "0"), or a bare number of
+ * seconds ("2", "0.5"). Null when it is neither.
+ */
+export function parseDuration(text: string): number | null {
+  const t = text.trim();
+  if (/^(\d+(\.\d*)?|\.\d+)$/.test(t)) return Math.round(Number(t) * 1000);
+  const ms = parseGoDuration(t);
+  return ms === null ? null : Math.round(ms);
+}
 
 /** Go's time.Duration.String() ("24h0m0s", "15m0s", "30s", "1.5s", "250ms", "0s"), as kube-proxy writes durations. */
 export function goDurationString(ms: number): string {

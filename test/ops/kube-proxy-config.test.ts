@@ -176,7 +176,7 @@ describe('kube-proxy\'s command line', () => {
     expect(parseCli(resolve(['kube', '--kubeconfig=/k']).argv).to).toBe('routes');
     expect(resolve([]).argv).toEqual([]);
     expect(resolve(['--help']).argv).toEqual(['help']);
-    expect(resolve(['file', '-h']).argv).toEqual(['help']);
+    expect(resolve(['file', '-h']).argv).toEqual(['file', '--help']);
     expect(resolve(['--version']).argv).toEqual(['version']);
     expect(resolve(['--version=raw']).action).toBe('version-raw');
     expect(resolve(['--write-config-to', '/tmp/x']).action).toBe('write-config');

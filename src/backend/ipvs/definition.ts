@@ -1,6 +1,7 @@
 // `--to ipvs`: the IPVS backend's registration (name, flags, constructor). The module itself (and the
 // native addon) loads only when this backend is chosen.
 import { AGGREGATOR_FLAGS, aggregatorFlags } from '../../aggregator/flags';
+import { parseDuration } from '../../util/duration';
 import type { BackendDefinition } from '../registry';
 import { ipvsSettings } from './settings';
 
@@ -45,9 +46,9 @@ export const ipvsBackend: BackendDefinition = {
   },
 };
 
-/** "60s", "500ms", "2m", "0" (no drain checks: drained real servers stay until the next full sync). */
+/** "60s", "500ms", "1m30s", "0" (no drain checks: drained real servers stay until the next full sync). */
 export function drainCheckMs(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (!m) throw new Error(`--ipvs-drain-check: ${JSON.stringify(text)} is not a duration (e.g. 60s, 500ms)`);
-  return Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60000 : 1000);
+  const ms = parseDuration(text);
+  if (ms === null) throw new Error(`--ipvs-drain-check: ${JSON.stringify(text)} is not a duration (e.g. 60s, 500ms, 1m30s)`);
+  return ms;
 }

@@ -6,27 +6,26 @@
 //   kpng aggregator remove PRODUCER [--aggregator URL]   delete a producer's tables and forget it
 //   kpng aggregator status [--aggregator URL]            what each producer owns, its last commit
 import { promises as fsp, watchFile, unwatchFile } from 'node:fs';
+import { parseArgs as nodeParseArgs } from 'node:util';
+import { commandHelp } from './help';
+import { COMMON_FLAGS, commandFlags, commandSpec } from './spec';
 import { yaml } from '../util/lazy-yaml';
-import { aggregatorStatus, DeclareRefused, ProducerClient, removeProducer } from './client';
-import { parseObjects } from './objects';
+import { aggregatorStatus, DeclareRefused, ProducerClient, removeProducer } from '../aggregator/client';
+import { parseObjects } from '../aggregator/objects';
 
 export const DEFAULT_AGGREGATOR = 'unix:///run/kpng/aggregator.sock';
 
-interface Args { positional: string[]; flags: Record<string, string | boolean> }
+interface Args { positional: string[]; flags: Record<string, string | boolean | undefined> }
 
-function parseArgs(argv: string[], known: string[], booleans: string[]): Args {
-  const out: Args = { positional: [], flags: {} };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) { out.positional.push(a); continue; }
-    const [name, inline] = a.slice(2).split(/=(.*)/s, 2);
-    if (!known.includes(name)) throw new Error(`unknown flag --${name}`);
-    if (booleans.includes(name)) { out.flags[name] = true; continue; }
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new Error(`--${name} needs a value`);
-    out.flags[name] = v;
-  }
-  return out;
+/** The command's flags as spec.ts declares them; `--help` prints its help and ends the command (null). */
+function parseCommand(name: 'publish' | 'aggregator', argv: string[], write: (s: string) => void): Args | null {
+  const spec = commandSpec(name)!;
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {};
+  for (const f of [...commandFlags(spec), ...COMMON_FLAGS]) options[f.name] = { type: f.type, ...(f.short ? { short: f.short } : {}) };
+  const { values, positionals } = nodeParseArgs({ args: argv, options, allowPositionals: true });
+  if (values.help) { write(commandHelp(spec)); return null; }
+  if (positionals.length > (spec.positionals ?? 0)) throw new Error(`unexpected argument ${JSON.stringify(positionals[spec.positionals ?? 0])}; usage: ${spec.usage.map((u) => `kpng ${u}`).join(' | ')}`);
+  return { positional: positionals, flags: values as Args['flags'] };
 }
 
 function describe(e: unknown): string {
@@ -44,7 +43,8 @@ async function readDoc(file: string): Promise<unknown> {
 }
 
 async function publish(argv: string[], write: (s: string) => void, signal?: AbortSignal): Promise<number> {
-  const a = parseArgs(argv, ['producer', 'file', 'aggregator', 'once'], ['once']);
+  const a = parseCommand('publish', argv, write);
+  if (!a) return 0;
   const file = (a.flags.file as string | undefined) ?? a.positional[0];
   const name = a.flags.producer as string | undefined;
   if (!file || !name) throw new Error('usage: kpng publish --producer NAME --file objects.yaml [--aggregator URL] [--once]');
@@ -95,7 +95,8 @@ async function publish(argv: string[], write: (s: string) => void, signal?: Abor
 export async function runAggregatorCommand(argv: string[], write: (s: string) => void, signal?: AbortSignal): Promise<number> {
   try {
     if (argv[0] === 'publish') return await publish(argv.slice(1), write, signal);
-    const a = parseArgs(argv.slice(1), ['aggregator'], []);
+    const a = parseCommand('aggregator', argv.slice(1), write);
+    if (!a) return 0;
     const address = (a.flags.aggregator as string | undefined) ?? DEFAULT_AGGREGATOR;
     if (a.positional[0] === 'remove' && a.positional[1]) {
       await removeProducer(address, a.positional[1]);
@@ -109,6 +110,7 @@ export async function runAggregatorCommand(argv: string[], write: (s: string) =>
     throw new Error('usage: kpng aggregator remove PRODUCER | status [--aggregator URL]');
   } catch (e) {
     process.stderr.write(`kpng: ${describe(e)}\n`);
-    return 1;
+    // A usage error exits 2, as the other commands' do.
+    return (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') || /^unexpected argument|^usage:/.test((e as Error).message) ? 2 : 1;
   }
 }
