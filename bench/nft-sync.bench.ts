@@ -1,6 +1,8 @@
 // nft backend benchmark (root; prints tables, never asserts on time).
 //   1. Full sync of 1k / 10k / 50k services (10 endpoints each) into an empty table in a fresh netns:
-//      native netlink batch vs `nft -f` of the same ruleset rendered as text.
+//      native netlink batch vs `nft -f` of the same ruleset rendered as text. Both spans start from
+//      the same plan ops and end at the kernel's answer: the native one converts them to netlink ops
+//      and sends them, the nft -f one renders them as text, writes the file and runs nft on it.
 //   2. One endpoint change in a 10k-service state: apply() -> kernel ack, p50/p99, messages per change.
 //   3. Data path: TCP connect latency to a service with 10 vs 10k services programmed.
 // Run: npx tsc -p tsconfig.json && node dist/bench/nft-sync.bench.js [--sizes 1000,10000,50000] [--changes 300]
@@ -99,10 +101,10 @@ async function fullSync(): Promise<void> {
     const nativeMs = performance.now() - t0;
     // nft -f (same ruleset as text)
     const ns2 = netns();
-    const text = toNftText('ip', 'kpng', ops);
     const file = `/tmp/kpng-bench-${id}-${n}.nft`;
-    fs.writeFileSync(file, text);
     const t1 = performance.now();
+    const text = toNftText('ip', 'kpng', ops);
+    fs.writeFileSync(file, text);
     let textMs: number | string;
     try {
       execFileSync('ip', ['netns', 'exec', ns2, 'nft', '-f', file], { stdio: 'pipe', timeout: 600000 });

@@ -63,12 +63,18 @@ export class Lab {
   /**
    * Starts the proxy inside the namespace; its stdout/stderr lines are kept (the last 50). `nsenter`:
    * enter only the network namespace (`ip netns exec` also remounts /sys, which hides the cgroup v2
-   * and bpffs mounts an eBPF backend uses).
+   * and bpffs mounts an eBPF backend uses). `env`: variables set (a string) or removed (undefined)
+   * in the proxy's environment, which is this process's otherwise.
    */
-  startProxy(argv: string[], nsenter = false): ChildProcess {
-    this.startedAt = performance.now();
+  startProxy(argv: string[], nsenter = false, env?: Record<string, string | undefined>): ChildProcess {
     const cmd = nsenter ? ['nsenter', `--net=/var/run/netns/${this.netns}`, ...argv] : ['ip', 'netns', 'exec', this.netns, ...argv];
-    const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    let childEnv: NodeJS.ProcessEnv | undefined;
+    if (env) {
+      childEnv = { ...process.env };
+      for (const [k, v] of Object.entries(env)) if (v === undefined) delete childEnv[k]; else childEnv[k] = v;
+    }
+    this.startedAt = performance.now();
+    const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
     this.proxy = p;
     // KPNG_BENCH_PROXY_LOG=DIR: every proxy's whole output also goes to DIR/<netns>.log.
     const logDir = process.env.KPNG_BENCH_PROXY_LOG;

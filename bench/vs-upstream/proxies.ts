@@ -19,6 +19,17 @@ export interface ProxySpec {
    * would balance the whole machine's connections) and pins its maps here; the run watches the maps.
    */
   ebpf?: { cgroup: string; pinDir: string };
+  /**
+   * The proxy keeps Node's on-disk compile cache (kpng: KPNG_COMPILE_CACHE names its directory). The
+   * benchmark gives every start a directory of its own: empty for the start a node sees (the image
+   * ships no cache and the DaemonSets' read-only root keeps none), or the one a previous start filled.
+   */
+  compileCache?: boolean;
+}
+
+/** The environment for a proxy that keeps a compile cache, with its cache in `dir` (node's own variable would win: removed). */
+export function compileCacheEnv(dir: string): Record<string, string | undefined> {
+  return { KPNG_COMPILE_CACHE: dir, NODE_COMPILE_CACHE: undefined };
 }
 
 /** A cgroup v2 directory and a bpffs pin directory of this run's own (see ProxySpec.ebpf). */
@@ -63,6 +74,7 @@ export function kpng(backend: string, mapEntries?: number): ProxySpec {
     name: `kpng ${backend}`,
     tag: `kpng-${backend}`,
     ebpf,
+    compileCache: true,
     // KPNG_BENCH_NODE_ARGS: node options for kpng (e.g. V8 flags to compare), space-separated.
     argv: (kubeconfig, node, podCidr) => [
       nodeBinary(), ...(process.env.KPNG_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), kpngMain(), 'kube', '--kubeconfig', kubeconfig,

@@ -1,4 +1,5 @@
-// The side-by-side table (with ratios against upstream) and an SVG chart of the same figures.
+// The side-by-side table (with ratios against upstream) and an SVG chart of the same figures; a
+// figure measured over several runs shows its median with the range of the runs beside it.
 import * as fs from 'node:fs';
 
 export interface Figure {
@@ -9,12 +10,34 @@ export interface Figure {
   digits: number;
   /** Per value: it is a lower bound (e.g. a start that had not finished when the bench gave up). */
   lowerBound?: boolean[];
+  /** Per value, when it is the median of several runs: the smallest and the largest of them. */
+  min?: number[];
+  max?: number[];
+}
+
+export interface Spread { min: number; median: number; max: number; n: number }
+
+/** The smallest, median (the mean of the two middle ones for an even count) and largest of the finite values. */
+export function spread(xs: number[]): Spread {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (s.length === 0) return { min: NaN, median: NaN, max: NaN, n: 0 };
+  const m = s.length >> 1;
+  return { min: s[0], median: s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2, max: s[s.length - 1], n: s.length };
+}
+
+/** A figure whose values are medians, from one Spread per column. */
+export function spreadFigure(f: Omit<Figure, 'values' | 'min' | 'max'>, spreads: Spread[]): Figure {
+  return { ...f, values: spreads.map((x) => x.median), min: spreads.map((x) => x.min), max: spreads.map((x) => x.max) };
 }
 
 const fmt = (v: number, digits: number) => (Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
 
-/** A value as text, '>' before a lower bound. */
-const value = (f: Figure, i: number) => (f.lowerBound?.[i] && Number.isFinite(f.values[i]) ? '>' : '') + fmt(f.values[i], f.digits);
+/** A value as text, '>' before a lower bound, then its range (min..max) when it is a median of several. */
+const value = (f: Figure, i: number) => {
+  const v = (f.lowerBound?.[i] && Number.isFinite(f.values[i]) ? '>' : '') + fmt(f.values[i], f.digits);
+  const lo = f.min?.[i], hi = f.max?.[i];
+  return lo !== undefined && hi !== undefined && Number.isFinite(lo) && Number.isFinite(hi) ? `${v} (${fmt(lo, f.digits)}..${fmt(hi, f.digits)})` : v;
+};
 
 /** values[0] / values[i] ('>' when values[0] is a lower bound and values[i] is not; n/a when unknown). */
 export function ratio(f: Figure, i: number): string | undefined {
@@ -25,7 +48,7 @@ export function ratio(f: Figure, i: number): string | undefined {
   return `${refLow ? '>' : low ? '<' : ''}${(ref / v).toFixed(2)}x`;
 }
 
-/** Lower is better for every figure; the ratio is reference / other (> 1: the other is ahead). */
+/** Lower is better for every figure; the ratio is reference / other (> 1: the other is ahead), of the medians when the values are. */
 export function table(names: string[], figures: Figure[]): string {
   const header = ['', ...names.map((n) => n), ...names.slice(1).map((n) => `${names[0]} / ${n}`)];
   const rows = figures.map((f) => [
@@ -42,18 +65,18 @@ const COLORS = ['#8c8c8c', '#1f77b4', '#2ca02c', '#d62728'];
 
 /** One group of horizontal bars per figure, each scaled to the larger value of its group. */
 export function writeSvg(file: string, title: string, names: string[], figures: Figure[]): void {
-  const barH = 16, gap = 6, groupGap = 18, left = 330, width = 360, top = 50;
+  const barH = 16, gap = 6, groupGap = 18, left = 330, width = 360, top = 50, textRoom = 280;
   const groupH = names.length * (barH + gap) + groupGap;
   const h = top + figures.length * groupH + 30;
   const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${left + width + 160}" height="${h}" font-family="sans-serif" font-size="12">`);
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${left + width + textRoom}" height="${h}" font-family="sans-serif" font-size="12">`);
   out.push(`<rect width="100%" height="100%" fill="white"/>`);
   out.push(`<text x="10" y="22" font-size="15" font-weight="bold">${esc(title)}</text>`);
   names.forEach((n, i) => {
     out.push(`<rect x="${10 + i * 170}" y="32" width="10" height="10" fill="${COLORS[i % COLORS.length]}"/><text x="${24 + i * 170}" y="41">${esc(n)}</text>`);
   });
-  out.push(`<text x="${left + width + 150}" y="41" text-anchor="end" fill="#555">lower is better</text>`);
+  out.push(`<text x="${left + width + textRoom - 10}" y="41" text-anchor="end" fill="#555">lower is better</text>`);
   figures.forEach((f, g) => {
     const y0 = top + g * groupH;
     const max = Math.max(...f.values.filter(Number.isFinite), 1e-9);

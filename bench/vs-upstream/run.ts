@@ -5,11 +5,20 @@
 //   npm run bench:vs-upstream -- --services N --endpoints E [--duration S] [--input cluster.yaml]
 //        [--node NAME] [--rate 50] [--probes 60] [--backends nft] [--strace-seconds 10] [--out DIR]
 //        [--service-cidr 10.96.0.0/12,fd00:10:96::/108] [--starts 1] [--fill api|etcd] [--skip-upstream]
+//        [--runs 3]
 //
+// --runs N (default 3): the whole measurement N times on the same cluster, the proxies' order rotated
+// from run to run (run r starts with the r-th proxy: with two, they alternate), so that neither is
+// always the one measured on a fresh API server or page cache; the table shows each figure's median
+// of the runs and its range (min..max).
 // For each proxy it measures, checking the kernel the same way for both:
 //   start       process start -> every cluster IP present in `nft list ruleset`, timed at the
-//               nf_tables generation (commit) that made the listing complete; --starts N: N starts,
-//               each in a fresh network namespace, and their median
+//               nf_tables generation (commit) that made the listing complete; --starts N: N starts
+//               per run, each in a fresh network namespace (the table: all runs' starts together).
+//               kpng starts as a node starts it: with an empty compile cache directory of its own
+//               (KPNG_COMPILE_CACHE; the image ships no cache and the DaemonSets' read-only root
+//               keeps none). A separate row: kpng started once more per run with the cache its last
+//               start left (a host where a cache directory survives restarts; not what the image ships)
 //   change      one endpoint replaced by an API write -> the commit whose changes name the new
 //               address (found with `nft monitor`, timed by the generation poller), p50/p99 over --probes writes spaced 1.2 s apart (more than the 1 s
 //               minimum sync period of both)
@@ -42,8 +51,8 @@ import { churn, createFromDump, createSynthetic, ipRange, POD_CIDR, replaceEndpo
 import { BackendWatcher, listedIps, Monitor, waitBpfVips } from './kernel';
 import { Lab } from './lab';
 import { SyscallCounter, percentile, procSample } from './proc';
-import { buildKubeProxy, kpng, upstream, type ProxySpec } from './proxies';
-import { table, writeSvg, type Figure } from './report';
+import { buildKubeProxy, compileCacheEnv, kpng, upstream, type ProxySpec } from './proxies';
+import { spread, spreadFigure, table, writeSvg, type Figure, type Spread } from './report';
 import { stracePass, type NetlinkFigures } from './strace';
 import { helpIfAsked } from '../help';
 
@@ -52,8 +61,10 @@ helpIfAsked(__filename);
 interface Options {
   services: number; endpoints: number; duration: number; rate: number; probes: number; input?: string; node?: string;
   backends: string[]; straceSeconds: number; out: string; concurrency: number; startTimeout: number;
-  /** Process starts measured per proxy (each in a fresh network namespace); the table shows their median. */
+  /** Process starts measured per proxy and run (each in a fresh network namespace). */
   starts: number;
+  /** Whole measurements, the proxies' order rotated between them. */
+  runs: number;
   /** The API server's --service-cluster-ip-range: a /12 by default, so that more than 65k services
    *  fit (the control plane's default /16 holds 65,534). */
   serviceCidr: string;
@@ -79,6 +90,7 @@ function options(argv: string[]): Options {
       concurrency: { type: 'string', default: '16' },
       'start-timeout': { type: 'string', default: '1200' },
       starts: { type: 'string', default: '1' },
+      runs: { type: 'string', default: '3' },
       'service-cidr': { type: 'string', default: '10.96.0.0/12,fd00:10:96::/108' },
       fill: { type: 'string' },
       'skip-upstream': { type: 'boolean', default: false },
@@ -108,6 +120,7 @@ function options(argv: string[]): Options {
     concurrency: n('concurrency', values.concurrency, 1),
     startTimeout: n('start-timeout', values['start-timeout'], 1),
     starts: Math.round(n('starts', values.starts, 1)),
+    runs: Math.round(n('runs', values.runs, 1)),
     serviceCidr: values['service-cidr'] ?? '10.96.0.0/12,fd00:10:96::/108',
   };
 }
@@ -115,10 +128,14 @@ function options(argv: string[]): Options {
 const out = (l: string) => process.stdout.write(l + '\n');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** One proxy's figures from one run. */
 interface Result {
   name: string;
-  startS: number;
-  /** Not every service was programmed within --start-timeout: startS is a lower bound, nothing else was measured. */
+  /** This run's starts (--starts), ms; kpng's each with an empty compile cache. */
+  startsMs: number[];
+  /** kpng: a start with the compile cache its previous start left, ms (empty: not measured). */
+  warmStartsMs: number[];
+  /** Not every service was programmed within --start-timeout: the last start is a lower bound, nothing else was measured. */
   startTimedOut?: boolean;
   p50: number; p99: number; probesDone: number;
   cpuPct: number; syscallsPerS: number; syscallsPerTx: number; txPerS: number; writesPerS: number;
@@ -242,12 +259,12 @@ async function probesBpf(pinDir: string, cp: ControlPlane, cluster: Cluster, opt
 }
 
 /** Starts the proxy in a new lab and waits until every cluster IP is programmed. */
-async function startOnce(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number): Promise<{ lab: Lab; pid: number; startMs: number }> {
+async function startOnce(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, cacheDir?: string): Promise<{ lab: Lab; pid: number; startMs: number }> {
   const lab = await Lab.create(spec.tag, apiPort);
   try {
     await sleep(200); // the generation watcher's first reading
     if (spec.ebpf) fs.mkdirSync(spec.ebpf.cgroup, { recursive: true });
-    const proxy = lab.startProxy(spec.argv(cp.kubeconfigPath, cluster.node, POD_CIDR), !!spec.ebpf);
+    const proxy = lab.startProxy(spec.argv(cp.kubeconfigPath, cluster.node, POD_CIDR), !!spec.ebpf, cacheDir ? compileCacheEnv(cacheDir) : undefined);
     let startMs: number;
     if (spec.ebpf) {
       const r = await waitProgrammedBpf(lab, spec.ebpf.pinDir, cluster.clusterIps, opts.startTimeout);
@@ -265,33 +282,71 @@ async function startOnce(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, op
   }
 }
 
-async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string): Promise<Result> {
-  out(`\n## ${spec.name}`);
+/** A fresh, empty compile cache directory (removed by the caller). */
+function newCacheDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `${process.env.KPNG_BENCH_NETNS_PREFIX || 'kbv'}-compile-cache-`));
+}
+
+/** Files in a directory tree (a compile cache's entries). */
+function fileCount(dir: string): number {
+  try { return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length; } catch { return 0; }
+}
+
+/** One run of one proxy: its starts, then the rest on the last one; kpng: a start from a warm compile cache after. */
+async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string, run: string): Promise<Result> {
+  out(`\n## ${spec.name} (${run})`);
+  const caches: string[] = [];
+  try {
+    const r = await measureStarted(spec, cp, cluster, opts, apiPort, probeIp, churnIp, () => { const d = newCacheDir(); caches.push(d); return d; });
+    if (spec.compileCache && !r.startTimedOut && caches.length > 0) {
+      // The cache the last start left (written at its first sync, and at its exit).
+      const dir = caches[caches.length - 1];
+      out(`  start with the compile cache the previous start left (${fileCount(dir)} entries):`);
+      try {
+        const w = await startOnce(spec, cp, cluster, opts, apiPort, dir);
+        r.warmStartsMs.push(w.startMs);
+        await w.lab.stop();
+      } catch (e) {
+        if (!(e instanceof StartTimeout)) throw e;
+        out(`  ${e.message}: the start with a warm cache is not recorded`);
+      } finally {
+        if (spec.ebpf) await cleanEbpf(spec.ebpf);
+      }
+    }
+    return r;
+  } finally {
+    for (const d of caches) fs.rmSync(d, { recursive: true, force: true });
+  }
+}
+
+async function measureStarted(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts: Options, apiPort: number, probeIp: () => string, churnIp: () => string, cacheDir: () => string): Promise<Result> {
   // --starts N: N-1 starts measured and stopped first, each in its own namespace; the last one goes on.
   const starts: number[] = [];
   let started: Awaited<ReturnType<typeof startOnce>>;
+  const cache = () => (spec.compileCache ? cacheDir() : undefined);
   try {
     for (let i = 1; i < opts.starts; i++) {
-      const s = await startOnce(spec, cp, cluster, opts, apiPort);
+      const s = await startOnce(spec, cp, cluster, opts, apiPort, cache());
       starts.push(s.startMs);
       await s.lab.stop();
       if (spec.ebpf) await cleanEbpf(spec.ebpf);
     }
-    started = await startOnce(spec, cp, cluster, opts, apiPort);
+    started = await startOnce(spec, cp, cluster, opts, apiPort, cache());
   } catch (e) {
     if (!(e instanceof StartTimeout)) throw e;
     out(`  ${e.message}: start recorded as > ${e.seconds} s; nothing else measured for ${spec.name}`);
     const na = NaN;
     return {
-      name: spec.name, startS: e.seconds, startTimedOut: true, p50: na, p99: na, probesDone: 0, cpuPct: na, syscallsPerS: na,
+      name: spec.name, startsMs: [...starts, e.seconds * 1000], warmStartsMs: [], startTimedOut: true, p50: na, p99: na, probesDone: 0, cpuPct: na, syscallsPerS: na,
       syscallsPerTx: na, txPerS: na, writesPerS: na, peakMiB: na, rssAfterStartMiB: na, rssEndMiB: na,
     };
   }
   const { lab, pid, startMs: lastStart } = started;
   starts.push(lastStart);
-  starts.sort((a, b) => a - b);
-  const startMs = percentile(starts, 50);
-  if (starts.length > 1) out(`  start: median ${(startMs / 1000).toFixed(2)} s of ${starts.length} (${starts.map((m) => (m / 1000).toFixed(2)).join(', ')} s)`);
+  if (starts.length > 1) {
+    const sp = spread(starts);
+    out(`  start: median ${(sp.median / 1000).toFixed(2)} s of ${starts.length} (${starts.map((m) => (m / 1000).toFixed(2)).join(', ')} s)`);
+  }
   try {
     await quiet(lab, 2000);
     const afterStart = procSample(pid);
@@ -316,7 +371,8 @@ async function measure(spec: ProxySpec, cp: ControlPlane, cluster: Cluster, opts
     const tx = (lab.gens.last?.id ?? 0) - g0;
     const r: Result = {
       name: spec.name,
-      startS: startMs / 1000,
+      startsMs: starts,
+      warmStartsMs: [],
       p50: percentile(lat, 50), p99: percentile(lat, 99), probesDone: lat.length,
       cpuPct: ((s1.cpuMs - s0.cpuMs) / 1000 / wall) * 100,
       syscallsPerS: syscalls / wall,
@@ -388,30 +444,50 @@ async function main(): Promise<void> {
     const apiPort = Number(new URL(cp.server).port);
     const probeIp = ipRange(250);
     const churnIp = ipRange(248);
-    const results: Result[] = [];
-    for (const spec of specs) results.push(await measure(spec, cp, cluster, opts, apiPort, probeIp, churnIp));
+    // Run r measures the proxies starting with the r-th (rotation): each goes first as often as the others.
+    const runs: Result[][] = specs.map(() => []);
+    for (let r = 0; r < opts.runs; r++) {
+      const order = specs.map((_, i) => (i + r) % specs.length);
+      out(`\n# run ${r + 1} of ${opts.runs}: ${order.map((i) => specs[i].name).join(', then ')}`);
+      for (const i of order) {
+        if (runs[i].some((x) => x.startTimedOut)) { out(`\n## ${specs[i].name}: not measured again (it did not finish its start in an earlier run)`); continue; }
+        runs[i].push(await measure(specs[i], cp, cluster, opts, apiPort, probeIp, churnIp, `run ${r + 1} of ${opts.runs}`));
+      }
+    }
 
+    const names = specs.map((sp) => sp.name);
+    /** Per proxy, the spread over its runs of one per-run figure (runs that finished their start). */
+    const per = (f: (r: Result) => number): Spread[] => runs.map((rs) => spread(rs.filter((r) => !r.startTimedOut).map(f)));
+    const timedOut = runs.map((rs) => rs.some((r) => r.startTimedOut));
+    const startsS = runs.map((rs) => spread(rs.flatMap((r) => r.startsMs).map((ms) => ms / 1000)));
+    // Upstream has no compile cache: its warm row is its start.
+    const warmS = runs.map((rs, i) => (specs[i].compileCache ? spread(rs.flatMap((r) => r.warmStartsMs).map((ms) => ms / 1000)) : startsS[i]));
+    const nStarts = runs.map((rs) => rs.reduce((a, r) => a + r.startsMs.length, 0));
     const figures: Figure[] = [
-      { label: 'process start -> all services programmed', unit: 's', digits: 2, values: results.map((r) => r.startS), lowerBound: results.map((r) => !!r.startTimedOut) },
-      { label: 'one endpoint change, API write -> kernel, p50', unit: 'ms', digits: 1, values: results.map((r) => r.p50) },
-      { label: 'one endpoint change, API write -> kernel, p99', unit: 'ms', digits: 1, values: results.map((r) => r.p99) },
-      { label: `churn at ${opts.rate} writes/s: CPU`, unit: '% of a core', digits: 1, values: results.map((r) => r.cpuPct) },
-      { label: 'syscalls/s under churn', unit: '/s', digits: 0, values: results.map((r) => r.syscallsPerS) },
-      { label: 'syscalls per kernel transaction', unit: 'n', digits: 0, values: results.map((r) => r.syscallsPerTx) },
-      { label: 'peak RSS of the process', unit: 'MiB', digits: 0, values: results.map((r) => r.peakMiB) },
-      { label: 'RSS at the end of the churn', unit: 'MiB', digits: 0, values: results.map((r) => r.rssEndMiB) },
+      spreadFigure({ label: 'process start -> all services programmed; kpng: empty compile cache, as the image starts', unit: 's', digits: 2, lowerBound: timedOut }, startsS),
+      spreadFigure({ label: 'process start, kpng with the compile cache of its previous start (the image ships none; upstream: its start)', unit: 's', digits: 2, lowerBound: timedOut }, warmS),
+      spreadFigure({ label: 'one endpoint change, API write -> kernel, p50', unit: 'ms', digits: 1 }, per((r) => r.p50)),
+      spreadFigure({ label: 'one endpoint change, API write -> kernel, p99', unit: 'ms', digits: 1 }, per((r) => r.p99)),
+      spreadFigure({ label: `churn at ${opts.rate} writes/s: CPU`, unit: '% of a core', digits: 1 }, per((r) => r.cpuPct)),
+      spreadFigure({ label: 'syscalls/s under churn', unit: '/s', digits: 0 }, per((r) => r.syscallsPerS)),
+      spreadFigure({ label: 'syscalls per kernel transaction', unit: 'n', digits: 0 }, per((r) => r.syscallsPerTx)),
+      spreadFigure({ label: 'peak RSS of the process', unit: 'MiB', digits: 0 }, per((r) => r.peakMiB)),
+      spreadFigure({ label: 'RSS at the end of the churn', unit: 'MiB', digits: 0 }, per((r) => r.rssEndMiB)),
     ];
-    if (results.some((r) => r.netlink)) {
+    if (runs.some((rs) => rs.some((r) => r.netlink))) {
+      const nl = (f: (n: NetlinkFigures) => number) => per((r) => (r.netlink ? f(r.netlink) / r.netlink.seconds : NaN));
       figures.push(
-        { label: 'netlink to the kernel under churn', unit: 'KiB/s', digits: 1, values: results.map((r) => (r.netlink ? r.netlink.sentBytes / 1024 / r.netlink.seconds : NaN)) },
-        { label: 'netlink messages to the kernel under churn', unit: '/s', digits: 0, values: results.map((r) => (r.netlink ? r.netlink.sentMessages / r.netlink.seconds : NaN)) },
-        { label: 'netlink from the kernel under churn', unit: 'KiB/s', digits: 1, values: results.map((r) => (r.netlink ? r.netlink.receivedBytes / 1024 / r.netlink.seconds : NaN)) },
+        spreadFigure({ label: 'netlink to the kernel under churn', unit: 'KiB/s', digits: 1 }, nl((n) => n.sentBytes / 1024)),
+        spreadFigure({ label: 'netlink messages to the kernel under churn', unit: '/s', digits: 0 }, nl((n) => n.sentMessages)),
+        spreadFigure({ label: 'netlink from the kernel under churn', unit: 'KiB/s', digits: 1 }, nl((n) => n.receivedBytes / 1024)),
       );
     }
-    const names = results.map((r) => r.name);
-    out(`\n${shape}; churn ${opts.duration} s at ${opts.rate} endpoint writes/s; ${opts.probes} probes`);
+    const measured = runs.map((rs) => rs.filter((r) => !r.startTimedOut).length);
+    out(`\n${shape}; churn ${opts.duration} s at ${opts.rate} endpoint writes/s; ${opts.probes} probes; ${opts.runs} run${opts.runs === 1 ? '' : 's'}, the proxies' order rotated between runs`);
+    out(`(each figure: the median of the runs (min..max); starts: of every start, ${names.map((n, i) => `${n} ${nStarts[i]}`).join(', ')}; runs measured: ${names.map((n, i) => `${n} ${measured[i]}`).join(', ')})`);
     out(table(names, figures));
-    out(`(ratios: ${names[0]} / the others, above 1 = the other is ahead; kernel transactions/s under churn: ${results.map((r) => `${r.name} ${r.txPerS.toFixed(2)}`).join(', ')}; kube-proxy's peak RSS does not include its short-lived nft children)`);
+    const tx = per((r) => r.txPerS);
+    out(`(ratios: ${names[0]} / the others, of the medians, above 1 = the other is ahead; kernel transactions/s under churn, median: ${names.map((n, i) => `${n} ${tx[i].median.toFixed(2)}`).join(', ')}; kube-proxy's peak RSS does not include its short-lived nft children)`);
     if (specs.some((sp) => sp.ebpf)) out('(kpng ebpf: start and one change are read from the socket LB\'s pinned BPF maps, the others\' from nftables; its netlink figures are its nftables part\'s: node ports and LB IPs from other hosts)');
     fs.mkdirSync(opts.out, { recursive: true });
     const svg = path.join(opts.out, `vs-upstream-${opts.input ? path.basename(opts.input).replace(/\W+/g, '_') : `${opts.services}x${opts.endpoints}`}.svg`);

@@ -1,9 +1,10 @@
 // bench:vs-upstream's --fill etcd: objects written straight into etcd must read, through the real API
 // server, as the ones created through the API do (both proxies list them), and be writable through it
-// (the churn PUTs them). Also the table's lower bounds (a proxy that did not finish its start).
+// (the churn PUTs them). Also the table's lower bounds (a proxy that did not finish its start) and its
+// figures over several runs (median, with the range beside it).
 import { createSynthetic } from '../../bench/vs-upstream/cluster';
 import { ipv4Allocator } from '../../bench/vs-upstream/etcd-fill';
-import { ratio, table, type Figure } from '../../bench/vs-upstream/report';
+import { ratio, spread, spreadFigure, table, type Figure } from '../../bench/vs-upstream/report';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 
 test('cluster IPs come from the CIDR, past the range the API server allocates from first', () => {
@@ -24,6 +25,20 @@ test('a lower bound reads ">" and so does its ratio', () => {
   expect(t).toContain('>30.00x');
   expect(ratio({ ...f, lowerBound: [false, true, false] }, 1)).toBe('<40.00x');
   expect(ratio({ ...f, values: [NaN, 1, 2] }, 1)).toBeUndefined();
+});
+
+test('several runs: the median with its range, the ratio of the medians', () => {
+  expect(spread([3, 1, 2])).toEqual({ min: 1, median: 2, max: 3, n: 3 });
+  expect(spread([4, 1, NaN, 2, 3])).toEqual({ min: 1, median: 2.5, max: 4, n: 4 });
+  expect(spread([]).n).toBe(0);
+  const f = spreadFigure({ label: 'start', unit: 's', digits: 2 }, [spread([3, 1, 2]), spread([0.5, 1, 4])]);
+  expect(f.values).toEqual([2, 1]);
+  expect(ratio(f, 1)).toBe('2.00x');
+  const t = table(['upstream', 'kpng nft'], [f]);
+  expect(t).toContain('2.00 (1.00..3.00)');
+  expect(t).toContain('1.00 (0.50..4.00)');
+  // A column never measured reads n/a, without a range.
+  expect(table(['upstream', 'kpng nft'], [spreadFigure({ label: 'x', unit: 's', digits: 1 }, [spread([1]), spread([])])])).toMatch(/n\/a +n\/a/);
 });
 
 describe('--fill etcd against the real API server', () => {
