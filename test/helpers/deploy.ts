@@ -6,7 +6,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { KPNG, ROOT } from './cli';
+
+/** The repository (also from dist/test/helpers/, where the guest's tests run compiled). */
+export const REPO = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../..');
+const KPNG = path.join(REPO, 'dist/src/cli/main.js');
 
 export type Obj = Record<string, any>;
 export const OVERLAYS = ['nft', 'ebpf', 'ipvs'] as const;
@@ -33,7 +36,7 @@ export interface Rendered {
 }
 
 export function renderOverlay(name: Overlay): Rendered {
-  const objs = kustomize(path.join(ROOT, 'deploy', 'overlays', name));
+  const objs = kustomize(path.join(REPO, 'deploy', 'overlays', name));
   const ds = objs.find((o) => o.kind === 'DaemonSet');
   if (!ds) throw new Error(`deploy/overlays/${name}: no DaemonSet`);
   const container = ds.spec.template.spec.containers[0];
@@ -90,7 +93,7 @@ export interface ContainerRun {
 
 /** Runs kpng (node + dist/) once as the container would; returns its exit code and output. */
 export function runAsContainer(o: ContainerRun): { code: number | null; out: string } {
-  const node = path.join(ROOT, 'node_modules/.bin/node');
+  const node = path.join(REPO, 'node_modules/.bin/node');
   const mounts = o.readOnly.map((p) => `mount --bind ${p} ${p} && mount -o remount,bind,ro ${p} && `).join('');
   const bounding = o.caps === 'all' ? '' : `setpriv --bounding-set=-all${o.caps.map((c) => `,+${c.toLowerCase()}`).join('')} --inh-caps=-all `;
   const script = `${mounts}exec ${bounding}"$@"`;
