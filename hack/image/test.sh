@@ -115,7 +115,7 @@ missing=$(in_image /bin/sh -c 'ldd /opt/kpng/build/Release/kpng_native.node | gr
 [ -z "$missing" ] || fail "the addon's libraries are missing: $missing"
 ok "native addon loads (libnftnl, libmnl, libnetfilter_conntrack, libbpf resolved)"
 bpf="$mnt/opt/kpng/build/Release/sock_lb.bpf.o"
-[ -f "$bpf" ] || fail "no BPF object at /opt/kpng/build/Release/sock_lb.bpf.o (deploy/daemonset-ebpf.yaml's backend loads it)"
+[ -f "$bpf" ] || fail "no BPF object at /opt/kpng/build/Release/sock_lb.bpf.o (deploy/overlays/ebpf's backend loads it)"
 # ELF e_machine (bytes 18-19, little endian) 247 = EM_BPF
 [ "$(od -An -tu2 -j18 -N2 "$bpf" | tr -d ' ')" = 247 ] || fail "$bpf is not a BPF ELF object"
 ok "BPF object present (EM_BPF ELF, $(stat -c %s "$bpf") bytes)"
