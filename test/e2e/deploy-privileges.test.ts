@@ -31,8 +31,8 @@ const OOM_REFUSED = /cannot set oom_score_adj to -999/;
 
 interface Case {
   overlay: 'nft' | 'ebpf';
-  /** Where the container's read-only hostPath volumes are, in this test (mount path -> test path). */
-  hostPaths?: Record<string, string>;
+  /** The container's read-only volumes (their mount paths): this test binds its own stand-in read-only. */
+  readOnlyVolumes?: string[];
   /** Extra args: where this test keeps what the DaemonSet keeps on the node's own paths. */
   extra?: (dir: string) => string[];
   /** Whether the backend's work is in the kernel after a run in `ns`. */
@@ -63,7 +63,7 @@ maybe('deploy/ overlays hold the privileges kpng needs, and no more (real kernel
       overlay: 'ebpf',
       // The DaemonSet's cgroup volume is the node's whole hierarchy; here a test cgroup under it, bound
       // read-only as the manifest mounts it. Pins in a test directory of the bpffs.
-      hostPaths: { '/sys/fs/cgroup': 'CG' },
+      readOnlyVolumes: ['/sys/fs/cgroup'],
       extra: (dir) => ['--cgroup', cg, '--bpffs', `/sys/fs/bpf/${path.basename(dir)}`],
       // The socket LB's programs attached (their links pinned) and its nftables table for north-south.
       landed: (ns, dir) => fs.existsSync(`/sys/fs/bpf/${path.basename(dir)}/link_kpng_connect4`) && nftHas(ns, 'kpng'),
@@ -80,10 +80,11 @@ maybe('deploy/ overlays hold the privileges kpng needs, and no more (real kernel
     // Only SYS_RESOURCE may be missing from this root (its test is then the warning below).
     expect(unheld.filter((x) => x !== 'SYS_RESOURCE')).toEqual([]);
     const usable = caps.filter(held);
-    // The container's read-only volumes, at this test's paths.
-    const mounts = (r.container.volumeMounts as Obj[]).filter((m) => m.readOnly && c.hostPaths?.[m.mountPath]);
-    expect(mounts.map((m) => m.mountPath)).toEqual(Object.keys(c.hostPaths ?? {}));
-    const readOnly = ['/proc/sys', ...mounts.map(() => cg)];
+    // The container's read-only volumes other than its ConfigMap are the ones this case stands in for
+    // (the cgroup hierarchy: the test cgroup, read-only).
+    const roVolumes = (r.container.volumeMounts as Obj[]).filter((m) => m.readOnly && m.mountPath !== '/var/lib/kube-proxy').map((m) => m.mountPath);
+    expect(roVolumes).toEqual(c.readOnlyVolumes ?? []);
+    const readOnly = ['/proc/sys', ...(c.readOnlyVolumes?.length ? [cg] : [])];
 
     let n = 0;
     const run = async (have: string[]) => {
