@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Netns } from '../helpers/netns';
-import { containerArgs, granted, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
+import { containerArgs, granted, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
+import { gated, need } from '../helpers/gate';
 
 const STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
   { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
@@ -42,7 +43,9 @@ function unloadIpvs(): void {
   }
 }
 
-test('deploy/overlays/ipvs: NET_ADMIN programs IPVS and the kernel loads ip_vs; the sysctls need privileged', () => {
+const maybe = gated(need.root(), kubectlNeed(), need.tool('setpriv', ['--version'], 'util-linux'), need.tool('rmmod', ['--version'], 'kmod')).test;
+
+maybe('deploy/overlays/ipvs: NET_ADMIN programs IPVS and the kernel loads ip_vs; the sysctls need privileged', () => {
   const r = renderOverlay('ipvs');
   expect(granted(r.container)).toBe('privileged');
   // Nothing for module loading: no SYS_MODULE, no /lib/modules.

@@ -8,14 +8,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
-import { nativeAvailable } from '../../src/native';
 import { ebpfCleanup } from '../../src/native/ebpf';
-import { ROOT } from '../helpers/cli';
-import { containerArgs, granted, held, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
-import { canUseNetns, Netns } from '../helpers/netns';
+import { KPNG, ROOT } from '../helpers/cli';
+import { containerArgs, granted, held, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
+import { gated, need } from '../helpers/gate';
+import { Netns } from '../helpers/netns';
 
-const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
-const maybe = canUseNetns() && nativeAvailable() && !!CG_ROOT && fs.existsSync(path.join(ROOT, 'build/Release/sock_lb.bpf.o')) ? describe : describe.skip;
+const maybe = gated(need.netns(), need.native(), need.cgroup2(), need.built(KPNG), need.built(path.join(ROOT, 'build/Release/sock_lb.bpf.o')),
+  kubectlNeed(), need.tool('setpriv', ['--version'], 'util-linux'), need.tool('unshare', ['--version'], 'util-linux')).describe;
 
 const STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
   { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
@@ -49,7 +49,7 @@ maybe('deploy/ overlays hold the privileges kpng needs, and no more (real kernel
   beforeAll(() => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'dpl-priv-'));
     fs.writeFileSync(path.join(work, 'state.json'), STATE);
-    cg = path.join(CG_ROOT!, `dpl-priv-${process.pid}`);
+    cg = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'))!, `dpl-priv-${process.pid}`);
     fs.mkdirSync(cg);
   });
   afterAll(() => {

@@ -6,6 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import type { Need } from './gate';
 
 /** The repository (also from dist/test/helpers/, where the guest's tests run compiled). */
 export const REPO = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../..');
@@ -15,11 +16,24 @@ export type Obj = Record<string, any>;
 export const OVERLAYS = ['nft', 'ebpf', 'ipvs'] as const;
 export type Overlay = (typeof OVERLAYS)[number];
 
-/** kubectl (its built-in kustomize): $KUBECTL, else the one on PATH. */
+const works = (bin: string): boolean => spawnSync(bin, ['version', '--client'], { stdio: 'ignore' }).status === 0;
+
+/** kubectl, for its built-in kustomize: $KUBECTL, else the local cluster's (hack/cluster/build.sh builds
+ *  it at the cluster's version), else the one on PATH; undefined when there is none. */
+export function findKubectl(): string | undefined {
+  if (process.env.KUBECTL) return process.env.KUBECTL;
+  const r = spawnSync(path.join(REPO, 'hack/cluster/build.sh'), ['--print-dir'], { encoding: 'utf8' });
+  const built = r.status === 0 ? path.join(r.stdout.trim(), 'kubectl') : '';
+  if (built && fs.existsSync(built) && works(built)) return built;
+  return works('kubectl') ? 'kubectl' : undefined;
+}
+
+/** The gate's need (test/helpers/gate.ts) for tests that render deploy/. */
+export const kubectlNeed = (): Need => ({ what: 'kubectl (kustomize renders deploy/)', met: findKubectl() !== undefined, fix: 'install kubectl, set KUBECTL, or build the local cluster\'s (hack/cluster/build.sh)' });
+
 export function kubectlBin(): string {
-  const bin = process.env.KUBECTL ?? 'kubectl';
-  const r = spawnSync(bin, ['version', '--client'], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${bin} is needed to render deploy/ (kubectl kustomize); set KUBECTL to one: ${r.error?.message ?? r.stderr}`);
+  const bin = findKubectl();
+  if (!bin) throw new Error(`no kubectl to render deploy/ with: ${kubectlNeed().fix}`);
   return bin;
 }
 
