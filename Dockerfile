@@ -30,10 +30,10 @@ COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/bin ./bin
-# The addon loads the BPF object (deploy/daemonset-ebpf.yaml) from its own directory.
+# The addon loads the BPF object (deploy/overlays/ebpf) from its own directory.
 COPY --from=build /src/build/Release/kpng_native.node /src/build/Release/sock_lb.bpf.o ./build/Release/
 # `kpng` and `kube-proxy` on PATH: a kube-proxy DaemonSet whose command is /usr/local/bin/kube-proxy
 # (kubeadm's) runs kpng with its own --config and --hostname-override flags unchanged.
 RUN ln -s /opt/kpng/bin/kpng.js /usr/local/bin/kpng && ln -s /opt/kpng/bin/kpng.js /usr/local/bin/kube-proxy
-# deploy/kpng.yaml passes kube-proxy's flags as args (no command: `kpng --config F` runs the kube source).
+# deploy/'s DaemonSets pass kube-proxy's flags as args (no command: `kpng --config F` runs the kube source).
 ENTRYPOINT ["/usr/local/bin/kpng"]

@@ -8,7 +8,7 @@
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:<v>   the Debian root (dnsutils) and CoreDNS
 #   registry.k8s.io/kube-proxy:<k8s version>      upstream kube-proxy (the reference), with nft and conntrack
 #   registry.k8s.io/coredns/coredns:<v>            CoreDNS (hack/cluster/coredns), the cluster's DNS
-#   the kpng image of `make image`                under the name deploy/kpng.yaml gives it
+#   the kpng image of `make image`                under the name deploy/base/daemonset.yaml gives it
 # The names and versions the e2e suite uses are in k8s.io/kubernetes/test/utils/image/manifest.go.
 #
 #   hack/cluster/images.sh [--no-kpng]   build what is missing; prints the archive list it wrote
@@ -154,8 +154,8 @@ if ! fresh "$busybox_ref" busybox.tar "$recipe"; then
 fi
 
 if [[ $with_kpng == 1 ]]; then
-	# deploy/kpng.yaml's image name, so that the manifest is applied as it is.
-	kpng_ref=$(sed -n 's/^ *image: *\(.*kpng.*\)$/\1/p' "$repo/deploy/kpng.yaml" | head -1)
+	# deploy/base/daemonset.yaml's image name, so that the overlays are applied as they are.
+	kpng_ref=$(sed -n 's/^ *image: *\(.*kpng.*\)$/\1/p' "$repo/deploy/base/daemonset.yaml" | head -1)
 	[[ $kpng_ref == */* ]] || kpng_ref="docker.io/library/$kpng_ref"
 	bah inspect --type image "$kpng_image" >/dev/null 2>&1 || die "images: $kpng_image is not built (make image)"
 	id=$(bah inspect --type image --format '{{.FromImageID}}' "$kpng_image")

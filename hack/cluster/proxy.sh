@@ -3,8 +3,8 @@
 # manifests applied with kubectl, the API server's own address in the proxy's kubeconfig, and waits
 # until its DaemonSet is ready on every node and the `kubernetes` Service answers from a node.
 #
-#   hack/cluster/proxy.sh nft        deploy/kpng.yaml (kpng, nftables backend)
-#   hack/cluster/proxy.sh ebpf       deploy/kpng.yaml's RBAC and ConfigMap + deploy/daemonset-ebpf.yaml
+#   hack/cluster/proxy.sh nft        deploy/overlays/nft (kpng, nftables backend)
+#   hack/cluster/proxy.sh ebpf       deploy/overlays/ebpf (kpng, eBPF backend)
 #   hack/cluster/proxy.sh upstream   hack/cluster/manifests/kube-proxy.yaml (kube-proxy, nftables mode)
 #   hack/cluster/proxy.sh none       removes whichever is deployed
 set -euo pipefail
@@ -14,37 +14,43 @@ backend="${1:-}"
 [[ -e $cluster_state/up ]] || die "no cluster is up (hack/cluster/up.sh)"
 eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
 
-# The manifests as applied: the API server's address (and the image version) filled in. A capability
-# that root on this host does not hold (CAP_SYS_RESOURCE, in some sandboxes) cannot be granted to a
-# container either: runc fails with "unable to apply caps". It is left out, and said so.
+# The manifests as applied. kpng: deploy/overlays/<backend> through a kustomization of this cluster's
+# own, as docs/deploy.md tells an operator to write one: the overlay, and kubeconfig.conf with the API
+# server's own address merged into the ConfigMap. upstream: its manifest with the address and version.
+# A capability that root on this host does not hold (CAP_SYS_RESOURCE, in some sandboxes) cannot be
+# granted to a container either: runc fails with "unable to apply caps". It is left out, and said so.
 cap_held() { # <capability number>
 	local bnd; bnd=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)
 	(( (16#$bnd >> $1) & 1 ))
 }
 cap_filter=(-e '')
 if ! cap_held 24; then
-	cap_filter=(-e 's/, SYS_RESOURCE\]/]/')
+	cap_filter=(-e '/^ *- SYS_RESOURCE$/d')
 	echo "proxy: this host's root lacks CAP_SYS_RESOURCE: the DaemonSet is applied without it (kpng keeps its default OOM score)"
 fi
-render() { sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" "${cap_filter[@]}" "$@"; }
-only_kinds() { # <kinds regex> <file>: the documents of those kinds
-	node -e '
-		const { parseAllDocuments, stringify } = require(process.argv[1] + "/node_modules/yaml");
-		const re = new RegExp("^(" + process.argv[2] + ")$");
-		const docs = parseAllDocuments(require("fs").readFileSync(0, "utf8")).map((d) => d.toJS()).filter((d) => d && re.test(d.kind));
-		process.stdout.write(docs.map((d) => stringify(d)).join("---\n"));' "$repo" "$1"
+kustomization() { # <overlay>: writes this cluster's kustomization of it, prints its directory
+	local dir="$cluster_state/deploy-$1"
+	rm -rf "$dir"; mkdir -p "$dir"
+	sed "s#https://API_SERVER:6443#$api_server#" "$repo/deploy/base/kubeconfig.conf" >"$dir/kubeconfig.conf"
+	{
+		echo "resources: [$(realpath --relative-to="$dir" "$repo/deploy/overlays/$1")]"
+		echo "configMapGenerator: [{name: kpng, namespace: kube-system, behavior: merge, files: [kubeconfig.conf]}]"
+		# Each node attaches the socket LB to its own cgroup (the node's processes and pods are all
+		# under it), never to the machine's root cgroup.
+		if [[ $1 == ebpf ]]; then
+			cat <<-'EOF'
+				patches:
+				- target: {kind: DaemonSet, name: kpng}
+				  patch: '[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--cgroup=/sys/fs/cgroup/unified/$(NODE_NAME)"}]'
+			EOF
+		fi
+	} >"$dir/kustomization.yaml"
+	echo "$dir"
 }
 manifest() {
 	case "$backend" in
-	nft) render "$repo/deploy/kpng.yaml" ;;
-	ebpf)
-		render "$repo/deploy/kpng.yaml" | only_kinds 'ServiceAccount|ClusterRole|ClusterRoleBinding|ConfigMap'
-		echo "---"
-		# Each node attaches the socket LB to its own cgroup (the node's processes and pods are all under
-		# it), never to the machine's root cgroup.
-		render "$repo/deploy/daemonset-ebpf.yaml" | sed 's#--to=ebpf\]#--to=ebpf, --cgroup=/sys/fs/cgroup/unified/$(NODE_NAME)]#'
-		;;
-	upstream) render "$here/manifests/kube-proxy.yaml" ;;
+	nft | ebpf) kubectl_ kustomize "$(kustomization "$backend")" | sed "${cap_filter[@]}" ;;
+	upstream) sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" "$here/manifests/kube-proxy.yaml" ;;
 	*) echo "usage: $0 nft|ebpf|upstream|none" >&2; exit 2 ;;
 	esac
 }

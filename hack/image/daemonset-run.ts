@@ -5,7 +5,7 @@
 // with them in the same network namespace (hostNetwork), then this checks what kpng did there:
 // /healthz, /metrics, the nft table for a service, and one created after start (the watch works).
 //
-//   node dist/hack/image/daemonset-run.js --manifest deploy/kpng.yaml --pod-dir DIR [--node n1]
+//   node dist/hack/image/daemonset-run.js --manifest RENDERED.yaml --pod-dir DIR [--node n1]   (kubectl kustomize deploy/overlays/nft)
 // Writes DIR/config/<keys>, DIR/serviceaccount/{token,ca.crt,namespace}, DIR/pod.env (K=V lines),
 // DIR/args (one per line), prints "ready", checks, prints "ok: ..." lines; exit 0 only if all passed.
 import { execFileSync } from 'node:child_process';
@@ -106,7 +106,7 @@ async function main(): Promise<number> {
       if (!cm || !mount) continue;
       const dir = path.join(podDir, 'config');
       fs.mkdirSync(dir, { recursive: true });
-      // The operator's one edit (the manifest says so): the API server's own address in kubeconfig.conf.
+      // The operator's one edit (docs/deploy.md): the API server's own address in kubeconfig.conf.
       for (const [k, val] of Object.entries(cm.data as Record<string, string>)) fs.writeFileSync(path.join(dir, k), val.replace('https://API_SERVER:6443', cp.server));
       fs.writeFileSync(path.join(podDir, 'config.mount'), mount.mountPath);
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Proves the built image (hack/image/build.sh) from its own filesystem, run the way the DaemonSets in
-# deploy/ run it: the image's entrypoint, env and working directory, a read-only root, the ConfigMap
-# mounted read-only at /var/lib/kpng, and kube-proxy's flags from the manifests. Each check prints
+# Proves the built image (hack/image/build.sh) from its own filesystem, run the way the DaemonSets of
+# deploy/overlays/ (rendered with `kubectl kustomize`) run it: the image's entrypoint, env and working
+# directory, a read-only root, the ConfigMap mounted read-only at /var/lib/kube-proxy, and kube-proxy's
+# flags from the manifests. Each check prints
 # "ok" or "FAIL"; the script exits non-zero on the first failure.
 #
 # The image's root is the buildah container's mount, bind-mounted read-only in a mount namespace of
@@ -44,18 +45,21 @@ ok "entrypoint $entrypoint, working dir $workdir, user root, env: ${image_env[*]
 ctr=$(bah from --pull=false --name "${prefix}test-$$" "$image")
 mnt=$(bah mount "$ctr")
 # Mount points a runtime would create in the container's layer before making the root read-only.
-mkdir -p "$mnt/var/lib/kpng" "$mnt/sys/fs/bpf" "$mnt/lib/modules"
+mkdir -p "$mnt/var/lib/kube-proxy" "$mnt/sys/fs/bpf"
 
-# The ConfigMap volume (deploy/kpng.yaml's config.conf) plus the example cluster state.
+# deploy/'s overlays as kubectl renders them.
+for o in nft ebpf ipvs; do "${KUBECTL:-kubectl}" kustomize "$repo/deploy/overlays/$o" >"$work/deploy-$o.yaml" || fail "kubectl kustomize deploy/overlays/$o"; done
+
+# The ConfigMap volume (deploy/overlays/nft's config.conf) plus the example cluster state.
 vol="$work/volume"; mkdir -p "$vol"
 node -e "
   const { parseAllDocuments } = require('$repo/node_modules/yaml');
-  const docs = parseAllDocuments(require('fs').readFileSync('$repo/deploy/kpng.yaml', 'utf8')).map((d) => d.toJS());
+  const docs = parseAllDocuments(require('fs').readFileSync('$work/deploy-nft.yaml', 'utf8')).map((d) => d.toJS());
   require('fs').writeFileSync('$vol/config.conf', docs.find((d) => d.kind === 'ConfigMap').data['config.conf']);"
 cp "$repo/examples/cluster.yaml" "$vol/cluster.yaml"
 
 # in_image [--netns] [--vol DIR] [--sa DIR] [--env K=V]... CMD...: CMD inside the image: read-only
-# root, /proc, /dev, /sys, DIR read-only at /var/lib/kpng (default: the ConfigMap + example state), a
+# root, /proc, /dev, /sys, DIR read-only at /var/lib/kube-proxy (default: the ConfigMap + example state), a
 # service-account dir where pods have it, the image's env (plus NODE_NAME, as the DaemonSets set it,
 # and --env) and its working dir.
 mkdir -p "$work/root" "$mnt/run/secrets/kubernetes.io/serviceaccount"
@@ -77,7 +81,7 @@ in_image() {
     mount -t proc proc "$root/proc"
     mount --rbind /dev "$root/dev"
     mount --rbind /sys "$root/sys"
-    mount --bind "$vol" "$root/var/lib/kpng"; mount -o remount,bind,ro "$root/var/lib/kpng"
+    mount --bind "$vol" "$root/var/lib/kube-proxy"; mount -o remount,bind,ro "$root/var/lib/kube-proxy"
     if [ -n "$sa" ]; then d="$root/run/secrets/kubernetes.io/serviceaccount"; mount --bind "$sa" "$d"; mount -o remount,bind,ro "$d"; fi
     exec chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/sh -c "cd \"\$0\" && exec \"\$@\"" "$wd" "$@"
   ' in_image "$work/root" "$mnt" "$v" "$sa" "$workdir" "${#envs[@]}" "${envs[@]}" "$@"
@@ -97,7 +101,7 @@ out=$(in_image kube-proxy --version) || fail "kube-proxy --version exited $?"
 ok "kube-proxy --version (on PATH): $out"
 
 # 2. kpng file ... --once: the routes table, identical to the worktree's build of the same sources.
-args=(file --input /var/lib/kpng/cluster.yaml --node n1 --once)
+args=(file --input /var/lib/kube-proxy/cluster.yaml --node n1 --once)
 out=$(kpng "${args[@]}" 2>"$work/file.err") || { cat "$work/file.err" >&2; fail "kpng ${args[*]} exited non-zero"; }
 want=$(cd "$repo" && node_modules/.bin/node bin/kpng.js file --input "$vol/cluster.yaml" --node n1 --once 2>/dev/null)
 grep -q '^default/web  *80/TCP .*10.244.1.5:8080,10.244.2.7:8080' <<<"$out" || { echo "$out" >&2; fail "kpng ${args[*]}: no route for default/web"; }
@@ -111,7 +115,7 @@ missing=$(in_image /bin/sh -c 'ldd /opt/kpng/build/Release/kpng_native.node | gr
 [ -z "$missing" ] || fail "the addon's libraries are missing: $missing"
 ok "native addon loads (libnftnl, libmnl, libnetfilter_conntrack, libbpf resolved)"
 bpf="$mnt/opt/kpng/build/Release/sock_lb.bpf.o"
-[ -f "$bpf" ] || fail "no BPF object at /opt/kpng/build/Release/sock_lb.bpf.o (deploy/daemonset-ebpf.yaml's backend loads it)"
+[ -f "$bpf" ] || fail "no BPF object at /opt/kpng/build/Release/sock_lb.bpf.o (deploy/overlays/ebpf's backend loads it)"
 # ELF e_machine (bytes 18-19, little endian) 247 = EM_BPF
 [ "$(od -An -tu2 -j18 -N2 "$bpf" | tr -d ' ')" = 247 ] || fail "$bpf is not a BPF ELF object"
 ok "BPF object present (EM_BPF ELF, $(stat -c %s "$bpf") bytes)"
@@ -120,7 +124,7 @@ ok "BPF object present (EM_BPF ELF, $(stat -c %s "$bpf") bytes)"
 ip netns del "$netns" 2>/dev/null || true
 ip netns add "$netns"; ip -n "$netns" link set lo up
 kpng_ns() { in_image --netns "$(cfg 'c.Entrypoint[0]')" "$@"; }
-kpng_ns file --input /var/lib/kpng/cluster.yaml --node n1 --once --to nft --cluster-cidr 10.244.0.0/16 >"$work/nft.out" 2>&1 \
+kpng_ns file --input /var/lib/kube-proxy/cluster.yaml --node n1 --once --to nft --cluster-cidr 10.244.0.0/16 >"$work/nft.out" 2>&1 \
   || { cat "$work/nft.out" >&2; fail "kpng file --to nft exited non-zero"; }
 rules=$(ip netns exec "$netns" nft list ruleset)
 grep -q '10.96.0.10' <<<"$rules" && grep -q '10.244.1.5' <<<"$rules" || { echo "$rules" | head -30 >&2; fail "no rules for default/web in $netns"; }
@@ -128,17 +132,22 @@ ok "kpng file --to nft programmed $(grep -c . <<<"$rules") lines of nftables in 
 ip -n "$netns" link set lo down 2>/dev/null || true
 ip netns del "$netns"; ip netns add "$netns"; ip -n "$netns" link set lo up
 
-# 5. deploy/: every DaemonSet runs this image's entrypoint (no command) with args the image resolves.
-for f in "$repo"/deploy/*.yaml; do
+# 5. deploy/: every overlay's DaemonSet runs this image's entrypoint (no command) with args the image
+# resolves, and a backend (--to, else the ConfigMap's kube-proxy mode) the image has.
+for f in "$work"/deploy-*.yaml; do
   node -e "
     const { parseAllDocuments } = require('$repo/node_modules/yaml');
-    const ds = parseAllDocuments(require('fs').readFileSync('$f', 'utf8')).map((d) => d.toJS()).find((d) => d && d.kind === 'DaemonSet');
+    const docs = parseAllDocuments(require('fs').readFileSync('$f', 'utf8')).map((d) => d.toJS()).filter(Boolean);
+    const ds = docs.find((d) => d.kind === 'DaemonSet');
     const c = ds.spec.template.spec.containers[0];
     if (c.command) throw new Error('$f: the container sets a command; the image is checked for its entrypoint');
     if (c.image.replace(/^.*\//, '') !== 'kpng:$version') throw new Error('$f: image ' + c.image + ', built kpng:$version');
     if (!c.securityContext.readOnlyRootFilesystem) throw new Error('$f: no readOnlyRootFilesystem (this check assumes it)');
-    console.log(c.args.join('\n'));" >"$work/args" || fail "$(basename "$f")"
-  mode=$(sed -n 's/^--to=//p' "$work/args")
+    console.log(c.args.join('\n'));
+    const mode = /^mode: *(\\S+)/m.exec(docs.find((d) => d.kind === 'ConfigMap').data['config.conf'])[1];
+    if (!c.args.some((a) => a.startsWith('--to='))) console.log('--mode=' + ({ nftables: 'nft', ipvs: 'ipvs' })[mode]);" >"$work/args" || fail "$(basename "$f")"
+  mode=$(sed -n 's/^--to=//p; s/^--mode=//p' "$work/args")
+  sed -i '/^--mode=/d' "$work/args"
   if [ -n "$mode" ]; then
     # The backend the manifest names is registered in the image's build.
     in_image node -e "require('/opt/kpng/dist/src/backend/builtin').registerBuiltinBackends(); const r = require('/opt/kpng/dist/src/backend/registry'); if (!r.getBackend('$mode')) process.exit(1)" \
@@ -147,14 +156,14 @@ for f in "$repo"/deploy/*.yaml; do
   ok "$(basename "$f"): entrypoint + args [$(paste -sd' ' "$work/args")]${mode:+, backend $mode registered}"
 done
 
-# 6. deploy/kpng.yaml's DaemonSet as a pod runs it: a real kube-apiserver with the manifest's RBAC and
+# 6. deploy/overlays/nft's DaemonSet as a pod runs it: a real kube-apiserver with the manifest's RBAC and
 # ConfigMap, a service-account token, the in-cluster env, the container's args, hostNetwork (all in
 # $netns, the pod's "host"), read-only root. hack/image/daemonset-run.ts is the cluster side.
 if ! cp_dir=$(cd "$repo" && hack/controlplane/build.sh --print-dir 2>/dev/null) || [ ! -x "$cp_dir/kube-apiserver" ]; then
   fail "no kube-apiserver built (make controlplane)"
 fi
 pod="$work/pod"; mkdir -p "$pod"
-ip netns exec "$netns" node "$repo/dist/hack/image/daemonset-run.js" --manifest "$repo/deploy/kpng.yaml" --pod-dir "$pod" --node n1 >"$work/ds.out" 2>&1 &
+ip netns exec "$netns" node "$repo/dist/hack/image/daemonset-run.js" --manifest "$work/deploy-nft.yaml" --pod-dir "$pod" --node n1 >"$work/ds.out" 2>&1 &
 ds_pid=$!
 until grep -q '^ready$' "$work/ds.out" 2>/dev/null; do
   kill -0 "$ds_pid" 2>/dev/null || { cat "$work/ds.out" >&2; fail "the control plane side did not start"; }
@@ -162,7 +171,7 @@ until grep -q '^ready$' "$work/ds.out" 2>/dev/null; do
 done
 mapfile -t pod_env <"$pod/pod.env"; mapfile -t pod_args <"$pod/args"
 env_opts=(); for e in "${pod_env[@]}"; do env_opts+=(--env "$e"); done
-[ "$(cat "$pod/config.mount")" = /var/lib/kpng ] || fail "the ConfigMap is mounted at $(cat "$pod/config.mount"), this check mounts /var/lib/kpng"
+[ "$(cat "$pod/config.mount")" = /var/lib/kube-proxy ] || fail "the ConfigMap is mounted at $(cat "$pod/config.mount"), this check mounts /var/lib/kube-proxy"
 in_image --netns --vol "$pod/config" --sa "$pod/serviceaccount" "${env_opts[@]}" "$(cfg 'c.Entrypoint[0]')" "${pod_args[@]}" >"$work/kpng.log" 2>&1 &
 kpng_pid=$!
 status=0; wait "$ds_pid" || status=$?
@@ -172,6 +181,6 @@ pgrep -f -- "in_image $work/root" >/dev/null && fail "kpng (the pod's process) i
 kpng_pid=""
 grep -v '^ready$' "$work/ds.out" | sed 's/^/  /'
 head -6 "$work/kpng.log" | sed 's/^/  kpng: /'
-if [ $status -ne 0 ]; then echo "kpng's log:" >&2; tail -20 "$work/kpng.log" >&2; fail "deploy/kpng.yaml's pod, run from the image"; fi
-ok "deploy/kpng.yaml's pod runs from the image: args [${pod_args[*]}], the ConfigMap's kubeconfig with the pod's token, RBAC, probes, nft"
+if [ $status -ne 0 ]; then echo "kpng's log:" >&2; tail -20 "$work/kpng.log" >&2; fail "deploy/overlays/nft's pod, run from the image"; fi
+ok "deploy/overlays/nft's pod runs from the image: args [${pod_args[*]}], the ConfigMap's kubeconfig with the pod's token, RBAC, probes, nft"
 echo "image-test: all checks passed for $image"

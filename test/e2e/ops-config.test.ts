@@ -1,6 +1,6 @@
 // kpng started the way a kube-proxy DaemonSet starts it, inside a network namespace: with kubeadm's
 // kube-proxy ConfigMap (kube-proxy's defaults: nftables programmed, clusterCIDR, conntrack timeouts,
-// oom_score_adj), and with deploy/kpng.yaml's container arguments and ConfigMap (its bind addresses, mode
+// oom_score_adj), and with deploy/overlays/nft's container arguments and ConfigMap (its bind addresses, mode
 // and sync periods). The file source stands in for the API server, which a namespace cannot reach.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { KpngProcess, ROOT } from '../helpers/cli';
+import { containerArgs, renderOverlay } from '../helpers/deploy';
 import { Netns } from '../helpers/netns';
 import { ep, node, slice, svc } from '../helpers/k8s';
 import { waitFor } from '../helpers/wait';
@@ -92,20 +93,15 @@ maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and
   }
 });
 
-maybe('deploy/kpng.yaml: the container\'s arguments and the ConfigMap, as the DaemonSet runs them', async () => {
+maybe('deploy/overlays/nft: the container\'s arguments and the ConfigMap, as the DaemonSet runs them', async () => {
   const { ns, dir, state } = setup('kbo-ds');
   let p: KpngProcess | undefined;
   try {
     ns.exec('ip', ['addr', 'add', '192.168.50.1/24', 'dev', 'lo']);
-    const docs = parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy/kpng.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, any>);
-    const cm = docs.find((d) => d.kind === 'ConfigMap')!;
-    const ds = docs.find((d) => d.kind === 'DaemonSet')!;
-    // The ConfigMap volume: its keys become files in the mount path.
-    const mount = ds.spec.template.spec.containers[0].volumeMounts.find((m: any) => m.name === 'config').mountPath as string;
-    const confDir = path.join(dir, mount);
-    fs.mkdirSync(confDir, { recursive: true });
-    for (const [k, v] of Object.entries(cm.data)) fs.writeFileSync(path.join(confDir, k), v as string);
-    const args = (ds.spec.template.spec.containers[0].args as string[]).map((a) => a.replace('$(NODE_NAME)', 'n1').replace(`=${mount}`, `=${confDir}`));
+    const rendered = renderOverlay('nft');
+    const cm = rendered.configMap;
+    // The ConfigMap volume: its keys become files (here in a directory of the test's).
+    const args = containerArgs(rendered, path.join(dir, 'config'), 'n1');
     // The DaemonSet's own arguments, then the file source instead of the API server. The test harness
     // puts kpng's servers on free loopback ports unless a test names them: name the ConfigMap's.
     const cfg = (parseAllDocuments(cm.data['config.conf'])[0].toJS()) as Record<string, string>;

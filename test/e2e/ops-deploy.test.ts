@@ -1,16 +1,16 @@
-// Against a real kube-apiserver: deploy/ is accepted (server-side dry run, strict field validation), and
-// /healthz follows this Node's life as kube-proxy's does (the cluster autoscaler's deletion taint, a
+// Against a real kube-apiserver: each overlay of deploy/, as `kubectl kustomize` renders it, is accepted
+// (server-side dry run, strict field validation); the API server's address is set the way docs/deploy.md
+// says; and /healthz follows this Node's life as kube-proxy's does (the cluster autoscaler's deletion taint, a
 // deletion in progress) while /livez stays healthy.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { parse as parseYaml } from 'yaml';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { KpngChild } from '../../bench/events/kpng-child';
 import { NODES, node, nodeStatus } from '../../bench/events/objects';
 import { ROOT } from '../helpers/cli';
-
-type Obj = Record<string, any>;
-const manifests = (file: string): Obj[] => parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy', file), 'utf8')).map((d) => d.toJS() as Obj).filter(Boolean);
+import { kustomize, OVERLAYS, renderOverlay, type Obj } from '../helpers/deploy';
 
 function collection(o: Obj): string {
   const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
@@ -25,8 +25,9 @@ describe('deploy/ and node health against a real API server', () => {
   beforeAll(async () => { cp = await startControlPlane({ log: () => {} }); }, 180_000);
   afterAll(async () => { await cp?.stop(); }, 60_000);
 
-  test.each(['kpng.yaml', 'daemonset-ebpf.yaml', 'daemonset-ipvs.yaml'])('deploy/%s is accepted by kube-apiserver (dry run, strict)', async (file) => {
-    const objs = manifests(file);
+  test.each(OVERLAYS)('deploy/overlays/%s is accepted by kube-apiserver (dry run, strict)', async (overlay) => {
+    const { objs } = renderOverlay(overlay);
+    expect(objs.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'ServiceAccount']);
     expect(objs.length).toBeGreaterThan(0);
     for (const o of objs) {
       const r = await cp.request('POST', `${collection(o)}?dryRun=All&fieldValidation=Strict`, o);
@@ -42,7 +43,46 @@ describe('deploy/ and node health against a real API server', () => {
     expect(c.livenessProbe.httpGet).toEqual({ path: '/livez', port: 10256 });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 10256 });
     expect(ds.spec.template.spec.hostNetwork).toBe(true);
-    expect(c.securityContext.capabilities.add).toContain(file === 'daemonset-ebpf.yaml' ? 'BPF' : 'NET_ADMIN');
+    // The privileges themselves: deploy-privileges.test.ts (nft, ebpf) and its .guest twin (ipvs).
+    expect(c.securityContext.privileged ?? c.securityContext.capabilities.add.includes('NET_ADMIN')).toBe(true);
+  });
+
+  test('the ConfigMap is kube-proxy\'s as kubeadm writes it; the IPVS overlay changes only the mode and its section', () => {
+    const cm = (o: string) => renderOverlay(o as typeof OVERLAYS[number]).configMap;
+    const base = cm('nft');
+    expect(base.metadata).toEqual({ name: 'kpng', namespace: 'kube-system' });
+    const kubeconfig = parseYaml(base.data['kubeconfig.conf']);
+    expect(kubeconfig.clusters).toEqual([{ name: 'default', cluster: { 'certificate-authority': '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt', server: 'https://API_SERVER:6443' } }]);
+    expect(kubeconfig.users).toEqual([{ name: 'default', user: { tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' } }]);
+    const conf = (c: Obj) => parseYaml(c.data['config.conf']);
+    expect(conf(base).clientConnection.kubeconfig).toBe('/var/lib/kube-proxy/kubeconfig.conf');
+    expect(cm('ebpf').data).toEqual(base.data);
+    const ipvs = cm('ipvs');
+    expect(ipvs.data['kubeconfig.conf']).toBe(base.data['kubeconfig.conf']);
+    const { mode: m1, nftables, ...rest1 } = conf(base);
+    const { mode: m2, ipvs: section, ...rest2 } = conf(ipvs);
+    expect([m1, m2]).toEqual(['nftables', 'ipvs']);
+    expect(rest2).toEqual(rest1);
+    expect({ syncPeriod: section.syncPeriod, minSyncPeriod: section.minSyncPeriod }).toEqual(nftables);
+  });
+
+  test.each(OVERLAYS)('the API server\'s address, set as docs/deploy.md says: a kustomization over deploy/overlays/%s with kubeconfig.conf', (overlay) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dpl-kustomize-'));
+    try {
+      // kubeadm's cluster: kube-proxy's own kubeconfig.conf (kubectl -n kube-system get cm kube-proxy).
+      const mine = fs.readFileSync(path.join(ROOT, 'deploy/base/kubeconfig.conf'), 'utf8').replace('https://API_SERVER:6443', 'https://10.0.0.5:6443');
+      fs.writeFileSync(path.join(dir, 'kubeconfig.conf'), mine);
+      fs.writeFileSync(path.join(dir, 'kustomization.yaml'), [
+        `resources: [${path.relative(dir, path.join(ROOT, 'deploy/overlays', overlay))}]`,
+        'configMapGenerator: [{name: kpng, namespace: kube-system, behavior: merge, files: [kubeconfig.conf]}]', ''].join('\n'));
+      const objs = kustomize(dir);
+      const cm = objs.find((o) => o.kind === 'ConfigMap')!;
+      expect(parseYaml(cm.data['kubeconfig.conf']).clusters[0].cluster.server).toBe('https://10.0.0.5:6443');
+      expect(cm.data['config.conf']).toBe(renderOverlay(overlay).configMap.data['config.conf']);
+      expect(objs.filter((o) => o.kind === 'ConfigMap').length).toBe(1);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('/healthz is 503 while the Node is tainted for deletion or being deleted; /livez stays 200; kpng exits once it is gone', async () => {

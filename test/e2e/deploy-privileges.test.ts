@@ -1,0 +1,118 @@
+// The privileges deploy/'s nft and eBPF DaemonSets grant are the ones kpng needs, found by running it:
+// each overlay is rendered (kubectl kustomize), and kpng runs once with the container's args and
+// ConfigMap in a network namespace (the node of a hostNetwork pod), as root holding only the
+// capabilities the container is granted, /proc/sys and the read-only volumes read-only (as a runtime
+// mounts them for a container that is not privileged). With them, the rules land; without any one of
+// them, what it is for fails. The IPVS overlay: deploy-privileges.guest.test.ts (this kernel has none).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { cgroup2Mount } from '../../src/backend/ebpf';
+import { ebpfCleanup } from '../../src/native/ebpf';
+import { KPNG, ROOT } from '../helpers/cli';
+import { containerArgs, granted, held, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
+import { gated, need } from '../helpers/gate';
+import { Netns } from '../helpers/netns';
+
+const maybe = gated(need.netns(), need.native(), need.cgroup2(), need.built(KPNG), need.built(path.join(ROOT, 'build/Release/sock_lb.bpf.o')),
+  kubectlNeed(), need.tool('setpriv', ['--version'], 'util-linux'), need.tool('unshare', ['--version'], 'util-linux')).describe;
+
+const STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
+  { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
+  { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
+    spec: { type: 'ClusterIP', clusterIP: '10.96.7.7', clusterIPs: ['10.96.7.7'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
+  { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
+    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }], endpoints: [{ addresses: ['10.244.1.7'], conditions: { ready: true }, nodeName: 'n1' }] },
+] });
+
+// SYS_RESOURCE is granted for one thing: oom_score_adj -999 (kube-proxy's). Its absence is a warning,
+// not a failure; a root without it (some sandboxes) cannot show the granted case.
+const OOM_REFUSED = /cannot set oom_score_adj to -999/;
+
+interface Case {
+  overlay: 'nft' | 'ebpf';
+  /** The container's read-only volumes (their mount paths): this test binds its own stand-in read-only. */
+  readOnlyVolumes?: string[];
+  /** Extra args: where this test keeps what the DaemonSet keeps on the node's own paths. */
+  extra?: (dir: string) => string[];
+  /** Whether the backend's work is in the kernel after a run in `ns`. */
+  landed: (ns: Netns, dir: string) => boolean;
+  cleanup?: (dir: string) => Promise<void>;
+}
+
+/** The table, holding `text` when given. */
+const nftHas = (ns: Netns, table: string, text = ''): boolean => { try { return ns.nft('list', 'table', 'ip', table).includes(text); } catch { return false; } };
+
+maybe('deploy/ overlays hold the privileges kpng needs, and no more (real kernel, netns)', () => {
+  let cg = '';
+  let work = '';
+  beforeAll(() => {
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'dpl-priv-'));
+    fs.writeFileSync(path.join(work, 'state.json'), STATE);
+    cg = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'))!, `dpl-priv-${process.pid}`);
+    fs.mkdirSync(cg);
+  });
+  afterAll(() => {
+    if (cg) fs.rmdirSync(cg);
+    if (work) fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  const cases: Case[] = [
+    { overlay: 'nft', landed: (ns) => nftHas(ns, 'kpng', '10.96.7.7') },
+    {
+      overlay: 'ebpf',
+      // The DaemonSet's cgroup volume is the node's whole hierarchy; here a test cgroup under it, bound
+      // read-only as the manifest mounts it. Pins in a test directory of the bpffs.
+      readOnlyVolumes: ['/sys/fs/cgroup'],
+      extra: (dir) => ['--cgroup', cg, '--bpffs', `/sys/fs/bpf/${path.basename(dir)}`],
+      // The socket LB's programs attached (their links pinned) and its nftables table for north-south.
+      landed: (ns, dir) => fs.existsSync(`/sys/fs/bpf/${path.basename(dir)}/link_kpng_connect4`) && nftHas(ns, 'kpng'),
+      cleanup: async (dir) => { try { await ebpfCleanup(`/sys/fs/bpf/${path.basename(dir)}`); } catch { /* nothing pinned */ } },
+    },
+  ];
+
+  test.each(cases)('$overlay: granted, the rules land; each capability taken away, what it is for fails', async (c) => {
+    const r = renderOverlay(c.overlay);
+    const caps = granted(r.container);
+    if (caps === 'privileged') throw new Error(`deploy/overlays/${c.overlay} is privileged: this test checks capabilities`);
+    expect(r.container.securityContext.readOnlyRootFilesystem).toBe(true);
+    const unheld = caps.filter((x) => !held(x));
+    // Only SYS_RESOURCE may be missing from this root (its test is then the warning below).
+    expect(unheld.filter((x) => x !== 'SYS_RESOURCE')).toEqual([]);
+    const usable = caps.filter(held);
+    // The container's read-only volumes other than its ConfigMap are the ones this case stands in for
+    // (the cgroup hierarchy: the test cgroup, read-only).
+    const roVolumes = (r.container.volumeMounts as Obj[]).filter((m) => m.readOnly && m.mountPath !== '/var/lib/kube-proxy').map((m) => m.mountPath);
+    expect(roVolumes).toEqual(c.readOnlyVolumes ?? []);
+    const readOnly = ['/proc/sys', ...(c.readOnlyVolumes?.length ? [cg] : [])];
+
+    let n = 0;
+    const run = async (have: string[]) => {
+      const dir = path.join(work, `${c.overlay}-${n++}`);
+      const ns = new Netns('dpl');
+      try {
+        const args = [...containerArgs(r, dir, 'n1'), 'file', '--input', path.join(work, 'state.json'), ...(c.extra?.(dir) ?? []), '--once'];
+        const res = runAsContainer({ netns: ns.path, caps: have, readOnly, args });
+        return { ...res, landed: c.landed(ns, dir) };
+      } finally {
+        await c.cleanup?.(dir);
+        ns.destroy();
+      }
+    };
+
+    const all = await run(usable);
+    expect({ code: all.code, landed: all.landed }).toEqual({ code: 0, landed: true });
+    if (usable.includes('SYS_RESOURCE')) expect(all.out).not.toMatch(OOM_REFUSED);
+    else expect(all.out).toMatch(OOM_REFUSED);
+
+    for (const cap of usable) {
+      const without = await run(usable.filter((x) => x !== cap));
+      if (cap === 'SYS_RESOURCE') {
+        expect({ cap, code: without.code, landed: without.landed, oomRefused: OOM_REFUSED.test(without.out) }).toEqual({ cap, code: 0, landed: true, oomRefused: true });
+      } else {
+        // kpng says the kernel refused it (EPERM) and exits 1 (--once: no successful sync).
+        expect({ cap, code: without.code, landed: without.landed, refused: /Operation not permitted|EPERM/.test(without.out) }).toEqual({ cap, code: 1, landed: false, refused: true });
+      }
+    }
+  }, 180_000);
+});
