@@ -6,7 +6,7 @@ import { createLogger, type Logger } from '../../src/util/log';
 import { severityAndMessage } from './klog';
 import type { ModelOptions } from '../../src/model/options';
 
-type Obj = Record<string, unknown>;
+export type Obj = Record<string, unknown>;
 
 export interface SvcOpts {
   ns?: string; type?: string; clusterIPs?: string[]; ports?: Obj[]; externalIPs?: string[];
