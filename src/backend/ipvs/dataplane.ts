@@ -16,12 +16,12 @@
 // service asks for are deleted, except inside --ipvs-exclude-cidrs (settings.ts), which kpng leaves alone.
 import { pushAll } from '../../util/push-all';
 import { IPFamily, podSources, serviceKey, type NodeInfo, type Service } from '../../model/enls';
-import { nftApply, type NftOp } from '../../native';
+import { nftApply, type NativeCallOptions, type NftOp } from '../../native';
 import {
   ipvsApply, ipvsDump, ipvsDumpDests, ipvsInfo, ipvsDestId, ipvsServiceId,
   type IpvsApplyResult, type IpvsOp, type IpvsService, type IpvsServiceInfo, type IpvsServiceKey,
 } from '../../native/ipvs';
-import { applyAddrs, ensureLink, listAddrs, type AddrOp } from '../../native/rtnl';
+import { applyAddrs, ensureLink, listAddrs, type AddrApplyResult, type AddrInfo, type AddrOp, type LinkInfo } from '../../native/rtnl';
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { CompanionTable, destKey } from './companion';
 import { applyIpvsKernelSettings } from './kernel-settings';
@@ -46,11 +46,41 @@ export interface IpvsOptions {
    * transaction; one IPVS batch). --aggregator: the node's aggregator, as producer "kpng".
    */
   paths?: IpvsPaths;
+  /** What the dataplane reads and sets besides those paths. Default: the addon (tests: a fake). */
+  kernel?: IpvsKernel;
 }
 
 export interface IpvsPaths {
   nft(ops: NftOp[]): Promise<{ messages: number; bytes: number }>;
   ipvs(ops: IpvsOp[]): Promise<IpvsApplyResult>;
+}
+
+/** The rest of the kernel the IPVS dataplane talks to: the module's state, the dummy link and its addresses. */
+export interface IpvsKernel {
+  info(): Promise<{ version: string; connTableSize: number }>;
+  /** Sysctls, strict ARP and IPVS timeouts (kernel-settings.ts). */
+  applySettings(s: IpvsSettings, log: (m: string) => void): Promise<void>;
+  ensureLink(name: string): Promise<LinkInfo>;
+  /** Every address of every link. */
+  listAddrs(): Promise<AddrInfo[]>;
+  applyAddrs(ops: AddrOp[]): Promise<AddrApplyResult>;
+  /** Every virtual server with its real servers. */
+  dump(): Promise<IpvsServiceInfo[]>;
+  /** These virtual servers with their real servers' connection counts. */
+  dumpDests(services: IpvsServiceKey[]): Promise<IpvsServiceInfo[]>;
+}
+
+/** The addon's IpvsKernel, in a network namespace or the process's own. */
+export function nativeIpvsKernel(call: NativeCallOptions): IpvsKernel {
+  return {
+    info: () => ipvsInfo(call),
+    applySettings: (s, log) => applyIpvsKernelSettings(s, call, log),
+    ensureLink: (name) => ensureLink(name, { kind: 'dummy' }, call),
+    listAddrs: () => listAddrs(0, call),
+    applyAddrs: (ops) => applyAddrs(ops, call),
+    dump: () => ipvsDump(call),
+    dumpDests: (services) => ipvsDumpDests(services, call),
+  };
 }
 
 export { IPVS_SYSCTLS } from './kernel-settings';
@@ -89,11 +119,13 @@ export class IpvsDataplane implements Dataplane {
   readonly counters = { drained: 0, drainDeleted: 0 };
 
   private readonly paths: IpvsPaths;
+  private readonly kernelOps: IpvsKernel;
   private readonly settings: IpvsSettings;
 
   constructor(private readonly opts: IpvsOptions) {
     this.settings = opts.settings ?? { strictArp: false, timeouts: { tcp: 0, tcpFin: 0, udp: 0 }, excludeCIDRs: [] };
     this.paths = opts.paths ?? { nft: (ops) => nftApply(ops, this.call), ipvs: (ops) => ipvsApply(ops, this.call) };
+    this.kernelOps = opts.kernel ?? nativeIpvsKernel(this.call);
     this.companion = { ip: new CompanionTable('ip', opts.table, []), ip6: new CompanionTable('ip6', opts.table, []) };
     if (opts.drainCheckMs > 0) {
       this.timer = setInterval(() => { if (this.draining.size) void this.serial(() => this.reapDrained()).catch((e) => this.opts.log(`ipvs: drain check failed: ${(e as Error).message}`)); }, opts.drainCheckMs);
@@ -174,9 +206,9 @@ export class IpvsDataplane implements Dataplane {
 
   private async start(): Promise<void> {
     if (this.started) return;
-    const info = await ipvsInfo(this.call);
-    await applyIpvsKernelSettings(this.settings, this.call, this.opts.log);
-    const link = await ensureLink(this.opts.interface, { kind: 'dummy' }, this.call);
+    const info = await this.kernelOps.info();
+    await this.kernelOps.applySettings(this.settings, this.opts.log);
+    const link = await this.kernelOps.ensureLink(this.opts.interface);
     this.ifindex = link.ifindex;
     this.opts.log(`ipvs: IPVS ${info.version} (connection table ${info.connTableSize}), ${this.opts.interface} ifindex ${link.ifindex}${link.created ? ' created' : ''}, scheduler ${this.opts.scheduler}`);
     this.started = true;
@@ -186,7 +218,7 @@ export class IpvsDataplane implements Dataplane {
     await this.start();
     this.node = node;
     // This node's addresses, for node ports (not kube-ipvs0's, not loopback or link-local).
-    const addrs = await listAddrs(0, this.call);
+    const addrs = await this.kernelOps.listAddrs();
     this.localAddrs = addrs.filter((a) => a.ifindex !== this.ifindex && a.scope === 0 && !a.address.startsWith('127.') && a.address !== '::1' && !a.address.startsWith('fe80:')).map((a) => a.address);
     this.boundAddrs = new Set(addrs.filter((a) => a.ifindex === this.ifindex).map((a) => a.address));
     // Rebuild the desired state from scratch; marks keep their numbers when still used.
@@ -204,7 +236,7 @@ export class IpvsDataplane implements Dataplane {
     for (const [id, m] of this.marks) if (!m.used) this.marks.delete(id);
     // What the kernel has: every virtual server (kpng owns IPVS in its network namespace), except those
     // inside --ipvs-exclude-cidrs that no service asks for: someone else's, neither deleted nor drained.
-    const dump = (await ipvsDump(this.call)).filter((s) => this.desired.has(ipvsServiceId(s)) || !isExcluded(s, this.settings.excludeCIDRs));
+    const dump = (await this.kernelOps.dump()).filter((s) => this.desired.has(ipvsServiceId(s)) || !isExcluded(s, this.settings.excludeCIDRs));
     this.kernel = new Map(dump.map((s) => [ipvsServiceId(s), kernelVirtual(s)]));
     this.draining = new Set();
     for (const s of dump) {
@@ -303,7 +335,7 @@ export class IpvsDataplane implements Dataplane {
 
   private async addrs(ops: AddrOp[], report: SyncReport): Promise<void> {
     if (ops.length === 0) return;
-    const r = await applyAddrs(ops, this.call);
+    const r = await this.kernelOps.applyAddrs(ops);
     report.messages += r.messages;
     report.bytes += r.bytes;
     // Deleting an address that is already gone is what we wanted.
@@ -327,7 +359,7 @@ export class IpvsDataplane implements Dataplane {
     }
     const keys: IpvsServiceKey[] = [];
     for (const sid of bySvc.keys()) { const k = this.kernel.get(sid); if (k) keys.push(k.vs); else for (const d of bySvc.get(sid)!) this.draining.delete(`${sid} ${d}`); }
-    const dump = await ipvsDumpDests(keys, this.call);
+    const dump = await this.kernelOps.dumpDests(keys);
     const ops: IpvsOp[] = [];
     const present = new Set<string>();
     for (const s of dump) {
