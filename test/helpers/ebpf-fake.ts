@@ -1,0 +1,59 @@
+// A fake of the socket-LB dataplane's kernel side (its EbpfLoader): the two BPF maps in memory, every
+// batch recorded, a failure on demand, and a resolver that reads the maps as a connect() would. The
+// real maps and programs: test/e2e/ebpf*.test.ts.
+import type { EbpfDump, EbpfMapGroup } from '../../src/native/ebpf';
+import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE, SVC_KEY_SIZE, SVC_MAP } from '../../src/backend/ebpf/maps';
+
+/** A loader over two in-memory maps that records every group; `failAt` makes the n-th apply fail. */
+export class FakeLoader {
+  svc = new Map<string, Buffer>();
+  be = new Map<number, Buffer>();
+  groups: EbpfMapGroup[][] = [];
+  failAt = -1;
+  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, programs: [] };
+  async apply(groups: EbpfMapGroup[]) {
+    this.groups.push(groups);
+    if (this.groups.length === this.failAt) throw Object.assign(new Error('update kpng_svc: No space left on device'), { errno: 28, code: 'ENOSPC', group: 0, element: 0, syscalls: 1 });
+    for (const g of groups) {
+      const ks = g.map === SVC_MAP ? SVC_KEY_SIZE : 4, vs = 20;
+      for (let i = 0; i < g.count; i++) {
+        const k = g.keys.subarray(i * ks, (i + 1) * ks);
+        if (g.map === SVC_MAP) { if (g.op === 'update') this.svc.set(k.toString('hex'), Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs))); else this.svc.delete(k.toString('hex')); }
+        else if (g.op === 'update') this.be.set(k.readUInt32LE(0), Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs))); else this.be.delete(k.readUInt32LE(0));
+      }
+    }
+    return { syscalls: groups.length, ms: 0 };
+  }
+  async dump(map: string): Promise<EbpfDump> {
+    const svc = map === SVC_MAP;
+    const entries = svc ? [...this.svc].map(([k, v]) => [Buffer.from(k, 'hex'), v]) : [...this.be].map(([k, v]) => { const b = Buffer.alloc(4); b.writeUInt32LE(k); return [b, v]; });
+    return { count: entries.length, keySize: svc ? SVC_KEY_SIZE : 4, valueSize: 20, keys: Buffer.concat(entries.map((e) => e[0])), values: Buffer.concat(entries.map((e) => e[1])), syscalls: entries.length * 2 + 1 };
+  }
+  destroyCalls: string[][] = [];
+  async destroyUdp(b: Buffer, n: number) {
+    this.destroyCalls.push(Array.from({ length: n }, (_, i) => {
+      const v = decodeBackend(b, i * 40), vip = decodeBackend(Buffer.concat([b.subarray(i * 40 + 20, i * 40 + 38), Buffer.from([b[i * 40 + 18], 0])]));
+      return `${vip.addr}:${vip.port} ${v.addr}:${v.port}`;
+    }));
+    return { destroyed: 0, namespaces: 1, syscalls: 1 };
+  }
+  async close() {}
+  /** "addr:port -> backend, backend" per service, as a connect() would resolve it. */
+  resolve(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [k, v] of this.svc) {
+      const key = decodeSvcKey(Buffer.from(k, 'hex'));
+      if (key.slot !== 0) continue;
+      const head = decodeSvcValue(v);
+      if (head.flags & FLAG_REFUSE) { out[`${key.addr}:${key.port}`] = 'refuse'; continue; }
+      const list: string[] = [];
+      for (let s = 1; s <= head.count; s++) {
+        const slot = this.svc.get(Buffer.from(k, 'hex').fill(0, 20, 22).toString('hex').slice(0, 40) + Buffer.from([s & 0xff, s >> 8, 0, 0]).toString('hex'))!;
+        const b = this.be.get(decodeSvcValue(slot).backendId)!;
+        list.push(`${decodeBackend(b).addr}:${decodeBackend(b).port}`);
+      }
+      out[`${key.addr}:${key.port}`] = list.sort().join(',');
+    }
+    return out;
+  }
+}
