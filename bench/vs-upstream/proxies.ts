@@ -21,8 +21,8 @@ export interface ProxySpec {
   ebpf?: { cgroup: string; pinDir: string };
   /**
    * The proxy keeps Node's on-disk compile cache (kpng: KPNG_COMPILE_CACHE names its directory). The
-   * benchmark gives every start a directory of its own: empty for the start a node sees (the image
-   * ships no cache and the DaemonSets' read-only root keeps none), or the one a previous start filled.
+   * benchmark gives every start a directory of its own: empty (a host or image without a cache), or
+   * the cache the image ships, made the same way for this checkout (hack/image/warm-compile-cache.js).
    */
   compileCache?: boolean;
 }

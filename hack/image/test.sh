@@ -100,6 +100,13 @@ out=$(in_image kube-proxy --version) || fail "kube-proxy --version exited $?"
 [[ "$out" =~ ^kpng\ $version ]] || fail "kube-proxy (the symlink kubeadm's command uses) printed: $out"
 ok "kube-proxy --version (on PATH): $out"
 
+# 1b. The compile cache the image ships is what a start reads (Node accepts its entries; nothing to write).
+cc=$(kpng file --input /var/lib/kube-proxy/cluster.yaml --node n1 --once -v 4 2>&1 >/dev/null | grep -o 'compile cache: .*' || true)
+[ "$cc" = "compile cache: /var/cache/kpng/compile-cache" ] || fail "kpng does not use the image's compile cache: ${cc:-no compile cache line}"
+accepted=$(in_image --env NODE_DEBUG_NATIVE=COMPILE_CACHE "$(cfg 'c.Entrypoint[0]')" file --input /var/lib/kube-proxy/cluster.yaml --node n1 --once 2>&1 >/dev/null | grep -c 'was accepted' || true)
+[ "$accepted" -ge 50 ] || fail "Node accepted $accepted modules from the image's compile cache (expected most of kpng's)"
+ok "the image's compile cache: $accepted modules read from /var/cache/kpng/compile-cache at a start"
+
 # 2. kpng file ... --once: the routes table, identical to the worktree's build of the same sources.
 args=(file --input /var/lib/kube-proxy/cluster.yaml --node n1 --once)
 out=$(kpng "${args[@]}" 2>"$work/file.err") || { cat "$work/file.err" >&2; fail "kpng ${args[*]} exited non-zero"; }
