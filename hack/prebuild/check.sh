@@ -18,6 +18,10 @@ versions=$(readelf --dyn-syms -W "$f" | grep -oE '@GLIBC[A-Z]*_[0-9.]+' | sed 's
 newest=$(echo "$versions" | grep '^GLIBC_' | sed 's/^GLIBC_//' | sort -V | tail -1)
 [ -n "$newest" ] || fail "no GLIBC_ symbol versions found (not linked against glibc?)"
 if [ "$(printf '%s\n2.28\n' "$newest" | sort -V | tail -1)" != "2.28" ]; then fail "needs GLIBC_$newest (> 2.28)"; fi
+# An undefined symbol with no version is one the glibc 2.28 stubs lack (the headers declare newer
+# functions too): it would fail to resolve when loaded on an older glibc. Only Node's own may be so.
+unversioned=$(readelf --dyn-syms -W "$f" | awk '$7 == "UND" && $8 != "" && $8 !~ /@/ && $8 !~ /^(napi_|node_api_)/ {print $8}' | sort -u | tr '\n' ' ')
+[ -z "$unversioned" ] || fail "needs symbols no glibc 2.28 has: $unversioned"
 if echo "$versions" | grep -q '^GLIBCXX_\|^CXXABI_'; then fail "needs the system's C++ library ($(echo "$versions" | grep -m1 'GLIBCXX_\|CXXABI_'))"; fi
 if readelf --dyn-syms -W "$f" | awk '$7 != "UND" && $5 == "GLOBAL"' | grep -qE ' (nftnl_|mnl_|nfct_|nfnl_|bpf_object__|elf_|inflate)'; then
   fail "exports symbols of a static library (collides with a system copy another addon loads)"
