@@ -39,6 +39,19 @@ if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack libbpf 2>/dev/nu
   exit 1
 fi
 
+# `--prebuild-host`: prebuilds/linux-<arch> from the host's toolchain and shared libraries, for the
+# package test in `make test` (quick; it needs the libraries installed where it loads). A prebuild
+# already there and newer than the sources, a portable one in particular, is kept.
+if [ "${1:-}" = "--prebuild-host" ]; then
+  arch=$(node -p process.arch)
+  p=prebuilds/linux-$arch/kpng.node
+  if [ -f "$p" ] && [ -f "prebuilds/linux-$arch/sock_lb.bpf.o" ] && [ -z "$(find native binding.gyp -newer "$p" -type f | head -1)" ]; then exit 0; fi
+  npx --no-install prebuildify --napi --strip
+  build_bpf
+  cp "$bpf_out" "prebuilds/linux-$arch/"
+  exit 0
+fi
+
 out=build/Release/kpng_native.node
 if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then build_bpf; exit 0; fi
 

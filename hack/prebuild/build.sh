@@ -6,10 +6,20 @@
 # library too, so they load on any glibc Linux from 2.28 on (RHEL 8, Debian 10, Ubuntu 20.04) with
 # nothing installed but Node. hack/prebuild/check.sh verifies each result; the install test
 # (hack/prebuild/install-test.sh) proves it in Debian roots.
-# Usage: hack/prebuild/build.sh [x64] [arm64]     (both by default)
+# Usage: hack/prebuild/build.sh [--force] [x64] [arm64]     (both by default; an architecture whose
+# prebuild is portable (check.sh) and newer than native/, binding.gyp and hack/prebuild/ is kept unless
+# --force)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+force=; [ "${1:-}" = --force ] && { force=1; shift; }
 arches=("$@"); [ ${#arches[@]} -gt 0 ] || arches=(x64 arm64)
+fresh() {
+  [ -z "$force" ] && [ -f "prebuilds/linux-$1/kpng.node" ] && [ -f "prebuilds/linux-$1/sock_lb.bpf.o" ] &&
+    [ -z "$(find native binding.gyp hack/prebuild -newer "prebuilds/linux-$1/kpng.node" -type f | head -1)" ] &&
+    hack/prebuild/check.sh "$1" "prebuilds/linux-$1/kpng.node" >/dev/null 2>&1   # not a host build
+}
+todo=(); for a in "${arches[@]}"; do fresh "$a" && echo "prebuild: prebuilds/linux-$a is up to date" || todo+=("$a"); done
+arches=("${todo[@]}"); [ ${#arches[@]} -gt 0 ] || exit 0
 cache=${KPNG_PREBUILD_CACHE:-$HOME/.cache/kpng/prebuild}
 export ZIG_GLOBAL_CACHE_DIR=$cache/zig-cache ZIG_LOCAL_CACHE_DIR=$cache/zig-cache
 root=$PWD
