@@ -67,6 +67,8 @@ root_of() { # root_of SUITE ARCH: prints a cached minbase root, unpacking it the
     [ -e "$dir/bin/sh" ] || ln -s dash "$dir/bin/sh"
     # The first stage links proc to the host's /proc for its own use: a mount point is wanted instead.
     if [ -L "$dir/proc" ]; then rm "$dir/proc" && mkdir "$dir/proc"; fi
+    # The packages it unpacked are kept for a second stage that never runs here.
+    rm -f "$dir"/var/cache/apt/archives/*.deb
     touch "$dir/.kpng-root"
     echo "install-test: unpacked $suite/$arch in $(( $(date +%s) - t0 )) s" >&2
   fi
