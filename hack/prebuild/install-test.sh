@@ -4,7 +4,8 @@
 # libbpf...) for amd64 and arm64, then run there with an official Node for that architecture:
 #   - node-gyp-build picks prebuilds/linux-<arch>/ and the addon loads (abi, BPF object beside it);
 #   - `kpng file --once` prints the routes of examples/cluster.yaml exactly as on the build machine;
-#   - amd64: `kpng file --once --to nft` programs nftables in network namespace ${KPNG_NETNS_PREFIX}inst.
+#   - amd64: `kpng file --once --to nft` programs nftables in network namespace ${KPNG_NETNS_PREFIX}inst,
+#     and `--to ebpf` loads the BPF object, attaches it to a cgroup of its own and pins its maps.
 # arm64 runs under qemu-user (qemu-aarch64-static called directly, no binfmt needed); its netlink part
 # is not exercised there (qemu-user does not translate nf_tables messages).
 # The roots are unpacked once (debootstrap --foreign: a minbase root's files, which is all Node needs)
@@ -92,10 +93,13 @@ for suite in "${suites[@]}"; do
     # in_root [--netns] CMD...: CMD with the root's files only (chroot in a mount namespace of its own,
     # with /proc and /dev); Node and kpng from /opt.
     in_root() {
-      local pre=()
-      if [ "$1" = --netns ]; then pre=(ip netns exec "$netns"); shift; fi
+      local pre=() sys=:
+      # nsenter rather than ip netns exec, which mounts a /sys of its own without the cgroup and bpffs.
+      if [ "$1" = --netns ]; then pre=(nsenter --net=/var/run/netns/"$netns"); shift; fi
+      # --sys: the host's /sys (cgroup v2 and bpffs mounts included) for the eBPF backend.
+      if [ "$1" = --sys ]; then sys='mount --rbind /sys "$0/sys"'; shift; fi
       "${pre[@]}" env -i PATH=/opt/node/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-        unshare -m --propagation private sh -c 'mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" && exec chroot "$@"' \
+        unshare -m --propagation private sh -c 'mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" && '"$sys"' && exec chroot "$@"' \
         "$root" "$root" "${qemu[@]}" "$@"
     }
     k=/opt/kpng/node_modules/kpng
@@ -120,6 +124,23 @@ for suite in "${suites[@]}"; do
           ok "$label: kpng file --once --to nft programmed $(grep -c . <<<"$rules") lines of nftables in $netns"
         else bad "$label: --to nft exited 0 but the ruleset lacks default/web"; fi
       else bad "$label: kpng file --once --to nft: $(head -c 600 "$work/nft.out")"; fi
+      # The eBPF backend: the static libbpf/libelf/zlib open and load the BPF object beside the
+      # addon, attach it to a cgroup of the test's own and pin its maps; --ebpf-cleanup undoes it.
+      cg=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+      if [ -n "$cg" ] && mountpoint -q /sys/fs/bpf; then
+        cgdir=$cg/${KPNG_NETNS_PREFIX:-kpng-test}inst-$suite pins=/sys/fs/bpf/${KPNG_NETNS_PREFIX:-kpng-test}inst-$suite
+        mkdir -p "$cgdir"
+        ebpf=(/opt/node/bin/node $k/bin/kpng.js file --input /opt/cluster.yaml --node n1 --once --to ebpf
+          --cgroup "$cgdir" --bpffs "$pins" --ebpf-nft-table kpng-inst --cluster-cidr 10.244.0.0/16)
+        if in_root --netns --sys "${ebpf[@]}" >"$work/ebpf.out" 2>&1 && [ -n "$(ls -A "$pins" 2>/dev/null)" ]; then
+          ok "$label: kpng file --once --to ebpf loaded the BPF object and pinned $(ls "$pins" | wc -l) objects"
+        else bad "$label: kpng file --once --to ebpf: $(head -c 600 "$work/ebpf.out")"; fi
+        if [ -n "$(ls -A "$pins" 2>/dev/null)" ] && in_root --netns --sys "${ebpf[@]}" --ebpf-cleanup >"$work/ebpf.out" 2>&1 &&
+           [ -z "$(ls -A "$pins" 2>/dev/null)" ]; then
+          ok "$label: --ebpf-cleanup removed the programs and pins"
+        else bad "$label: --ebpf-cleanup: $(head -c 600 "$work/ebpf.out")"; fi
+        rm -rf "$pins"; rmdir "$cgdir" 2>/dev/null || true
+      else bad "$label: no cgroup v2 or bpffs mount here for the eBPF check"; fi
       ip netns del "$netns"
     fi
     rm -rf "$root/opt/kpng" "$root/opt/node" "$root/opt/cluster.yaml"
