@@ -7,7 +7,7 @@
 # nothing installed but Node. hack/prebuild/check.sh verifies each result; the install test
 # (hack/prebuild/install-test.sh) proves it in Debian roots.
 # Usage: hack/prebuild/build.sh [--force] [x64] [arm64]     (both by default; an architecture whose
-# prebuild is portable (check.sh) and newer than native/, binding.gyp and hack/prebuild/ is kept unless
+# prebuild is portable (check.sh) and newer than native/, binding.gyp and the build scripts is kept unless
 # --force)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,7 @@ force=; [ "${1:-}" = --force ] && { force=1; shift; }
 arches=("$@"); [ ${#arches[@]} -gt 0 ] || arches=(x64 arm64)
 fresh() {
   [ -z "$force" ] && [ -f "prebuilds/linux-$1/kpng.node" ] && [ -f "prebuilds/linux-$1/sock_lb.bpf.o" ] &&
-    [ -z "$(find native binding.gyp hack/prebuild -newer "prebuilds/linux-$1/kpng.node" -type f | head -1)" ] &&
+    [ -z "$(find native binding.gyp hack/prebuild/{build,deps,zig,node}.sh hack/prebuild/exports.map -newer "prebuilds/linux-$1/kpng.node" -type f | head -1)" ] &&
     hack/prebuild/check.sh "$1" "prebuilds/linux-$1/kpng.node" >/dev/null 2>&1   # not a host build
 }
 todo=(); for a in "${arches[@]}"; do fresh "$a" && echo "prebuild: prebuilds/linux-$a is up to date" || todo+=("$a"); done

@@ -10,6 +10,8 @@
 # is not exercised there (qemu-user does not translate nf_tables messages).
 # The roots are unpacked once (debootstrap --foreign: a minbase root's files, which is all Node needs)
 # and kept in the prebuild cache. Prints one line per check and "N passed, N failed" at the end.
+# KPNG_INSTALL_SUITES, KPNG_INSTALL_ARCHES narrow the matrix; KPNG_INSTALL_NODE=VERSION runs another
+# Node than package.json's (e.g. the oldest the engines field allows).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -81,7 +83,7 @@ for suite in "${suites[@]}"; do
     case "$arch" in amd64) narch=x64; qemu=() ;; arm64) narch=arm64; qemu=(/usr/bin/qemu-aarch64-static) ;; esac
     label="$suite/$arch"
     root=$(root_of "$suite" "$arch") || { bad "$label: debootstrap failed"; continue; }
-    nodedir=$(hack/prebuild/node.sh "$narch") || { bad "$label: no Node for $narch"; continue; }
+    nodedir=$(hack/prebuild/node.sh "$narch" ${KPNG_INSTALL_NODE:-}) || { bad "$label: no Node for $narch"; continue; }
     if [ -e "$root/usr/bin/gcc" ] || [ -e "$root/usr/bin/cc" ] || [ -e "$root/usr/lib/$( [ "$arch" = amd64 ] && echo x86_64 || echo aarch64)-linux-gnu/libnftnl.so.11" ]; then
       bad "$label: the root has a compiler or libnftnl (the test would prove nothing)"; continue
     fi

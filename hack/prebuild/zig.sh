@@ -9,7 +9,7 @@ dir=$cache/zig-$version
 if [ ! -x "$dir/ziglang/zig" ]; then
   echo "prebuild: installing zig $version (PyPI ziglang) into $dir" >&2
   rm -rf "$dir.tmp"
-  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir.tmp" "ziglang==$version" >&2
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$dir.tmp" "ziglang==$version" >&2
   rm -rf "$dir" && mv "$dir.tmp" "$dir"
 fi
 echo "$dir/ziglang/zig"
