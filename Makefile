@@ -5,6 +5,10 @@
 # Not part of `make test` (they need the Debian mirror and npm registry, and minutes):
 #   make image       build the container image from the Dockerfile without a daemon (hack/image/)
 #   make image-test  build it, then run it as deploy/'s DaemonSets do (hack/image/test.sh)
+#   make prebuilds   the portable prebuilds, linux-x64 and linux-arm64 (= npm run prebuildify; zig's cc
+#                    for glibc 2.28, static libraries: hack/prebuild/, docs/install.md)
+#   make install-test  npm pack's tarball installed and run in Debian 11 and 12 roots, amd64 and arm64
+#                    (arm64 under qemu-user; hack/prebuild/install-test.sh)
 #   make cluster     a real two-node cluster on this machine, no proxy yet (hack/cluster/, docs/cluster.md)
 #   make cluster-down  stop it and remove everything it made
 #   make conformance   upstream's e2e Services tests against kpng in that cluster (hack/conformance/run.sh;
@@ -12,7 +16,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy test test-guest demo bench clean image image-test cluster cluster-down conformance
+.PHONY: all deps build native controlplane kube-proxy test test-guest demo bench clean image image-test cluster cluster-down conformance prebuilds install-test
 
 all: build
 
@@ -48,6 +52,12 @@ test-guest: build
 
 demo: build
 	@node dist/hack/demo.js
+
+prebuilds: deps
+	@hack/prebuild/build.sh
+
+install-test: build prebuilds
+	@hack/prebuild/install-test.sh
 
 image: deps
 	@hack/image/build.sh

@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
 # Builds the native netlink addon (build/Release/kpng_native.node) when its sources changed, with
-# node-gyp through binding.gyp (flags from pkg-config). `--prebuild` makes the release artifact
-# prebuilds/linux-<arch>/kpng_native.node with prebuildify (N-API: one file for every Node version),
-# which node-gyp-build (the loader in src/native/index.ts) picks first.
+# node-gyp through binding.gyp (flags from pkg-config), against the host's libraries. `--prebuild` makes
+# the release artifacts instead, prebuilds/linux-{x64,arm64}/ (hack/prebuild/build.sh), which
+# node-gyp-build (the loader in src/native/index.ts) picks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f binding.gyp ] || exit 0
 
-if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack libbpf 2>/dev/null; then
-  echo "build-native: missing libnftnl-dev / libmnl-dev / libnetfilter-conntrack-dev / libbpf-dev / pkg-config (run hack/install-deps.sh)" >&2
-  exit 1
-fi
 if [ ! -f node_modules/node-addon-api/package.json ]; then
   echo "build-native: node-addon-api is not installed (npm install)" >&2
   exit 1
@@ -34,11 +30,25 @@ build_bpf() {
   fi
 }
 
-if [ "${1:-}" = "--prebuild" ]; then
+# The portable release artifacts (prebuilds/linux-x64 and linux-arm64, cross-built): hack/prebuild/.
+if [ "${1:-}" = "--prebuild" ]; then exec hack/prebuild/build.sh; fi
+if [ "${1:-}" = "--bpf-only" ]; then build_bpf; exit 0; fi
+
+if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack libbpf 2>/dev/null; then
+  echo "build-native: missing libnftnl-dev / libmnl-dev / libnetfilter-conntrack-dev / libbpf-dev / pkg-config (run hack/install-deps.sh)" >&2
+  exit 1
+fi
+
+# `--prebuild-host`: prebuilds/linux-<arch> from the host's toolchain and shared libraries, for the
+# package test in `make test` (quick; it needs the libraries installed where it loads). A prebuild
+# already there and newer than the sources, a portable one in particular, is kept.
+if [ "${1:-}" = "--prebuild-host" ]; then
+  arch=$(node -p process.arch)
+  p=prebuilds/linux-$arch/kpng.node
+  if [ -f "$p" ] && [ -f "prebuilds/linux-$arch/sock_lb.bpf.o" ] && [ -z "$(find native binding.gyp -newer "$p" -type f | head -1)" ]; then exit 0; fi
   npx --no-install prebuildify --napi --strip
-  # The addon loads the BPF object from its own directory: ship it beside the prebuilt binary.
   build_bpf
-  for d in prebuilds/linux-*/; do cp "$bpf_out" "$d"; done
+  cp "$bpf_out" "prebuilds/linux-$arch/"
   exit 0
 fi
 
