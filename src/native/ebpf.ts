@@ -7,14 +7,26 @@ import { loadNative } from './index';
 export interface EbpfOpenOptions {
   /** cgroup v2 directory the programs attach to (absolute). */
   cgroup: string;
-  /** bpffs directory for the pins (absolute; bpffs is mounted at /sys/fs/bpf when it is below and absent). */
+  /**
+   * bpffs directory for the pins (absolute; bpffs is mounted at /sys/fs/bpf when it is below and absent).
+   * Locked (flock) while the loader is open: a second open of it fails with EBUSY, naming the holder.
+   */
   pinDir: string;
   /** The BPF object; default: sock_lb.bpf.o beside the addon. */
   object?: string;
-  /** Max entries of the service and backend maps (default: the object's, 262144). Pinned maps of another size are not reused. */
+  /** Max entries of the service and backend maps (default: the object's, 262144). Pinned maps of another size are replaced. */
   mapEntries?: number;
 }
-export interface EbpfOpenResult { handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[] }
+export interface EbpfOpenResult {
+  handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[];
+  /**
+   * One line per pin that could not be taken over as it was and what was done with it: a severed link
+   * or one attached to another cgroup (replaced: the new link is attached first, then the old one
+   * detached), a map of another layout or size (replaced by an empty one), a pin this object does not
+   * have (detached and removed), links that ran programs of another build (updated in place).
+   */
+  found: string[];
+}
 export interface EbpfMapGroup { map: string; op: 'update' | 'delete'; count: number; keys: Buffer; values?: Buffer }
 export interface EbpfApplyResult { syscalls: number; ms: number }
 export interface EbpfDump { count: number; keySize: number; valueSize: number; keys: Buffer; values: Buffer; syscalls: number }

@@ -116,7 +116,7 @@ export class EbpfDataplane implements Dataplane {
     for (const svc of this.overflow.values()) need += serviceEntries(svc, this.node);
     this.log(`ebpf: the service map is full (${this.capacity} entries, --ebpf-map-entries): ${this.overflow.size} service${this.overflow.size === 1 ? '' : 's'} that need ` +
       `${need - this.svcEntries} more entries are served by the nft part only (DNAT instead of connect()-time balancing); ` +
-      `restart with --ebpf-map-entries ${Math.ceil((need * 1.25) / 1024) * 1024} or more (after --ebpf-cleanup: pinned maps keep their size)`);
+      `restart with --ebpf-map-entries ${Math.ceil((need * 1.25) / 1024) * 1024} or more (the pinned maps are then replaced by maps of that size)`);
   }
 
   private startOpen(): void {
@@ -135,8 +135,37 @@ export class EbpfDataplane implements Dataplane {
       }
       const i = this.lb.info;
       this.log(`ebpf: ${i.programs.length} programs attached from ${i.object} in ${this.openMs.toFixed(0)} ms; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
+      // What the pin directory held that could not be taken over as it was (once: the open is done once).
+      for (const f of i.found ?? []) this.log(`ebpf: pin directory: ${f}`);
     }
     return this.lb;
+  }
+
+  /**
+   * Why the socket LB is not programmed (undefined: it is), so that its state shows in the log once
+   * per change rather than only in each failed sync's line.
+   */
+  private offReason: string | undefined;
+
+  /** Runs a sync, saying in the log when the socket LB goes off (or stale) and when it is back. */
+  private async tracked(run: () => Promise<SyncReport>, signal?: AbortSignal): Promise<SyncReport> {
+    try {
+      const r = await run();
+      if (this.offReason !== undefined) this.log('ebpf: the socket LB is programmed again');
+      this.offReason = undefined;
+      return r;
+    } catch (e) {
+      const msg = (e as Error).message;
+      const why = this.lb
+        ? `the socket LB is not programmed (its maps keep what they had): ${msg}`
+        : `the socket LB is off (no programs attached): ${msg}`;
+      // A stop is no failure; the same failure again is already said.
+      if (!signal?.aborted && why !== this.offReason) {
+        this.offReason = why;
+        this.log(`ebpf: ${why}; connections it leaves alone go through the nft part (DNAT); tried again at every sync, and kpng is unhealthy meanwhile`);
+      }
+      throw e;
+    }
   }
 
   /** The node item of the last full sync (node ports answer on its addresses). */
@@ -164,7 +193,15 @@ export class EbpfDataplane implements Dataplane {
     };
   }
 
-  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
+  fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
+    return this.tracked(() => this.fullSyncOnce(services, node, waiting, signal), signal);
+  }
+
+  update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
+    return this.tracked(() => this.updateOnce(changes, waiting));
+  }
+
+  private async fullSyncOnce(services: Service[], node: NodeInfo | undefined, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     const lb = await this.loader();
     signal?.throwIfAborted();
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
@@ -217,7 +254,7 @@ export class EbpfDataplane implements Dataplane {
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
-  async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
+  private async updateOnce(changes: ServiceChange[], waiting?: () => void): Promise<SyncReport> {
     const lb = await this.loader();
     const heads = new Journal(this.desired.heads), slots = new Journal(this.desired.slots), backends = new Journal(this.desired.backends);
     const out: EbpfPlan = { heads, slots, backends };
