@@ -12,6 +12,8 @@
 //   ebpfMapDump(handle, map) -> {count, keys: Buffer, values: Buffer, syscalls}
 //   ebpfDestroyUdp(handle, gone: Buffer, count) -> {destroyed, syscalls}: destroys the UDP sockets the
 //       programs connected to these removed backends (kpng_gone keys), through the iter/udp program
+//   ebpfSevered(handle) -> [program]  (synchronous) the programs whose links the kernel severed (their
+//       cgroup was removed): nothing runs them any more
 //   ebpfClose(handle)                 closes descriptors; pinned links keep the programs attached
 //   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory
 #include "common.h"
@@ -41,6 +43,7 @@ struct Loaded {
   bpf_object* obj = nullptr;
   std::string cgroup;
   std::vector<bpf_link*> links;
+  std::vector<std::string> linkNames;   // the program of each link
   int lockFd = -1;   // the pin directory, flock()ed while this handle lives
   ~Loaded() {
     for (bpf_link* l : links) bpf_link__destroy(l);  // pinned links stay attached
@@ -305,6 +308,7 @@ class OpenWorker : public Napi::AsyncWorker {
         if (old >= 0) bpf_link_detach(old);
       }
       st->links.push_back(l);
+      st->linkNames.push_back(name);
     }
     for (const auto& w : linkWhy) {
       std::string pins;
@@ -812,6 +816,22 @@ Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info) {
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
+}
+
+Napi::Value EbpfSevered(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<Loaded> st;
+  if (HandleArg(info, &st) < 0) return env.Undefined();
+  // One syscall per link, on the calling thread: cheap enough to ask at every sync and on a timer.
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t n = 0;
+  for (size_t i = 0; i < st->links.size(); i++) {
+    bpf_link_info li{};
+    uint32_t len = sizeof(li);
+    if (bpf_obj_get_info_by_fd(bpf_link__fd(st->links[i]), &li, &len) != 0 || li.type != BPF_LINK_TYPE_CGROUP || li.cgroup.cgroup_id != 0) continue;
+    out[n++] = Napi::String::New(env, st->linkNames[i]);
+  }
+  return out;
 }
 
 Napi::Value EbpfClose(const Napi::CallbackInfo& info) {

@@ -38,6 +38,7 @@ interface EbpfNative {
   ebpfMapApply(handle: number, groups: EbpfMapGroup[]): Promise<EbpfApplyResult>;
   ebpfMapDump(handle: number, map: string): Promise<EbpfDump>;
   ebpfDestroyUdp(handle: number, keys: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }>;
+  ebpfSevered(handle: number): string[];
   ebpfClose(handle: number): Promise<void>;
   ebpfCleanup(o: { pinDir: string }): Promise<string[]>;
 }
@@ -82,6 +83,14 @@ export class EbpfLoader {
   destroyUdp(pairs: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }> {
     if (!Number.isInteger(count) || count < 0 || pairs.length !== count * 40) throw new TypeError(`destroyUdp: ${count} pairs in ${pairs.length} bytes`);
     return addon().ebpfDestroyUdp(this.info.handle, pairs, count);
+  }
+
+  /**
+   * The programs whose links the kernel severed because their cgroup was removed: nothing runs them
+   * any more, and such a link cannot be updated (a new open replaces it). Synchronous, one syscall per link.
+   */
+  severed(): string[] {
+    return addon().ebpfSevered(this.info.handle);
   }
 
   /** Closes kpng's descriptors; the pinned links keep the programs attached. */

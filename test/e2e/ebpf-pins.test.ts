@@ -246,7 +246,7 @@ d('eBPF backend: a restart over any pin state', () => {
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
   }, 90000);
 
-  test('a pin directory another kpng holds: the second waits, unhealthy, and takes over when the first exits', async () => {
+  test('a pin directory another kpng holds: the second says the socket LB is off (naming the holder) and takes over when the first exits', async () => {
     const second = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096'], 'kpn-pins-2');
     try {
       await second.waitFor(/ebpf: the socket LB is off \(no programs attached\): lock .*: held by another kpng \(pid \d+\)/);
@@ -254,6 +254,7 @@ d('eBPF backend: a restart over any pin state', () => {
       await kpng!.stop();
       kpng = second;
       await second.waitFor(/ebpf: the socket LB is programmed again/, 30000);
+      expect(second.log).not.toMatch(/pin directory:/);
       expect(second.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
       expect(second.lines.filter((l) => /the socket LB is off/.test(l))).toHaveLength(1);
       expect(names(await lab.connect(cgA))).toEqual(BOTH);
@@ -261,4 +262,51 @@ d('eBPF backend: a restart over any pin state', () => {
       if (kpng !== second) await second.stop();
     }
   }, 90000);
+
+  test('the cgroup removed while kpng runs: the socket LB is said off, /healthz turns 503 and the failure metrics count; the cgroup back: programmed again and healthy', async () => {
+    await kpng!.stop();
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096', '--sync-period', '2s', '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
+    await kpng.firstSync();
+    const port = (what: string) => Number(new RegExp(`${what}: serving on http://127\\.0\\.0\\.1:(\\d+)`).exec(kpng!.log)![1]);
+    const get = (p: number, url: string) => new Promise<{ code: number; body: string }>((resolve, reject) => {
+      execFile('nsenter', [`--net=/var/run/netns/${lab.ns.node}`, 'curl', '-s', '-w', '\n%{http_code}', `http://127.0.0.1:${p}${url}`], (err, out) => {
+        if (err) return reject(err);
+        const i = out.lastIndexOf('\n');
+        resolve({ code: Number(out.slice(i + 1)), body: out.slice(0, i) });
+      });
+    });
+    const metric = (text: string, sample: string) => Number(text.split('\n').find((l) => l.startsWith(`${sample} `))?.split(' ')[1] ?? 0);
+    const healthz = async (want: number) => {
+      const t0 = Date.now();
+      for (;;) {
+        const r = await get(port('healthz'), '/healthz');
+        if (r.code === want) return r;
+        if (Date.now() - t0 > 40000) throw new Error(`/healthz stayed ${r.code}: ${r.body}; log:\n${kpng!.log}`);
+        await new Promise((res) => setTimeout(res, 200));
+      }
+    };
+    await healthz(200);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    const failures = 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}';
+    const failedSyncs = 'kpng_syncs_total{backend="ebpf",result="failed",kind="any"}';
+    expect(metric((await get(port('metrics'), '/metrics')).body, failedSyncs)).toBe(0);
+
+    await lab.removeCgroup(cgA);
+    await kpng.waitFor(/ebpf: the socket LB's links were severed \(the cgroup they were attached to was removed; kpng_connect4, .* run nowhere\)/);
+    await kpng.waitFor(/ebpf: the socket LB is off \(no programs attached\): open cgroup .*: No such file or directory/);
+    const sick = await healthz(503);
+    expect(JSON.parse(sick.body)).toMatchObject({ healthy: false, status: { IPv4: { healthy: false } } });
+    const m = (await get(port('metrics'), '/metrics')).body;
+    expect(metric(m, failures)).toBeGreaterThan(0);
+    expect(metric(m, failedSyncs)).toBeGreaterThan(0);
+    expect(kpng.lines.filter((l) => /the socket LB is off/.test(l))).toHaveLength(1);
+
+    // A cgroup manager recreates it at the same path: the next retry attaches there.
+    fs.mkdirSync(cgA);
+    lab.cgroups.add(cgA);
+    await kpng.waitFor(/ebpf: the socket LB is programmed again/, 40000);
+    expect(kpng.log).toMatch(/ebpf: pin directory: link_kpng_connect4, .* each is severed/);
+    await healthz(200);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+  }, 120000);
 });

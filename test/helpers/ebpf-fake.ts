@@ -37,6 +37,9 @@ export class FakeLoader {
     }));
     return { destroyed: 0, namespaces: 1, syscalls: 1 };
   }
+  /** Programs whose links the kernel severed (the real one: their cgroup was removed). */
+  severedLinks: string[] = [];
+  severed(): string[] { return this.severedLinks; }
   async close() {}
   /** "addr:port -> backend, backend" per service, as a connect() would resolve it. */
   resolve(): Record<string, string> {

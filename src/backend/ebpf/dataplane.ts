@@ -126,6 +126,13 @@ export class EbpfDataplane implements Dataplane {
   }
 
   private async loader(): Promise<EbpfLoader> {
+    // Links severed since the last sync (the cgroup was removed): the programs run nowhere. A new open
+    // replaces the links if the cgroup is back, and fails (the sync with it) while it is not.
+    if (this.lb && this.checkLinks()) {
+      const lb = this.lb;
+      this.lb = undefined;
+      await lb.close();
+    }
     if (!this.lb) {
       if (!this.opening) this.startOpen();
       try {
@@ -139,6 +146,35 @@ export class EbpfDataplane implements Dataplane {
       for (const f of i.found ?? []) this.log(`ebpf: pin directory: ${f}`);
     }
     return this.lb;
+  }
+
+  /** Set by watch(): told once when the links are found severed. */
+  private onLost: ((why: string) => void) | undefined;
+  private lostSaid = false;
+  private watchTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Whether the open loader's links were severed, saying so (log, onLost) once per loss. A sync asks
+   * first; the timer asks between syncs, so that a node where nothing changes still notices.
+   */
+  private checkLinks(): boolean {
+    const gone = this.lb?.severed() ?? [];
+    if (gone.length === 0) { this.lostSaid = false; return false; }
+    if (!this.lostSaid) {
+      this.lostSaid = true;
+      const why = `the socket LB's links were severed (the cgroup they were attached to was removed; ${gone.join(', ')} run nowhere)`;
+      this.log(`ebpf: ${why}; attaching again at the next sync`);
+      this.onLost?.(why);
+    }
+    return true;
+  }
+
+  /** Looks at the links every `everyMs` between syncs (the sync itself looks first anyway). */
+  watch(lost: (why: string) => void, everyMs = 5000): void {
+    this.onLost = lost;
+    clearInterval(this.watchTimer);
+    this.watchTimer = setInterval(() => { try { this.checkLinks(); } catch { /* closed meanwhile */ } }, everyMs);
+    this.watchTimer.unref();
   }
 
   /**
@@ -385,6 +421,7 @@ export class EbpfDataplane implements Dataplane {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.watchTimer);
     // An open still in progress is finished and closed (its handle would leak otherwise).
     const lb = this.lb ?? (await this.opening?.catch(() => undefined));
     this.lb = undefined;
