@@ -15,7 +15,8 @@
 //   ebpfSevered(handle) -> [program]  (synchronous) the programs whose links the kernel severed (their
 //       cgroup was removed): nothing runs them any more
 //   ebpfClose(handle)                 closes descriptors; pinned links keep the programs attached
-//   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory
+//   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory; EBUSY
+//       while a kpng holds the directory's lock
 #include "common.h"
 
 #include <bpf/bpf.h>
@@ -660,6 +661,16 @@ class CleanupWorker : public Napi::AsyncWorker {
   CleanupWorker(Napi::Env env, std::string pinDir) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), pinDir_(std::move(pinDir)) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
   void Execute() override {
+    // A running kpng holds the directory's lock: detaching its links under it would turn its socket LB
+    // off behind its back (it would only notice at its next look).
+    UniqueFd lock(open(pinDir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) != 0) {
+      err_ = errno == EWOULDBLOCK ? EBUSY : errno;
+      struct stat ds;
+      long pid = fstat(lock, &ds) == 0 ? FlockHolder(ds) : 0;
+      what_ = "clean-up of " + pinDir_ + ": a running kpng holds it" + (pid ? " (pid " + std::to_string(pid) + ")" : "") + "; stop it first";
+      return;
+    }
     DIR* d = opendir(pinDir_.c_str());
     if (!d) { if (errno != ENOENT) { err_ = errno; what_ = "open " + pinDir_; } return; }
     std::vector<std::string> names;

@@ -99,7 +99,10 @@ export class EbpfLoader {
   }
 }
 
-/** Detaches everything pinned under pinDir and removes the pins and the directory. Returns the pins removed. */
+/**
+ * Detaches everything pinned under pinDir and removes the pins and the directory. Returns the pins
+ * removed. Rejects with EBUSY, naming the holder, while a kpng has the directory open (its lock).
+ */
 export function ebpfCleanup(pinDir: string): Promise<string[]> {
   return addon().ebpfCleanup({ pinDir: absolute('pinDir', pinDir) });
 }

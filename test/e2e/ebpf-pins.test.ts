@@ -250,6 +250,8 @@ d('eBPF backend: a restart over any pin state', () => {
     const second = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096'], 'kpn-pins-2');
     try {
       await second.waitFor(/ebpf: the socket LB is off \(no programs attached\): lock .*: held by another kpng \(pid \d+\)/);
+      // The clean-up will not pull the links from under a running kpng either.
+      await expect(ebpfCleanup(lab.pinDir)).rejects.toThrow(/a running kpng holds it \(pid \d+\); stop it first/);
       expect(names(await lab.connect(cgA))).toEqual(BOTH);
       await kpng!.stop();
       kpng = second;
