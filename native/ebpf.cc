@@ -2,7 +2,7 @@
 // programs, pin maps and links under a bpffs directory (reused on the next start, so a restart keeps
 // connections balanced), batched map updates / deletes, map dumps, and clean-up. Every kernel call runs
 // in an AsyncWorker; a loaded object lives in a handle owned by this file.
-//   ebpfOpen({cgroup, pinDir, object?, mapEntries?}) -> {handle, object, reusedMaps, reusedLinks, programs, found}
+//   ebpfOpen({cgroup, pinDir, object?, mapEntries?}) -> {handle, object, reusedMaps, reusedLinks, pendingLinks, programs, found}
 //       mapEntries: max entries of kpng_svc and kpng_be (0: the object's own)
 //       found: one line per pin that could not be taken over as it was, and what was done with it
 //       (a severed link, a link to another cgroup, a map of another layout, a stale pin...).
@@ -14,6 +14,8 @@
 //       programs connected to these removed backends (kpng_gone keys), through the iter/udp program
 //   ebpfSevered(handle) -> [program]  (synchronous) the programs whose links the kernel severed (their
 //       cgroup was removed): nothing runs them any more
+//   ebpfActivate(handle) -> n         (synchronous) points the pinned links an open left on the previous
+//       programs (it replaced maps: pendingLinks) at this object's programs, once their maps are filled
 //   ebpfClose(handle)                 closes descriptors; pinned links keep the programs attached
 //   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory; EBUSY
 //       while a kpng holds the directory's lock
@@ -45,6 +47,8 @@ struct Loaded {
   std::string cgroup;
   std::vector<bpf_link*> links;
   std::vector<std::string> linkNames;   // the program of each link
+  // Links left on the previous programs (and their maps) until this object's maps are filled.
+  std::vector<std::pair<bpf_link*, bpf_program*>> pending;
   int lockFd = -1;   // the pin directory, flock()ed while this handle lives
   ~Loaded() {
     for (bpf_link* l : links) bpf_link__destroy(l);  // pinned links stay attached
@@ -239,6 +243,7 @@ class OpenWorker : public Napi::AsyncWorker {
     st->obj = bpf_object__open_file(object_.c_str(), nullptr);
     if (!st->obj) { st->obj = nullptr; err_ = errno ? errno : ENOENT; what_ = "open " + object_; return; }
     std::set<std::string> names;   // the pins this object owns
+    int replacedMaps = 0;
     bpf_map* m;
     bpf_object__for_each_map(m, st->obj) {
       std::string name = bpf_map__name(m);
@@ -252,6 +257,7 @@ class OpenWorker : public Napi::AsyncWorker {
         std::string why = MapMismatch(pin, m);
         if (why.empty()) reusedMaps_++;
         else {
+          replacedMaps++;
           if (unlink(pin.c_str()) != 0) { err_ = errno; what_ = "unlink " + pin; return; }
           found_.push_back("map " + name + " " + why + ": replaced by an empty map (filled by the next full sync)");
         }
@@ -280,10 +286,16 @@ class OpenWorker : public Napi::AsyncWorker {
         std::string why = LinkMismatch(pin, cgid, bpf_program__expected_attach_type(p), &old, &progId);
         if (why.empty()) {
           // The pinned link kept the program attached across the restart: point it at this program
-          // without a moment unattached.
+          // without a moment unattached. When maps were replaced, this program's maps are still
+          // empty while the old program's hold the last state: the update waits for ebpfActivate,
+          // after the first full sync filled them.
           bool same = SameProgram(progId, bpf_program__fd(p));
           l = bpf_link__open(pin.c_str());
-          if (l && bpf_link__update_program(l, p) != 0) {
+          if (l && replacedMaps) {
+            st->pending.push_back({l, p});
+            reusedLinks_++;
+            if (!same) otherBuild++;
+          } else if (l && bpf_link__update_program(l, p) != 0) {
             why = std::string("could not be updated (") + strerror(errno) + ")";
             bpf_link__destroy(l);
             l = nullptr;
@@ -316,9 +328,10 @@ class OpenWorker : public Napi::AsyncWorker {
       for (const std::string& n : w.second) pins += (pins.empty() ? "" : ", ") + n;
       found_.push_back(pins + (w.second.size() == 1 ? " " : " each ") + w.first + ": replaced by a new link on " + cgroup_);
     }
-    if (otherBuild) found_.push_back(std::to_string(otherBuild) + " pinned links ran programs of another build: updated in place");
+    if (otherBuild) found_.push_back(std::to_string(otherBuild) + " pinned links ran programs of another build: updated in place" + (replacedMaps ? " once the new maps are filled" : ""));
     RemoveStrangers(names);
     st->cgroup = cgroup_;
+    pendingLinks_ = st->pending.size();
     std::lock_guard<std::mutex> lk(g_mu);
     handle_ = g_next++;
     g_handles[handle_] = st;
@@ -360,6 +373,7 @@ class OpenWorker : public Napi::AsyncWorker {
     o.Set("object", object_);
     o.Set("reusedMaps", reusedMaps_);
     o.Set("reusedLinks", reusedLinks_);
+    o.Set("pendingLinks", pendingLinks_);
     Napi::Array progs = Napi::Array::New(env, programs_.size());
     for (size_t i = 0; i < programs_.size(); i++) progs[i] = Napi::String::New(env, programs_[i]);
     o.Set("programs", progs);
@@ -373,7 +387,7 @@ class OpenWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string cgroup_, pinDir_, object_, what_, log_;
   std::vector<std::string> programs_, found_;
-  int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0;
+  int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0, pendingLinks_ = 0;
   uint32_t mapEntries_;
 };
 
@@ -843,6 +857,24 @@ Napi::Value EbpfSevered(const Napi::CallbackInfo& info) {
     out[n++] = Napi::String::New(env, st->linkNames[i]);
   }
   return out;
+}
+
+Napi::Value EbpfActivate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<Loaded> st;
+  if (HandleArg(info, &st) < 0) return env.Undefined();
+  // One syscall per link, on the calling thread, once per open that replaced maps.
+  uint32_t done = 0;
+  while (!st->pending.empty()) {
+    auto [l, p] = st->pending.back();
+    if (bpf_link__update_program(l, p) != 0) {
+      MakeErrnoError(env, errno, std::string("update the pinned link of ") + bpf_program__name(p)).ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    st->pending.pop_back();
+    done++;
+  }
+  return Napi::Number::New(env, done);
 }
 
 Napi::Value EbpfClose(const Napi::CallbackInfo& info) {

@@ -20,6 +20,11 @@ export interface EbpfOpenOptions {
 export interface EbpfOpenResult {
   handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[];
   /**
+   * Pinned links left on the previous programs because maps were replaced: the new programs' maps are
+   * empty until the first full sync, the old ones still balance with the last state. activate() moves them.
+   */
+  pendingLinks: number;
+  /**
    * One line per pin that could not be taken over as it was and what was done with it: a severed link
    * or one attached to another cgroup (replaced: the new link is attached first, then the old one
    * detached), a map of another layout or size (replaced by an empty one), a pin this object does not
@@ -39,6 +44,7 @@ interface EbpfNative {
   ebpfMapDump(handle: number, map: string): Promise<EbpfDump>;
   ebpfDestroyUdp(handle: number, keys: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }>;
   ebpfSevered(handle: number): string[];
+  ebpfActivate(handle: number): number;
   ebpfClose(handle: number): Promise<void>;
   ebpfCleanup(o: { pinDir: string }): Promise<string[]>;
 }
@@ -91,6 +97,13 @@ export class EbpfLoader {
    */
   severed(): string[] {
     return addon().ebpfSevered(this.info.handle);
+  }
+
+  /** Points the pending links (info.pendingLinks) at this object's programs; returns how many. Synchronous. */
+  activate(): number {
+    const n = addon().ebpfActivate(this.info.handle);
+    this.info.pendingLinks = 0;
+    return n;
   }
 
   /** Closes kpng's descriptors; the pinned links keep the programs attached. */

@@ -226,28 +226,46 @@ d('eBPF backend: a restart over any pin state', () => {
     await kpng.firstSync();
     expect(kpng.log).toMatch(/map kpng_svc has max entries 262144 \(this object: 4096\): replaced by an empty map/);
     expect(kpng.log).toMatch(/reused \d+ pinned maps and 8 pinned links/);
+    expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+
+    // Between the open and the first full sync the new maps are empty: the links stay on the previous
+    // programs and maps, which still balance (a loader opened here, never synced, then closed: as a
+    // kpng stopped before its first sync would leave them).
+    await kpng.stop();
+    const lb = await EbpfLoader.open({ cgroup: cgA, pinDir: lab.pinDir, mapEntries: 8192 });
+    expect(lb.info.found.join('\n')).toMatch(/map kpng_svc has max entries 4096 \(this object: 8192\): replaced/);
+    expect(lb.info.pendingLinks).toBe(8);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    await lb.close();
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
   }, 60000);
 
-  test('pins of a BPF object with another map layout and an extra map: replaced, links updated in place', async () => {
+  test('pins of a BPF object with another map layout and an extra map: replaced; the links move to the new programs once their maps are filled', async () => {
     await kpng!.stop();
     // Another build took the pins over (as an older kpng would have left them): its kpng_be is wider
     // and empty, so the service's connections are refused.
-    const old = await EbpfLoader.open({ cgroup: cgA, pinDir: lab.pinDir, object: otherLayoutObject(lab.dir), mapEntries: 4096 });
+    const old = await EbpfLoader.open({ cgroup: cgA, pinDir: lab.pinDir, object: otherLayoutObject(lab.dir), mapEntries: 8192 });
     expect(old.info.found.join('\n')).toMatch(/map kpng_be has value size 20 \(this object: 24\)/);
+    expect(old.activate()).toBe(8);   // as its first full sync would have, with nothing to fill
     await old.close();
     expect(names(await lab.connect(cgA, 1))).toEqual(new Set(['ECONNREFUSED']));
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096']);
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
     await kpng.firstSync();
     expect(kpng.log).toMatch(/map kpng_be has value size 24 \(this object: 20\): replaced by an empty map/);
     expect(kpng.log).toMatch(/kpng_old_stats \(bpf-map\) is not in this object: detached and removed/);
     expect(kpng.log).toMatch(/[1-8] pinned links ran programs of another build: updated in place/);
+    expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
     expect(fs.existsSync(path.join(lab.pinDir, 'kpng_old_stats'))).toBe(false);
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
   }, 90000);
 
   test('a pin directory another kpng holds: the second says the socket LB is off (naming the holder) and takes over when the first exits', async () => {
-    const second = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096'], 'kpn-pins-2');
+    const second = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192'], 'kpn-pins-2');
     try {
       await second.waitFor(/ebpf: the socket LB is off \(no programs attached\): lock .*: held by another kpng \(pid \d+\)/);
       // The clean-up will not pull the links from under a running kpng either.
@@ -267,7 +285,7 @@ d('eBPF backend: a restart over any pin state', () => {
 
   test('the cgroup removed while kpng runs: the socket LB is said off, /healthz turns 503 and the failure metrics count; the cgroup back: programmed again and healthy', async () => {
     await kpng!.stop();
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096', '--sync-period', '2s', '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192', '--sync-period', '2s', '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
     await kpng.firstSync();
     const port = (what: string) => Number(new RegExp(`${what}: serving on http://127\\.0\\.0\\.1:(\\d+)`).exec(kpng!.log)![1]);
     const get = (p: number, url: string) => new Promise<{ code: number; body: string }>((resolve, reject) => {

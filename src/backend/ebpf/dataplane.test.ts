@@ -216,6 +216,22 @@ test('severed links: told once (log, watch), the loader is reopened at the next 
   await dp.close();
 });
 
+test('maps replaced at the open: the pinned links move to the new programs only once the first full sync filled the new maps', async () => {
+  const fake = new FakeLoader();
+  fake.info.pendingLinks = 8;
+  const logs: string[] = [];
+  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m));
+  fake.failAt = 1;
+  await expect(dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1)).rejects.toThrow(/No space/);
+  expect(fake.activated).toBe(0);   // the maps are not filled: the old programs keep balancing
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 2);
+  expect(fake.activated).toBe(8);
+  expect(logs).toContain('ebpf: 8 pinned links moved to the new programs now that their new maps are filled');
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 3);
+  expect(fake.activated).toBe(8);
+  await dp.close();
+});
+
 test('a big full sync gives the event loop turns while it reads the kernel, plans and packs (and converges the same)', async () => {
   const fake = new FakeLoader();
   const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144);

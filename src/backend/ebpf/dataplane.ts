@@ -14,7 +14,7 @@
 import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
-import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
+import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
 import { newPlan, planService, serviceEntries, serviceEntriesAtMost, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
@@ -144,9 +144,13 @@ export class EbpfDataplane implements Dataplane {
       this.log(`ebpf: ${i.programs.length} programs attached from ${i.object} in ${this.openMs.toFixed(0)} ms; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
       // What the pin directory held that could not be taken over as it was (once: the open is done once).
       for (const f of i.found ?? []) this.log(`ebpf: pin directory: ${f}`);
+      this.fullSynced = false;
     }
     return this.lb;
   }
+
+  /** Whether the open loader's maps had a full sync (an update alone would leave new maps incomplete). */
+  private fullSynced = false;
 
   /** Set by watch(): told once when the links are found severed. */
   private onLost: ((why: string) => void) | undefined;
@@ -191,6 +195,7 @@ export class EbpfDataplane implements Dataplane {
       this.offReason = undefined;
       return r;
     } catch (e) {
+      if (e instanceof NeedsFullSync) throw e;   // not a failure: the KernelSink does a full sync now
       const msg = (e as Error).message;
       const why = this.lb
         ? `the socket LB is not programmed (its maps keep what they had): ${msg}`
@@ -287,11 +292,20 @@ export class EbpfDataplane implements Dataplane {
     for (const k of [...this.serviceIds.keys()]) if (!this.desired.heads.has(k)) this.serviceIds.delete(k);
     const r = await this.converge(lb, againstKernel(this.desired.heads, kernel.heads), againstKernel(this.desired.slots, kernel.slots),
       againstKernel(this.desired.backends, kernel.backends), y, waiting);
+    this.fullSynced = true;
+    // Maps were replaced at the open: the pinned links still ran the previous programs on the previous
+    // maps (the last state, still balancing); the new maps are full now, so the links move.
+    if (lb.info.pendingLinks > 0) {
+      const n = lb.activate();
+      this.log(`ebpf: ${n} pinned links moved to the new programs now that their new maps are filled`);
+    }
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
   private async updateOnce(changes: ServiceChange[], waiting?: () => void): Promise<SyncReport> {
     const lb = await this.loader();
+    // Reopened since the last full sync (its links were severed): its maps may be new ones.
+    if (!this.fullSynced) throw new NeedsFullSync('the socket LB was opened again');
     const heads = new Journal(this.desired.heads), slots = new Journal(this.desired.slots), backends = new Journal(this.desired.backends);
     const out: EbpfPlan = { heads, slots, backends };
     const overflowBefore = this.overflow.size;
