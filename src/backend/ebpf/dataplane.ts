@@ -203,7 +203,7 @@ export class EbpfDataplane implements Dataplane {
       // A stop is no failure; the same failure again is already said.
       if (!signal?.aborted && why !== this.offReason) {
         this.offReason = why;
-        this.log(`ebpf: ${why}; connections it leaves alone go through the nft part (DNAT); tried again at every sync, and kpng is unhealthy meanwhile`);
+        this.log(`ebpf: ${why}; connections it leaves alone go through the nft part (DNAT); tried again at every sync; /healthz turns unhealthy if this outlasts the health timeout`);
       }
       throw e;
     }
