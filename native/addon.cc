@@ -53,6 +53,8 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("ebpfMapApply", Napi::Function::New(env, EbpfMapApply, "ebpfMapApply"));
   exports.Set("ebpfMapDump", Napi::Function::New(env, EbpfMapDump, "ebpfMapDump"));
   exports.Set("ebpfDestroyUdp", Napi::Function::New(env, EbpfDestroyUdp, "ebpfDestroyUdp"));
+  exports.Set("ebpfSevered", Napi::Function::New(env, EbpfSevered, "ebpfSevered"));
+  exports.Set("ebpfActivate", Napi::Function::New(env, EbpfActivate, "ebpfActivate"));
   exports.Set("ebpfClose", Napi::Function::New(env, EbpfClose, "ebpfClose"));
   exports.Set("ebpfCleanup", Napi::Function::New(env, EbpfCleanup, "ebpfCleanup"));
   exports.Set("peerCredentials", Napi::Function::New(env, PeerCredentials, "peerCredentials"));

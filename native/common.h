@@ -133,6 +133,8 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info);
 Napi::Value EbpfMapApply(const Napi::CallbackInfo& info);
 Napi::Value EbpfMapDump(const Napi::CallbackInfo& info);
 Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info);
+Napi::Value EbpfSevered(const Napi::CallbackInfo& info);
+Napi::Value EbpfActivate(const Napi::CallbackInfo& info);
 Napi::Value EbpfClose(const Napi::CallbackInfo& info);
 Napi::Value EbpfCleanup(const Napi::CallbackInfo& info);
 Napi::Value PeerCredentials(const Napi::CallbackInfo& info);

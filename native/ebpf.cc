@@ -2,15 +2,23 @@
 // programs, pin maps and links under a bpffs directory (reused on the next start, so a restart keeps
 // connections balanced), batched map updates / deletes, map dumps, and clean-up. Every kernel call runs
 // in an AsyncWorker; a loaded object lives in a handle owned by this file.
-//   ebpfOpen({cgroup, pinDir, object?, mapEntries?}) -> {handle, object, reusedMaps, reusedLinks, programs}
+//   ebpfOpen({cgroup, pinDir, object?, mapEntries?}) -> {handle, object, reusedMaps, reusedLinks, pendingLinks, programs, found}
 //       mapEntries: max entries of kpng_svc and kpng_be (0: the object's own)
+//       found: one line per pin that could not be taken over as it was, and what was done with it
+//       (a severed link, a link to another cgroup, a map of another layout, a stale pin...).
+//       The pin directory is flock()ed for the handle's life: a second kpng on it fails with EBUSY.
 //   ebpfMapApply(handle, [{map, op: 'update'|'delete', count, keys: Buffer, values?: Buffer}])
 //       -> {syscalls, ms}; on failure rejects with {group, element, errno, code, syscalls}
 //   ebpfMapDump(handle, map) -> {count, keys: Buffer, values: Buffer, syscalls}
 //   ebpfDestroyUdp(handle, gone: Buffer, count) -> {destroyed, syscalls}: destroys the UDP sockets the
 //       programs connected to these removed backends (kpng_gone keys), through the iter/udp program
+//   ebpfSevered(handle) -> [program]  (synchronous) the programs whose links the kernel severed (their
+//       cgroup was removed): nothing runs them any more
+//   ebpfActivate(handle) -> n         (synchronous) points the pinned links an open left on the previous
+//       programs (it replaced maps: pendingLinks) at this object's programs, once their maps are filled
 //   ebpfClose(handle)                 closes descriptors; pinned links keep the programs attached
-//   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory
+//   ebpfCleanup({pinDir})             detaches pinned links, removes every pin and the directory; EBUSY
+//       while a kpng holds the directory's lock
 #include "common.h"
 
 #include <bpf/bpf.h>
@@ -18,13 +26,16 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 namespace kpng {
@@ -35,9 +46,14 @@ struct Loaded {
   bpf_object* obj = nullptr;
   std::string cgroup;
   std::vector<bpf_link*> links;
+  std::vector<std::string> linkNames;   // the program of each link
+  // Links left on the previous programs (and their maps) until this object's maps are filled.
+  std::vector<std::pair<bpf_link*, bpf_program*>> pending;
+  int lockFd = -1;   // the pin directory, flock()ed while this handle lives
   ~Loaded() {
     for (bpf_link* l : links) bpf_link__destroy(l);  // pinned links stay attached
     if (obj) bpf_object__close(obj);
+    if (lockFd >= 0) close(lockFd);
   }
 };
 
@@ -94,6 +110,108 @@ bool Exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0;
 }
 
+// What a BPF descriptor is: "anon_inode:bpf-map", "anon_inode:bpf-link", "anon_inode:bpf-prog" (some
+// kernels name links "bpf_link": read with '-'). A pinned object's info must be read with the struct
+// of its kind, and a pin's name says nothing sure.
+std::string FdKind(int fd) {
+  char buf[64];
+  ssize_t n = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof(buf) - 1);
+  std::string k = n > 0 ? std::string(buf, n) : "";
+  for (size_t i = k.find(':'); i != std::string::npos && i < k.size(); i++) if (k[i] == '_') k[i] = '-';
+  return k;
+}
+
+// The process holding a flock on this file, from /proc/locks ("1: FLOCK  ADVISORY  WRITE PID
+// MAJ:MIN:INO 0 EOF"; 0: not found), to name it in the error.
+long FlockHolder(const struct stat& st) {
+  FILE* f = fopen("/proc/locks", "re");
+  if (!f) return 0;
+  char line[256];
+  long pid = 0;
+  while (!pid && fgets(line, sizeof(line), f)) {
+    char kind[16];
+    long p;
+    unsigned maj, min;
+    unsigned long ino;
+    if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%lu", kind, &p, &maj, &min, &ino) == 5 && strcmp(kind, "FLOCK") == 0 &&
+        maj == major(st.st_dev) && min == minor(st.st_dev) && ino == st.st_ino) pid = p;
+  }
+  fclose(f);
+  return pid;
+}
+
+// A cgroup v2 directory's id, as bpf link info reports the cgroup of a link (libbpf finds it the same
+// way); the inode number where file handles are not supported.
+uint64_t CgroupId(const std::string& path) {
+  alignas(8) char buf[sizeof(struct file_handle) + sizeof(uint64_t)] = {};
+  auto* fh = reinterpret_cast<struct file_handle*>(buf);
+  fh->handle_bytes = sizeof(uint64_t);
+  int mountId;
+  if (name_to_handle_at(AT_FDCWD, path.c_str(), fh, &mountId, 0) == 0 && fh->handle_bytes == sizeof(uint64_t)) {
+    uint64_t id;
+    memcpy(&id, fh->f_handle, sizeof(id));
+    return id;
+  }
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Why a pinned map cannot be reused by this object's map m ("" when it can): the kernel would reject
+// the object's load (libbpf compares the same fields), so such a pin is replaced instead.
+std::string MapMismatch(const std::string& pin, bpf_map* m) {
+  UniqueFd fd(bpf_obj_get(pin.c_str()));
+  if (fd < 0) return std::string("cannot be opened (") + strerror(errno) + ")";
+  std::string kind = FdKind(fd);
+  if (kind != "anon_inode:bpf-map") return "is no map (" + kind + ")";
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return std::string("has no map info (") + strerror(errno) + ")";
+  std::string d;
+  auto diff = [&](const char* what, uint64_t have, uint64_t want) {
+    if (have != want) d += (d.empty() ? "" : ", ") + std::string(what) + " " + std::to_string(have) + " (this object: " + std::to_string(want) + ")";
+  };
+  diff("type", info.type, bpf_map__type(m));
+  diff("key size", info.key_size, bpf_map__key_size(m));
+  diff("value size", info.value_size, bpf_map__value_size(m));
+  diff("max entries", info.max_entries, bpf_map__max_entries(m));
+  diff("flags", info.map_flags, bpf_map__map_flags(m));
+  return d.empty() ? "" : "has " + d;
+}
+
+// Whether a pinned link can be pointed at a new program as it is ("" when it can), else why not; the
+// link is kept in *old when it may still be attached somewhere (detached once its replacement is
+// pinned). *progId: the program it runs.
+std::string LinkMismatch(const std::string& pin, uint64_t cgroupId, bpf_attach_type want, UniqueFd* old, uint32_t* progId) {
+  UniqueFd fd(bpf_obj_get(pin.c_str()));
+  if (fd < 0) return std::string("cannot be opened (") + strerror(errno) + ")";
+  std::string kind = FdKind(fd);
+  if (kind != "anon_inode:bpf-link") return "is no link (" + kind + ")";
+  bpf_link_info info{};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return std::string("has no link info (") + strerror(errno) + ")";
+  if (info.type != BPF_LINK_TYPE_CGROUP) { *old = std::move(fd); return "is a link of type " + std::to_string(info.type) + ", not a cgroup link"; }
+  *progId = info.prog_id;
+  // The kernel severs a cgroup link when its cgroup is removed: it stays pinned but attached nowhere,
+  // and can no longer be updated (ENOLINK).
+  if (info.cgroup.cgroup_id == 0) return "is severed (the cgroup it was attached to was removed)";
+  *old = std::move(fd);
+  if (info.cgroup.cgroup_id != cgroupId) return "is attached to another cgroup (id " + std::to_string(info.cgroup.cgroup_id) + "; this one's is " + std::to_string(cgroupId) + ")";
+  if (info.cgroup.attach_type != want) return "has attach type " + std::to_string(info.cgroup.attach_type) + " (this program's: " + std::to_string(want) + ")";
+  old->reset();
+  return "";
+}
+
+// Whether the program with this id is the same build as the program fd (the kernel's tag: a hash of
+// the instructions).
+bool SameProgram(uint32_t id, int fd) {
+  UniqueFd other(bpf_prog_get_fd_by_id(id));
+  if (other < 0) return false;
+  bpf_prog_info a{}, b{};
+  uint32_t la = sizeof(a), lb = sizeof(b);
+  if (bpf_obj_get_info_by_fd(other, &a, &la) != 0 || bpf_obj_get_info_by_fd(fd, &b, &lb) != 0) return false;
+  return memcmp(a.tag, b.tag, sizeof(a.tag)) == 0;
+}
+
 class OpenWorker : public Napi::AsyncWorker {
  public:
   OpenWorker(Napi::Env env, std::string cgroup, std::string pinDir, std::string object, uint32_t mapEntries)
@@ -111,47 +229,135 @@ class OpenWorker : public Napi::AsyncWorker {
     if (object_.empty()) object_ = AddonDir() + "/sock_lb.bpf.o";
     if ((err_ = EnsurePinDir(pinDir_, &what_))) return;
     auto st = std::make_shared<Loaded>();
+    // Two kpngs on one pin directory would undo each other's links and maps: the directory itself is
+    // locked (bpffs holds no regular files), until this handle closes or the process ends.
+    st->lockFd = open(pinDir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (st->lockFd < 0) { err_ = errno; what_ = "open " + pinDir_; return; }
+    if (flock(st->lockFd, LOCK_EX | LOCK_NB) != 0) {
+      err_ = errno == EWOULDBLOCK ? EBUSY : errno;
+      struct stat ds;
+      long pid = fstat(st->lockFd, &ds) == 0 ? FlockHolder(ds) : 0;
+      what_ = "lock " + pinDir_ + ": held by another kpng" + (pid ? " (pid " + std::to_string(pid) + ")" : "") + "; it is taken over once that one exits";
+      return;
+    }
     st->obj = bpf_object__open_file(object_.c_str(), nullptr);
     if (!st->obj) { st->obj = nullptr; err_ = errno ? errno : ENOENT; what_ = "open " + object_; return; }
+    std::set<std::string> names;   // the pins this object owns
+    int replacedMaps = 0;
     bpf_map* m;
     bpf_object__for_each_map(m, st->obj) {
-      std::string pin = pinDir_ + "/" + bpf_map__name(m);
-      if (Exists(pin)) reusedMaps_++;
-      bpf_map__set_pin_path(m, pin.c_str());
       std::string name = bpf_map__name(m);
+      std::string pin = pinDir_ + "/" + name;
+      names.insert(name);
       if (mapEntries_ && (name == "kpng_svc" || name == "kpng_be")) bpf_map__set_max_entries(m, mapEntries_);
+      if (Exists(pin)) {
+        // A map of another layout or size (another build of the object, or --ebpf-map-entries changed):
+        // libbpf would refuse the whole load. The pin goes and this object's new map is pinned in its
+        // place; programs still attached keep the old map until their links are pointed at the new ones.
+        std::string why = MapMismatch(pin, m);
+        if (why.empty()) reusedMaps_++;
+        else {
+          replacedMaps++;
+          if (unlink(pin.c_str()) != 0) { err_ = errno; what_ = "unlink " + pin; return; }
+          found_.push_back("map " + name + " " + why + ": replaced by an empty map (filled by the next full sync)");
+        }
+      }
+      bpf_map__set_pin_path(m, pin.c_str());
     }
-    // Reuses compatible pinned maps, pins the new ones.
-    if (bpf_object__load(st->obj) != 0) { err_ = errno ? errno : EINVAL; what_ = "load " + object_ + " (pinned maps of another layout or size? run the clean-up)"; return; }
+    // Reuses the pinned maps, pins the new ones.
+    if (bpf_object__load(st->obj) != 0) { err_ = errno ? errno : EINVAL; what_ = "load " + object_; return; }
     UniqueFd cg(open(cgroup_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (cg < 0) { err_ = errno; what_ = "open cgroup " + cgroup_; return; }
+    uint64_t cgid = CgroupId(cgroup_);
+    int otherBuild = 0;
+    std::map<std::string, std::vector<std::string>> linkWhy;   // why a pinned link was replaced: its pins
     bpf_program* p;
     bpf_object__for_each_program(p, st->obj) {
       // Only the cgroup programs are attached here; the socket iterator runs on demand (DestroyWorker).
       if (std::string(bpf_program__section_name(p)).rfind("cgroup/", 0) != 0) continue;
       std::string name = bpf_program__name(p);
       std::string pin = pinDir_ + "/link_" + name;
+      names.insert("link_" + name);
       programs_.push_back(name);
       bpf_link* l = nullptr;
+      UniqueFd old;   // a link to end once its replacement is pinned
       if (Exists(pin)) {
-        // The pinned link kept the program attached across the restart: point it at this program
-        // (same maps), without a moment unattached.
-        l = bpf_link__open(pin.c_str());
-        if (l && bpf_link__update_program(l, p) != 0) { err_ = errno; what_ = "update pinned link " + pin; bpf_link__destroy(l); return; }
-        if (l) reusedLinks_++;
+        uint32_t progId = 0;
+        std::string why = LinkMismatch(pin, cgid, bpf_program__expected_attach_type(p), &old, &progId);
+        if (why.empty()) {
+          // The pinned link kept the program attached across the restart: point it at this program
+          // without a moment unattached. When maps were replaced, this program's maps are still
+          // empty while the old program's hold the last state: the update waits for ebpfActivate,
+          // after the first full sync filled them.
+          bool same = SameProgram(progId, bpf_program__fd(p));
+          l = bpf_link__open(pin.c_str());
+          if (l && replacedMaps) {
+            st->pending.push_back({l, p});
+            reusedLinks_++;
+            if (!same) otherBuild++;
+          } else if (l && bpf_link__update_program(l, p) != 0) {
+            why = std::string("could not be updated (") + strerror(errno) + ")";
+            bpf_link__destroy(l);
+            l = nullptr;
+          } else if (l) {
+            reusedLinks_++;
+            if (!same) otherBuild++;
+          } else {
+            why = std::string("could not be opened (") + strerror(errno) + ")";
+          }
+        }
+        if (!l) linkWhy[why].push_back("link_" + name);
       }
       if (!l) {
-        if (Exists(pin)) unlink(pin.c_str());
         l = bpf_program__attach_cgroup(p, cg);
         if (!l) { err_ = errno; what_ = "attach " + name + " to " + cgroup_; return; }
-        if (bpf_link__pin(l, pin.c_str()) != 0) { err_ = errno; what_ = "pin " + pin; bpf_link__destroy(l); return; }
+        // Pinned under another name, then renamed over the old pin: the pin never names nothing.
+        // (bpffs refuses dots in names.)
+        std::string tmp = pinDir_ + "/new_link_" + name;
+        unlink(tmp.c_str());
+        if (bpf_obj_pin(bpf_link__fd(l), tmp.c_str()) != 0) { err_ = errno; what_ = "pin " + tmp; bpf_link__destroy(l); return; }
+        if (rename(tmp.c_str(), pin.c_str()) != 0) { err_ = errno; what_ = "rename " + tmp + " to " + pin; unlink(tmp.c_str()); bpf_link__destroy(l); return; }
+        // The new link runs: the old one (another cgroup, another attach type) can end.
+        if (old >= 0) bpf_link_detach(old);
       }
       st->links.push_back(l);
+      st->linkNames.push_back(name);
     }
+    for (const auto& w : linkWhy) {
+      std::string pins;
+      for (const std::string& n : w.second) pins += (pins.empty() ? "" : ", ") + n;
+      found_.push_back(pins + (w.second.size() == 1 ? " " : " each ") + w.first + ": replaced by a new link on " + cgroup_);
+    }
+    if (otherBuild) found_.push_back(std::to_string(otherBuild) + " pinned links ran programs of another build: updated in place" + (replacedMaps ? " once the new maps are filled" : ""));
+    RemoveStrangers(names);
     st->cgroup = cgroup_;
+    pendingLinks_ = st->pending.size();
     std::lock_guard<std::mutex> lk(g_mu);
     handle_ = g_next++;
     g_handles[handle_] = st;
+  }
+
+  // Pins this object does not own (a program or map an older build had, a leftover of an interrupted
+  // replacement): links among them are detached, after this object's links were attached, and every
+  // such pin is removed.
+  void RemoveStrangers(const std::set<std::string>& names) {
+    DIR* d = opendir(pinDir_.c_str());
+    if (!d) return;
+    std::vector<std::string> strangers;
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != ".." && !names.count(n)) strangers.push_back(n);
+    }
+    closedir(d);
+    for (const std::string& n : strangers) {
+      std::string p = pinDir_ + "/" + n;
+      UniqueFd fd(bpf_obj_get(p.c_str()));
+      std::string kind = fd >= 0 ? FdKind(fd) : "";
+      if (kind == "anon_inode:bpf-link") bpf_link_detach(fd);
+      bool gone = unlink(p.c_str()) == 0;
+      found_.push_back(n + " (" + (kind.empty() ? "unknown" : kind.substr(kind.find(':') + 1)) + ") is not in this object: " +
+                       (gone ? "detached and removed" : std::string("could not be removed (") + strerror(errno) + ")"));
+    }
   }
 
   void OnOK() override {
@@ -167,17 +373,21 @@ class OpenWorker : public Napi::AsyncWorker {
     o.Set("object", object_);
     o.Set("reusedMaps", reusedMaps_);
     o.Set("reusedLinks", reusedLinks_);
+    o.Set("pendingLinks", pendingLinks_);
     Napi::Array progs = Napi::Array::New(env, programs_.size());
     for (size_t i = 0; i < programs_.size(); i++) progs[i] = Napi::String::New(env, programs_[i]);
     o.Set("programs", progs);
+    Napi::Array found = Napi::Array::New(env, found_.size());
+    for (size_t i = 0; i < found_.size(); i++) found[i] = Napi::String::New(env, found_[i]);
+    o.Set("found", found);
     deferred_.Resolve(o);
   }
 
  private:
   Napi::Promise::Deferred deferred_;
   std::string cgroup_, pinDir_, object_, what_, log_;
-  std::vector<std::string> programs_;
-  int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0;
+  std::vector<std::string> programs_, found_;
+  int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0, pendingLinks_ = 0;
   uint32_t mapEntries_;
 };
 
@@ -465,6 +675,16 @@ class CleanupWorker : public Napi::AsyncWorker {
   CleanupWorker(Napi::Env env, std::string pinDir) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), pinDir_(std::move(pinDir)) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
   void Execute() override {
+    // A running kpng holds the directory's lock: detaching its links under it would turn its socket LB
+    // off behind its back (it would only notice at its next look).
+    UniqueFd lock(open(pinDir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) != 0) {
+      err_ = errno == EWOULDBLOCK ? EBUSY : errno;
+      struct stat ds;
+      long pid = fstat(lock, &ds) == 0 ? FlockHolder(ds) : 0;
+      what_ = "clean-up of " + pinDir_ + ": a running kpng holds it" + (pid ? " (pid " + std::to_string(pid) + ")" : "") + "; stop it first";
+      return;
+    }
     DIR* d = opendir(pinDir_.c_str());
     if (!d) { if (errno != ENOENT) { err_ = errno; what_ = "open " + pinDir_; } return; }
     std::vector<std::string> names;
@@ -621,6 +841,40 @@ Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info) {
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
+}
+
+Napi::Value EbpfSevered(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<Loaded> st;
+  if (HandleArg(info, &st) < 0) return env.Undefined();
+  // One syscall per link, on the calling thread: cheap enough to ask at every sync and on a timer.
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t n = 0;
+  for (size_t i = 0; i < st->links.size(); i++) {
+    bpf_link_info li{};
+    uint32_t len = sizeof(li);
+    if (bpf_obj_get_info_by_fd(bpf_link__fd(st->links[i]), &li, &len) != 0 || li.type != BPF_LINK_TYPE_CGROUP || li.cgroup.cgroup_id != 0) continue;
+    out[n++] = Napi::String::New(env, st->linkNames[i]);
+  }
+  return out;
+}
+
+Napi::Value EbpfActivate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::shared_ptr<Loaded> st;
+  if (HandleArg(info, &st) < 0) return env.Undefined();
+  // One syscall per link, on the calling thread, once per open that replaced maps.
+  uint32_t done = 0;
+  while (!st->pending.empty()) {
+    auto [l, p] = st->pending.back();
+    if (bpf_link__update_program(l, p) != 0) {
+      MakeErrnoError(env, errno, std::string("update the pinned link of ") + bpf_program__name(p)).ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    st->pending.pop_back();
+    done++;
+  }
+  return Napi::Number::New(env, done);
 }
 
 Napi::Value EbpfClose(const Napi::CallbackInfo& info) {

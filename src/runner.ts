@@ -55,6 +55,8 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
   const limiter = new SyncLimiter(opts.minSyncPeriodMs, opts.burst);
   const onAbort = () => sub.close();
   signal?.addEventListener('abort', onAbort, { once: true });
+  // Kernel state lost between syncs (a sink that can tell): resync in full now, not at the next period.
+  sink.watch?.((why) => { opts.log.info(`${sink.name}: ${why}: full resync`); sub.requestReset(); });
   const period = opts.fullSyncPeriodMs ?? 0;
   const resync = period > 0 ? setInterval(() => { opts.log.info(`${sink.name}: periodic full resync`); sub.requestReset(); }, period) : undefined;
   resync?.unref();

@@ -176,6 +176,15 @@ export class Ops {
     const backend = sink.name;
     return instrumentSink(sink, {
       started: () => this.counters.syncStarted(),
+      // The applied state stopped working: an update is due, as if a change were queued now, so /healthz
+      // turns unhealthy once it is older than the timeout and no sync has repaired it.
+      lost: () => {
+        const now = Date.now() / 1000;
+        for (const f of this.tracker!.families()) {
+          this.health.queued(f, state.revision);
+          this.metrics.lastQueued.labels(f).set(now);
+        }
+      },
       failed: () => {
         m.syncs.labels(backend, 'failed', 'any').inc();
         if (proxyModeOf(this.ctx.backend.name) === 'nftables') for (const f of this.tracker!.families()) m.nftablesSyncFailures.labels(f).inc();

@@ -23,6 +23,8 @@ export interface SyncObserver {
   started(batch: Batch): void;
   succeeded(result: SyncResult): void;
   failed(batch: Batch, seconds: number, error: unknown): void;
+  /** What the sink applied stopped working (Sink.watch). */
+  lost?(why: string): void;
 }
 
 /** The shared kernel layer's counters, when the sink is one (duck-typed: plugins may wrap their own). */
@@ -56,6 +58,7 @@ export function instrumentSink(sink: Sink, obs: SyncObserver): Sink {
         conntrack: k?.lastConntrack ?? [],
       });
     },
+    watch: sink.watch ? (lost) => sink.watch!((why) => { obs.lost?.(why); lost(why); }) : undefined,
     close: sink.close ? () => sink.close!() : undefined,
   };
 }

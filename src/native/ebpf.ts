@@ -7,14 +7,31 @@ import { loadNative } from './index';
 export interface EbpfOpenOptions {
   /** cgroup v2 directory the programs attach to (absolute). */
   cgroup: string;
-  /** bpffs directory for the pins (absolute; bpffs is mounted at /sys/fs/bpf when it is below and absent). */
+  /**
+   * bpffs directory for the pins (absolute; bpffs is mounted at /sys/fs/bpf when it is below and absent).
+   * Locked (flock) while the loader is open: a second open of it fails with EBUSY, naming the holder.
+   */
   pinDir: string;
   /** The BPF object; default: sock_lb.bpf.o beside the addon. */
   object?: string;
-  /** Max entries of the service and backend maps (default: the object's, 262144). Pinned maps of another size are not reused. */
+  /** Max entries of the service and backend maps (default: the object's, 262144). Pinned maps of another size are replaced. */
   mapEntries?: number;
 }
-export interface EbpfOpenResult { handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[] }
+export interface EbpfOpenResult {
+  handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[];
+  /**
+   * Pinned links left on the previous programs because maps were replaced: the new programs' maps are
+   * empty until the first full sync, the old ones still balance with the last state. activate() moves them.
+   */
+  pendingLinks: number;
+  /**
+   * One line per pin that could not be taken over as it was and what was done with it: a severed link
+   * or one attached to another cgroup (replaced: the new link is attached first, then the old one
+   * detached), a map of another layout or size (replaced by an empty one), a pin this object does not
+   * have (detached and removed), links that ran programs of another build (updated in place).
+   */
+  found: string[];
+}
 export interface EbpfMapGroup { map: string; op: 'update' | 'delete'; count: number; keys: Buffer; values?: Buffer }
 export interface EbpfApplyResult { syscalls: number; ms: number }
 export interface EbpfDump { count: number; keySize: number; valueSize: number; keys: Buffer; values: Buffer; syscalls: number }
@@ -26,6 +43,8 @@ interface EbpfNative {
   ebpfMapApply(handle: number, groups: EbpfMapGroup[]): Promise<EbpfApplyResult>;
   ebpfMapDump(handle: number, map: string): Promise<EbpfDump>;
   ebpfDestroyUdp(handle: number, keys: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }>;
+  ebpfSevered(handle: number): string[];
+  ebpfActivate(handle: number): number;
   ebpfClose(handle: number): Promise<void>;
   ebpfCleanup(o: { pinDir: string }): Promise<string[]>;
 }
@@ -72,13 +91,31 @@ export class EbpfLoader {
     return addon().ebpfDestroyUdp(this.info.handle, pairs, count);
   }
 
+  /**
+   * The programs whose links the kernel severed because their cgroup was removed: nothing runs them
+   * any more, and such a link cannot be updated (a new open replaces it). Synchronous, one syscall per link.
+   */
+  severed(): string[] {
+    return addon().ebpfSevered(this.info.handle);
+  }
+
+  /** Points the pending links (info.pendingLinks) at this object's programs; returns how many. Synchronous. */
+  activate(): number {
+    const n = addon().ebpfActivate(this.info.handle);
+    this.info.pendingLinks = 0;
+    return n;
+  }
+
   /** Closes kpng's descriptors; the pinned links keep the programs attached. */
   close(): Promise<void> {
     return addon().ebpfClose(this.info.handle);
   }
 }
 
-/** Detaches everything pinned under pinDir and removes the pins and the directory. Returns the pins removed. */
+/**
+ * Detaches everything pinned under pinDir and removes the pins and the directory. Returns the pins
+ * removed. Rejects with EBUSY, naming the holder, while a kpng has the directory open (its lock).
+ */
 export function ebpfCleanup(pinDir: string): Promise<string[]> {
   return addon().ebpfCleanup({ pinDir: absolute('pinDir', pinDir) });
 }

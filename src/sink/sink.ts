@@ -32,5 +32,11 @@ export interface Sink {
   /** `signal` aborts when kpng is stopping: a sink may then abandon a long apply (rejecting with the
    *  signal's reason) as long as what it already had in force stays in force. */
   apply(batch: Batch, state: StateView, signal?: AbortSignal): Promise<void>;
+  /**
+   * Optional: `lost` is called when what the sink applied stopped working without a change (kernel
+   * state removed under it). The runner then resyncs in full; the health checker counts the state as
+   * queued and not applied until a sync succeeds.
+   */
+  watch?(lost: (why: string) => void): void;
   close?(): Promise<void>;
 }

@@ -10,7 +10,9 @@ export class FakeLoader {
   be = new Map<number, Buffer>();
   groups: EbpfMapGroup[][] = [];
   failAt = -1;
-  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, programs: [] };
+  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, pendingLinks: 0, programs: [], found: [] as string[] };
+  activated = 0;
+  activate(): number { this.activated += this.info.pendingLinks; const n = this.info.pendingLinks; this.info.pendingLinks = 0; return n; }
   async apply(groups: EbpfMapGroup[]) {
     this.groups.push(groups);
     if (this.groups.length === this.failAt) throw Object.assign(new Error('update kpng_svc: No space left on device'), { errno: 28, code: 'ENOSPC', group: 0, element: 0, syscalls: 1 });
@@ -37,6 +39,9 @@ export class FakeLoader {
     }));
     return { destroyed: 0, namespaces: 1, syscalls: 1 };
   }
+  /** Programs whose links the kernel severed (the real one: their cgroup was removed). */
+  severedLinks: string[] = [];
+  severed(): string[] { return this.severedLinks; }
   async close() {}
   /** "addr:port -> backend, backend" per service, as a connect() would resolve it. */
   resolve(): Record<string, string> {

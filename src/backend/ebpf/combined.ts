@@ -53,6 +53,10 @@ export class CombinedDataplane implements Dataplane {
     return this.each((d, waiting) => d.update(changes, node, revision, waiting));
   }
 
+  watch(lost: (why: string) => void): void {
+    for (const d of this.parts) d.watch?.(lost);
+  }
+
   async close(): Promise<void> {
     for (const d of this.parts) await d.close?.();
   }

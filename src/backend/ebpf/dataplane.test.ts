@@ -189,6 +189,49 @@ test('the programs are opened when the dataplane is made; a failed open fails th
   expect(closed).toBe(2);
 });
 
+test('severed links: told once (log, watch), the loader is reopened at the next sync; while that fails the socket LB is said off, once', async () => {
+  const severedOne = new FakeLoader(), fresh = new FakeLoader();
+  severedOne.close = async () => { closes++; };
+  let closes = 0, opens = 0, fail = false;
+  const logs: string[] = [], lost: string[] = [];
+  const dp = new EbpfDataplane(async () => {
+    opens++;
+    if (opens === 1) return severedOne as unknown as EbpfLoader;
+    if (fail) throw new Error('open cgroup /x: No such file or directory');
+    return fresh as unknown as EbpfLoader;
+  }, (m) => logs.push(m));
+  dp.watch((why) => lost.push(why), 60_000);
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1);
+  severedOne.severedLinks = ['kpng_connect4', 'kpng_sendmsg4'];
+  fail = true;
+  for (const rev of [2, 3]) await expect(dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, rev)).rejects.toThrow(/No such file/);
+  expect(closes).toBe(1);
+  expect(lost).toHaveLength(1);
+  expect(lost[0]).toMatch(/links were severed .*kpng_connect4, kpng_sendmsg4 run nowhere/);
+  expect(logs.filter((l) => /the socket LB is off \(no programs attached\): open cgroup/.test(l))).toHaveLength(1);
+  fail = false;
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 4);
+  expect(fresh.resolve()).toEqual({ '10.96.0.1:80': '10.0.0.1:8080' });
+  expect(logs[logs.length - 1]).toBe('ebpf: the socket LB is programmed again');
+  await dp.close();
+});
+
+test('maps replaced at the open: the pinned links move to the new programs only once the first full sync filled the new maps', async () => {
+  const fake = new FakeLoader();
+  fake.info.pendingLinks = 8;
+  const logs: string[] = [];
+  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m));
+  fake.failAt = 1;
+  await expect(dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1)).rejects.toThrow(/No space/);
+  expect(fake.activated).toBe(0);   // the maps are not filled: the old programs keep balancing
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 2);
+  expect(fake.activated).toBe(8);
+  expect(logs).toContain('ebpf: 8 pinned links moved to the new programs now that their new maps are filled');
+  await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 3);
+  expect(fake.activated).toBe(8);
+  await dp.close();
+});
+
 test('a big full sync gives the event loop turns while it reads the kernel, plans and packs (and converges the same)', async () => {
   const fake = new FakeLoader();
   const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144);

@@ -14,7 +14,7 @@
 import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
-import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
+import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
 import { newPlan, planService, serviceEntries, serviceEntriesAtMost, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
@@ -116,7 +116,7 @@ export class EbpfDataplane implements Dataplane {
     for (const svc of this.overflow.values()) need += serviceEntries(svc, this.node);
     this.log(`ebpf: the service map is full (${this.capacity} entries, --ebpf-map-entries): ${this.overflow.size} service${this.overflow.size === 1 ? '' : 's'} that need ` +
       `${need - this.svcEntries} more entries are served by the nft part only (DNAT instead of connect()-time balancing); ` +
-      `restart with --ebpf-map-entries ${Math.ceil((need * 1.25) / 1024) * 1024} or more (after --ebpf-cleanup: pinned maps keep their size)`);
+      `restart with --ebpf-map-entries ${Math.ceil((need * 1.25) / 1024) * 1024} or more (the pinned maps are then replaced by maps of that size)`);
   }
 
   private startOpen(): void {
@@ -126,6 +126,13 @@ export class EbpfDataplane implements Dataplane {
   }
 
   private async loader(): Promise<EbpfLoader> {
+    // Links severed since the last sync (the cgroup was removed): the programs run nowhere. A new open
+    // replaces the links if the cgroup is back, and fails (the sync with it) while it is not.
+    if (this.lb && this.checkLinks()) {
+      const lb = this.lb;
+      this.lb = undefined;
+      await lb.close();
+    }
     if (!this.lb) {
       if (!this.opening) this.startOpen();
       try {
@@ -135,8 +142,71 @@ export class EbpfDataplane implements Dataplane {
       }
       const i = this.lb.info;
       this.log(`ebpf: ${i.programs.length} programs attached from ${i.object} in ${this.openMs.toFixed(0)} ms; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
+      // What the pin directory held that could not be taken over as it was (once: the open is done once).
+      for (const f of i.found ?? []) this.log(`ebpf: pin directory: ${f}`);
+      this.fullSynced = false;
     }
     return this.lb;
+  }
+
+  /** Whether the open loader's maps had a full sync (an update alone would leave new maps incomplete). */
+  private fullSynced = false;
+
+  /** Set by watch(): told once when the links are found severed. */
+  private onLost: ((why: string) => void) | undefined;
+  private lostSaid = false;
+  private watchTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Whether the open loader's links were severed, saying so (log, onLost) once per loss. A sync asks
+   * first; the timer asks between syncs, so that a node where nothing changes still notices.
+   */
+  private checkLinks(): boolean {
+    const gone = this.lb?.severed() ?? [];
+    if (gone.length === 0) { this.lostSaid = false; return false; }
+    if (!this.lostSaid) {
+      this.lostSaid = true;
+      const why = `the socket LB's links were severed (the cgroup they were attached to was removed; ${gone.join(', ')} run nowhere)`;
+      this.log(`ebpf: ${why}; attaching again at the next sync`);
+      this.onLost?.(why);
+    }
+    return true;
+  }
+
+  /** Looks at the links every `everyMs` between syncs (the sync itself looks first anyway). */
+  watch(lost: (why: string) => void, everyMs = 5000): void {
+    this.onLost = lost;
+    clearInterval(this.watchTimer);
+    this.watchTimer = setInterval(() => { try { this.checkLinks(); } catch { /* closed meanwhile */ } }, everyMs);
+    this.watchTimer.unref();
+  }
+
+  /**
+   * Why the socket LB is not programmed (undefined: it is), so that its state shows in the log once
+   * per change rather than only in each failed sync's line.
+   */
+  private offReason: string | undefined;
+
+  /** Runs a sync, saying in the log when the socket LB goes off (or stale) and when it is back. */
+  private async tracked(run: () => Promise<SyncReport>, signal?: AbortSignal): Promise<SyncReport> {
+    try {
+      const r = await run();
+      if (this.offReason !== undefined) this.log('ebpf: the socket LB is programmed again');
+      this.offReason = undefined;
+      return r;
+    } catch (e) {
+      if (e instanceof NeedsFullSync) throw e;   // not a failure: the KernelSink does a full sync now
+      const msg = (e as Error).message;
+      const why = this.lb
+        ? `the socket LB is not programmed (its maps keep what they had): ${msg}`
+        : `the socket LB is off (no programs attached): ${msg}`;
+      // A stop is no failure; the same failure again is already said.
+      if (!signal?.aborted && why !== this.offReason) {
+        this.offReason = why;
+        this.log(`ebpf: ${why}; connections it leaves alone go through the nft part (DNAT); tried again at every sync; /healthz turns unhealthy if this outlasts the health timeout`);
+      }
+      throw e;
+    }
   }
 
   /** The node item of the last full sync (node ports answer on its addresses). */
@@ -164,7 +234,15 @@ export class EbpfDataplane implements Dataplane {
     };
   }
 
-  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
+  fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
+    return this.tracked(() => this.fullSyncOnce(services, node, waiting, signal), signal);
+  }
+
+  update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
+    return this.tracked(() => this.updateOnce(changes, waiting));
+  }
+
+  private async fullSyncOnce(services: Service[], node: NodeInfo | undefined, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     const lb = await this.loader();
     signal?.throwIfAborted();
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
@@ -214,11 +292,20 @@ export class EbpfDataplane implements Dataplane {
     for (const k of [...this.serviceIds.keys()]) if (!this.desired.heads.has(k)) this.serviceIds.delete(k);
     const r = await this.converge(lb, againstKernel(this.desired.heads, kernel.heads), againstKernel(this.desired.slots, kernel.slots),
       againstKernel(this.desired.backends, kernel.backends), y, waiting);
+    this.fullSynced = true;
+    // Maps were replaced at the open: the pinned links still ran the previous programs on the previous
+    // maps (the last state, still balancing); the new maps are full now, so the links move.
+    if (lb.info.pendingLinks > 0) {
+      const n = lb.activate();
+      this.log(`ebpf: ${n} pinned links moved to the new programs now that their new maps are filled`);
+    }
     return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
-  async update(changes: ServiceChange[], _node: NodeInfo | undefined, _revision?: number, waiting?: () => void): Promise<SyncReport> {
+  private async updateOnce(changes: ServiceChange[], waiting?: () => void): Promise<SyncReport> {
     const lb = await this.loader();
+    // Reopened since the last full sync (its links were severed): its maps may be new ones.
+    if (!this.fullSynced) throw new NeedsFullSync('the socket LB was opened again');
     const heads = new Journal(this.desired.heads), slots = new Journal(this.desired.slots), backends = new Journal(this.desired.backends);
     const out: EbpfPlan = { heads, slots, backends };
     const overflowBefore = this.overflow.size;
@@ -348,6 +435,7 @@ export class EbpfDataplane implements Dataplane {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.watchTimer);
     // An open still in progress is finished and closed (its handle would leak otherwise).
     const lb = this.lb ?? (await this.opening?.catch(() => undefined));
     this.lb = undefined;

@@ -44,6 +44,12 @@ export interface Dataplane {
   fullSync(services: Service[], node: NodeInfo | undefined, revision: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport>;
   /** Apply the changed services (the node item is unchanged since the last sync). `waiting`: as for fullSync. */
   update(changes: ServiceChange[], node: NodeInfo | undefined, revision: number, waiting?: () => void): Promise<SyncReport>;
+  /**
+   * Tells `lost` when the kernel state this dataplane programmed stopped working between syncs
+   * (the socket LB: its cgroup was removed, which severs its links), so that a full sync is run and
+   * the state counts as not applied (/healthz) until one succeeds. Called once per loss.
+   */
+  watch?(lost: (why: string) => void): void;
   /** Release resources; kernel state stays (a restart takes it over). */
   close?(): Promise<void>;
 }

@@ -175,6 +175,11 @@ export class KernelSink implements Sink {
     }
   }
 
+  /** The dataplane's losses, if it can tell (the next sync is a full one anyway: the runner resets). */
+  watch(lost: (why: string) => void): void {
+    this.dataplane.watch?.((why) => { this.needFull = true; lost(why); });
+  }
+
   async close(): Promise<void> {
     await this.dataplane.close?.();
   }

@@ -1,0 +1,332 @@
+// `--to ebpf` restarted over any pin state a node can leave behind, with real connections before and
+// after each: the cgroup removed and recreated elsewhere (severed links), `--cgroup` changed to another
+// live cgroup (the old one must stop being balanced), pinned maps of another size (--ebpf-map-entries)
+// and of another layout (a BPF object built with a wider backend value and an extra map, loaded over
+// the pins), and a pin directory another kpng holds. kpng (the CLI, from dist/) runs in a node network
+// namespace; the client joins a test cgroup and enters a namespace with no route to the service
+// address, so a connection that works was balanced by the socket LB of that cgroup.
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { cgroup2Mount } from '../../src/backend/ebpf';
+import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
+import { sh } from '../helpers/netns';
+import { gated, need } from '../helpers/gate';
+
+const ROOT = path.resolve(__dirname, '../..');
+const NODE = path.join(ROOT, 'node_modules/.bin/node');
+const CLI = path.join(ROOT, 'dist/src/cli/main.js');
+const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
+const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
+const BPF_SRC = path.join(ROOT, 'native/bpf/sock_lb.bpf.c');
+const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
+
+const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
+const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ), need.tool('clang', ['--version'], 'clang')).describe;
+
+const STATE = {
+  apiVersion: 'v1', kind: 'List', items: [
+    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
+    { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
+      spec: { type: 'ClusterIP', clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
+    { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
+      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+      endpoints: ['10.244.1.10', '10.244.1.11'].map((a) => ({ addresses: [a], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) },
+  ],
+};
+
+interface Reply { ok: boolean; name?: string; err?: string }
+
+class Lab {
+  readonly id = crypto.randomBytes(3).toString('hex');
+  readonly ns = { node: `kpn-pins-${this.id}-node`, pa: `kpn-pins-${this.id}-pa`, pb: `kpn-pins-${this.id}-pb`, cl: `kpn-pins-${this.id}-cl` };
+  readonly pinDir = `/sys/fs/bpf/kpn-pins-${this.id}`;
+  readonly dir = fs.mkdtempSync('/tmp/kpn-pins-');
+  readonly stateFile = path.join(this.dir, 'state.json');
+  readonly cgroups = new Set<string>();
+  private servers: ChildProcess[] = [];
+
+  cgroup(name: string): string {
+    const p = path.join(CG_ROOT!, `kpn-pins-${this.id}-${name}`);
+    fs.mkdirSync(p);
+    this.cgroups.add(p);
+    return p;
+  }
+
+  async setup(): Promise<void> {
+    for (const n of Object.values(this.ns)) { sh('ip', ['netns', 'add', n]); sh('ip', ['-n', n, 'link', 'set', 'lo', 'up']); }
+    sh('ip', ['-n', this.ns.node, 'link', 'add', 'br0', 'type', 'bridge']);
+    sh('ip', ['-n', this.ns.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0']);
+    sh('ip', ['-n', this.ns.node, 'link', 'set', 'br0', 'up']);
+    const addr = { pa: '10.244.1.10', pb: '10.244.1.11', cl: '10.244.1.20' };
+    for (const p of ['pa', 'pb', 'cl'] as const) {
+      sh('ip', ['-n', this.ns.node, 'link', 'add', `v${p}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns[p]]);
+      sh('ip', ['-n', this.ns.node, 'link', 'set', `v${p}`, 'master', 'br0', 'up']);
+      sh('ip', ['-n', this.ns[p], 'addr', 'add', `${addr[p]}/24`, 'dev', 'eth0']);
+      sh('ip', ['-n', this.ns[p], 'link', 'set', 'eth0', 'up']);
+    }
+    fs.writeFileSync(this.stateFile, JSON.stringify(STATE));
+    for (const p of ['pa', 'pb'] as const) {
+      const c = spawn('nsenter', [`--net=/var/run/netns/${this.ns[p]}`, NODE, ECHO, p, '8080'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      this.servers.push(c);
+      await new Promise<void>((resolve, reject) => {
+        c.stdout!.on('data', (b) => { if (String(b).includes('ready')) resolve(); });
+        c.on('exit', (code) => reject(new Error(`echo server ${p} exited ${code}`)));
+      });
+    }
+  }
+
+  /** TCP connections to the service from a process in `cgroup` (the client namespace has no route to it). */
+  connect(cgroup: string, count = 20): Promise<Reply[]> {
+    const script = `echo $$ > ${cgroup}/cgroup.procs && exec nsenter --net=/var/run/netns/${this.ns.cl} ${NODE} ${CLIENT} tcp 10.96.0.10 80 ${count}`;
+    return new Promise((resolve, reject) => {
+      execFile('sh', ['-c', script], { timeout: 60000 }, (err, stdout, stderr) => {
+        if (err) return reject(new Error(`client failed: ${err.message} ${stderr}`));
+        resolve(stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Reply));
+      });
+    });
+  }
+
+  async removeCgroup(p: string): Promise<void> {
+    // Clients still running (a failed test) keep the cgroup busy: they are ours, end them.
+    for (let i = 0; i < 50 && fs.existsSync(p); i++) {
+      try {
+        for (const pid of fs.readFileSync(path.join(p, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+          try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+        }
+        fs.rmdirSync(p);
+      } catch {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+    this.cgroups.delete(p);
+  }
+
+  async destroy(): Promise<void> {
+    for (const s of this.servers) s.kill('SIGTERM');
+    try { await ebpfCleanup(this.pinDir); } catch { /* nothing pinned */ }
+    for (const c of [...this.cgroups]) await this.removeCgroup(c);
+    for (const n of Object.values(this.ns)) { try { sh('ip', ['netns', 'del', n]); } catch { /* absent */ } }
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+class Kpng {
+  lines: string[] = [];
+  private exited: Promise<number | null>;
+  private child: ChildProcess;
+
+  constructor(lab: Lab, cgroup: string, extra: string[] = [], table = 'kpn-pins') {
+    this.child = spawn('nsenter', [`--net=/var/run/netns/${lab.ns.node}`, NODE, CLI, 'file', '--input', lab.stateFile, '--node', 'n1', '--to', 'ebpf',
+      '--cgroup', cgroup, '--bpffs', lab.pinDir, '--ebpf-nft-table', table, '--cluster-cidr', '10.244.0.0/16', '--min-sync-period', '100ms', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const onData = (b: Buffer) => { this.lines.push(...String(b).split('\n').filter(Boolean)); };
+    this.child.stdout!.on('data', onData);
+    this.child.stderr!.on('data', onData);
+    this.exited = new Promise((r) => this.child.on('exit', (code) => r(code)));
+  }
+
+  get log(): string { return this.lines.join('\n'); }
+
+  async waitFor(re: RegExp, timeoutMs = 20000): Promise<void> {
+    const t0 = Date.now();
+    while (!this.lines.some((l) => re.test(l))) {
+      if (Date.now() - t0 > timeoutMs) throw new Error(`kpng never logged ${re}; log:\n${this.log}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** The first sync done, whatever it found. */
+  firstSync(): Promise<void> { return this.waitFor(/ebpf: revision \d+: full .* sync, /); }
+
+  async stop(): Promise<void> {
+    this.child.kill('SIGTERM');
+    await this.exited;
+  }
+}
+
+const names = (rs: Reply[]) => new Set(rs.map((r) => (r.ok ? r.name : r.err)));
+const BOTH = new Set(['pa', 'pb']);
+
+/** sock_lb.bpf.c built with a wider backend value (another kpng_be layout) and one more map. */
+function otherLayoutObject(dir: string): string {
+  const src = fs.readFileSync(BPF_SRC, 'utf8');
+  const wider = src.replace(/struct backend \{([^}]*)__u8 pad;\n\};/, 'struct backend {$1__u8 pad;\n    __u32 weight;\n};');
+  if (wider === src) throw new Error('sock_lb.bpf.c: struct backend not found (update this test)');
+  const extra = `${wider}\nstruct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } kpng_old_stats SEC(".maps");\n`;
+  const c = path.join(dir, 'sock_lb_old.bpf.c'), o = path.join(dir, 'sock_lb_old.bpf.o');
+  fs.writeFileSync(c, extra);
+  const multiarch = execFileSync('gcc', ['-print-multiarch']).toString().trim();
+  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', `-I/usr/include/${multiarch}`, `-I${path.dirname(BPF_SRC)}`, '-c', c, '-o', o]);
+  return o;
+}
+
+d('eBPF backend: a restart over any pin state', () => {
+  let lab: Lab;
+  let kpng: Kpng | undefined;
+  let cgA = '';
+
+  beforeAll(async () => {
+    lab = new Lab();
+    try {
+      await lab.setup();
+      cgA = lab.cgroup('a');
+      kpng = new Kpng(lab, cgA);
+      await kpng.firstSync();
+    } catch (e) {
+      await kpng?.stop();
+      await lab.destroy();
+      throw e;
+    }
+  }, 60000);
+
+  afterAll(async () => {
+    await kpng?.stop();
+    await lab?.destroy();
+    expect(fs.existsSync(lab.pinDir)).toBe(false);
+  }, 30000);
+
+  afterEach(() => {
+    const s = expect.getState();
+    // eslint-disable-next-line no-console
+    if (s.assertionCalls !== s.numPassingAsserts) console.log(`kpng log:\n${kpng?.log}`);
+  });
+
+  test('the cgroup removed and recreated elsewhere (severed links): the new cgroup is balanced after one sync', async () => {
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    await kpng!.stop();
+    await lab.removeCgroup(cgA);
+    const cgB = lab.cgroup('b');
+    kpng = new Kpng(lab, cgB);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/ebpf: pin directory: link_kpng_connect4, .* each is severed \(the cgroup it was attached to was removed\): replaced by a new link on /);
+    expect(kpng.log).not.toMatch(/sync failed/);
+    expect(kpng.lines.filter((l) => /is severed/.test(l))).toHaveLength(1);
+    expect(names(await lab.connect(cgB))).toEqual(BOTH);
+    cgA = cgB;
+  }, 60000);
+
+  test('--cgroup changed to another live cgroup: the new one is balanced, the old one no longer', async () => {
+    const old = cgA;
+    expect(names(await lab.connect(old))).toEqual(BOTH);
+    await kpng!.stop();
+    const cgC = lab.cgroup('c');
+    kpng = new Kpng(lab, cgC);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/each is attached to another cgroup \(id \d+; this one's is \d+\): replaced by a new link on /);
+    expect(names(await lab.connect(cgC))).toEqual(BOTH);
+    // The old links were detached: the old cgroup's connect() is no longer rewritten (no route).
+    expect(names(await lab.connect(old, 1))).toEqual(new Set(['ENETUNREACH']));
+    cgA = cgC;
+  }, 60000);
+
+  test('pinned maps of another size (--ebpf-map-entries changed): replaced, and filled by the first sync', async () => {
+    await kpng!.stop();
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096']);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/map kpng_svc has max entries 262144 \(this object: 4096\): replaced by an empty map/);
+    expect(kpng.log).toMatch(/reused \d+ pinned maps and 8 pinned links/);
+    expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+
+    // Between the open and the first full sync the new maps are empty: the links stay on the previous
+    // programs and maps, which still balance (a loader opened here, never synced, then closed: as a
+    // kpng stopped before its first sync would leave them).
+    await kpng.stop();
+    const lb = await EbpfLoader.open({ cgroup: cgA, pinDir: lab.pinDir, mapEntries: 8192 });
+    expect(lb.info.found.join('\n')).toMatch(/map kpng_svc has max entries 4096 \(this object: 8192\): replaced/);
+    expect(lb.info.pendingLinks).toBe(8);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    await lb.close();
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+  }, 60000);
+
+  test('pins of a BPF object with another map layout and an extra map: replaced; the links move to the new programs once their maps are filled', async () => {
+    await kpng!.stop();
+    // Another build took the pins over (as an older kpng would have left them): its kpng_be is wider
+    // and empty, so the service's connections are refused.
+    const old = await EbpfLoader.open({ cgroup: cgA, pinDir: lab.pinDir, object: otherLayoutObject(lab.dir), mapEntries: 8192 });
+    expect(old.info.found.join('\n')).toMatch(/map kpng_be has value size 20 \(this object: 24\)/);
+    expect(old.activate()).toBe(8);   // as its first full sync would have, with nothing to fill
+    await old.close();
+    expect(names(await lab.connect(cgA, 1))).toEqual(new Set(['ECONNREFUSED']));
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/map kpng_be has value size 24 \(this object: 20\): replaced by an empty map/);
+    expect(kpng.log).toMatch(/kpng_old_stats \(bpf-map\) is not in this object: detached and removed/);
+    expect(kpng.log).toMatch(/[1-8] pinned links ran programs of another build: updated in place/);
+    expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
+    expect(fs.existsSync(path.join(lab.pinDir, 'kpng_old_stats'))).toBe(false);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+  }, 90000);
+
+  test('a pin directory another kpng holds: the second says the socket LB is off (naming the holder) and takes over when the first exits', async () => {
+    const second = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192'], 'kpn-pins-2');
+    try {
+      await second.waitFor(/ebpf: the socket LB is off \(no programs attached\): lock .*: held by another kpng \(pid \d+\)/);
+      // The clean-up will not pull the links from under a running kpng either.
+      await expect(ebpfCleanup(lab.pinDir)).rejects.toThrow(/a running kpng holds it \(pid \d+\); stop it first/);
+      expect(names(await lab.connect(cgA))).toEqual(BOTH);
+      await kpng!.stop();
+      kpng = second;
+      await second.waitFor(/ebpf: the socket LB is programmed again/, 30000);
+      expect(second.log).not.toMatch(/pin directory:/);
+      expect(second.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
+      expect(second.lines.filter((l) => /the socket LB is off/.test(l))).toHaveLength(1);
+      expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    } finally {
+      if (kpng !== second) await second.stop();
+    }
+  }, 90000);
+
+  test('the cgroup removed while kpng runs: the socket LB is said off, /healthz turns 503 and the failure metrics count; the cgroup back: programmed again and healthy', async () => {
+    await kpng!.stop();
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192', '--sync-period', '2s', '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
+    await kpng.firstSync();
+    const port = (what: string) => Number(new RegExp(`${what}: serving on http://127\\.0\\.0\\.1:(\\d+)`).exec(kpng!.log)![1]);
+    const get = (p: number, url: string) => new Promise<{ code: number; body: string }>((resolve, reject) => {
+      execFile('nsenter', [`--net=/var/run/netns/${lab.ns.node}`, 'curl', '-s', '-w', '\n%{http_code}', `http://127.0.0.1:${p}${url}`], (err, out) => {
+        if (err) return reject(err);
+        const i = out.lastIndexOf('\n');
+        resolve({ code: Number(out.slice(i + 1)), body: out.slice(0, i) });
+      });
+    });
+    const metric = (text: string, sample: string) => Number(text.split('\n').find((l) => l.startsWith(`${sample} `))?.split(' ')[1] ?? 0);
+    const healthz = async (want: number) => {
+      const t0 = Date.now();
+      for (;;) {
+        const r = await get(port('healthz'), '/healthz');
+        if (r.code === want) return r;
+        if (Date.now() - t0 > 40000) throw new Error(`/healthz stayed ${r.code}: ${r.body}; log:\n${kpng!.log}`);
+        await new Promise((res) => setTimeout(res, 200));
+      }
+    };
+    await healthz(200);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    const failures = 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}';
+    const failedSyncs = 'kpng_syncs_total{backend="ebpf",result="failed",kind="any"}';
+    expect(metric((await get(port('metrics'), '/metrics')).body, failedSyncs)).toBe(0);
+
+    await lab.removeCgroup(cgA);
+    await kpng.waitFor(/ebpf: the socket LB's links were severed \(the cgroup they were attached to was removed; kpng_connect4, .* run nowhere\)/);
+    await kpng.waitFor(/ebpf: the socket LB is off \(no programs attached\): open cgroup .*: No such file or directory/);
+    const sick = await healthz(503);
+    expect(JSON.parse(sick.body)).toMatchObject({ healthy: false, status: { IPv4: { healthy: false } } });
+    const m = (await get(port('metrics'), '/metrics')).body;
+    expect(metric(m, failures)).toBeGreaterThan(0);
+    expect(metric(m, failedSyncs)).toBeGreaterThan(0);
+    expect(kpng.lines.filter((l) => /the socket LB is off/.test(l))).toHaveLength(1);
+
+    // A cgroup manager recreates it at the same path: the next retry attaches there.
+    fs.mkdirSync(cgA);
+    lab.cgroups.add(cgA);
+    await kpng.waitFor(/ebpf: the socket LB is programmed again/, 40000);
+    expect(kpng.log).toMatch(/ebpf: pin directory: link_kpng_connect4, .* each is severed/);
+    await healthz(200);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+  }, 120000);
+});
