@@ -10,16 +10,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Netns } from '../helpers/netns';
-import { containerArgs, granted, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
+import { WEB_STATE, containerArgs, granted, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
 import { gated, need } from '../helpers/gate';
 
-const STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
-  { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
-  { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
-    spec: { type: 'ClusterIP', clusterIP: '10.96.7.7', clusterIPs: ['10.96.7.7'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
-  { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }], endpoints: [{ addresses: ['10.244.1.7'], conditions: { ready: true }, nodeName: 'n1' }] },
-] });
 /** 10.96.7.7:80 as /proc/net/ip_vs writes it. */
 const WEB_VS = 'TCP  0A600707:0050';
 
@@ -51,7 +44,7 @@ maybe('deploy/overlays/ipvs: NET_ADMIN programs IPVS and the kernel loads ip_vs;
   // Nothing for module loading: no SYS_MODULE, no /lib/modules.
   expect((r.ds.spec.template.spec.volumes as Obj[]).filter((v) => v.hostPath)).toEqual([]);
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'dpl-ipvs-'));
-  fs.writeFileSync(path.join(work, 'state.json'), STATE);
+  fs.writeFileSync(path.join(work, 'state.json'), WEB_STATE);
   let n = 0;
   const run = (caps: string[] | 'all', readOnly: string[]) => {
     const ns = new Netns('dpl');

@@ -10,20 +10,13 @@ import path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
 import { KPNG, ROOT } from '../helpers/cli';
-import { containerArgs, granted, held, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
+import { WEB_STATE, containerArgs, granted, held, kubectlNeed, renderOverlay, runAsContainer, type Obj } from '../helpers/deploy';
 import { gated, need } from '../helpers/gate';
 import { Netns } from '../helpers/netns';
 
 const maybe = gated(need.netns(), need.native(), need.cgroup2(), need.built(KPNG), need.built(path.join(ROOT, 'build/Release/sock_lb.bpf.o')),
   kubectlNeed(), need.tool('setpriv', ['--version'], 'util-linux'), need.tool('unshare', ['--version'], 'util-linux')).describe;
 
-const STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
-  { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
-  { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
-    spec: { type: 'ClusterIP', clusterIP: '10.96.7.7', clusterIPs: ['10.96.7.7'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
-  { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }], endpoints: [{ addresses: ['10.244.1.7'], conditions: { ready: true }, nodeName: 'n1' }] },
-] });
 
 // SYS_RESOURCE is granted for one thing: oom_score_adj -999 (kube-proxy's). Its absence is a warning,
 // not a failure; a root without it (some sandboxes) cannot show the granted case.
@@ -48,7 +41,7 @@ maybe('deploy/ overlays hold the privileges kpng needs, and no more (real kernel
   let work = '';
   beforeAll(() => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'dpl-priv-'));
-    fs.writeFileSync(path.join(work, 'state.json'), STATE);
+    fs.writeFileSync(path.join(work, 'state.json'), WEB_STATE);
     cg = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'))!, `dpl-priv-${process.pid}`);
     fs.mkdirSync(cg);
   });

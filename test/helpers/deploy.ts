@@ -116,3 +116,12 @@ export function runAsContainer(o: ContainerRun): { code: number | null; out: str
   if (r.error) throw r.error;
   return { code: r.status, out: `${r.stdout}${r.stderr}` };
 }
+
+/** The cluster both privilege tests program: one ClusterIP Service (10.96.7.7:80) with one endpoint, as a kubectl List. */
+export const WEB_STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
+  { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
+  { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
+    spec: { type: 'ClusterIP', clusterIP: '10.96.7.7', clusterIPs: ['10.96.7.7'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
+  { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
+    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }], endpoints: [{ addresses: ['10.244.1.7'], conditions: { ready: true }, nodeName: 'n1' }] },
+] });
