@@ -90,7 +90,6 @@ describe('liftRule', () => {
       ['ports', { name: 'ports', keyLen: 8, map: 'verdict' }],
       ['addrs', { name: 'addrs', keyLen: al, map: null }],
       ['hairpin', { name: 'hairpin', keyLen: 2 * al, map: null }],
-      ['slots', { name: 'slots', keyLen: 4, map: 'data', dataLen: al + 4 }],
       ['pv', { name: 'pv', keyLen: al + 12, map: 'data', dataLen: al + 4 }],
       ['pp', { name: 'pp', keyLen: 12, map: 'data', dataLen: al + 4 }],
     ]);
@@ -104,14 +103,13 @@ describe('liftRule', () => {
       { s: 'vmapPort', map: 'ports' }, { s: 'vmapPort', map: 'ports', ctNew: true, local: true },
       { s: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr }, { s: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr, exceptLoopback: true },
       { s: 'vmapPort', map: 'ports', local: true, daddrCidr: v4 ? '0.0.0.0/0' : '::/0' },
-      { s: 'jump', chain: 'c' }, { s: 'goto', chain: 'c' }, { s: 'markMasq' },
+      { s: 'jump', chain: 'c' }, { s: 'goto', chain: 'c' },
       { s: 'srcCidr', cidr, then: 'return' }, { s: 'srcCidr', cidr, then: { goto: 'c' } },
       { s: 'classGoto', from: 'local', masq: true, chain: 'c' }, { s: 'classGoto', from: 'any', masq: true, chain: 'c' },
       { s: 'classGoto', from: { cidr }, masq: true, chain: 'c' }, { s: 'classGoto', from: { iifname: 'cni0', prefix: false }, masq: false, chain: 'c' },
       { s: 'classGoto', from: { iifname: 'veth', prefix: true }, masq: false, chain: 'c' },
       { s: 'iifReturn', iifname: 'cni0', prefix: false }, { s: 'iifReturn', iifname: 'veth', prefix: true },
       { s: 'rejectDaddrInSet', set: 'addrs' },
-      { s: 'dnatSlots', proto: 'udp', n: 3, base: 7, map: 'slots' },
       { s: 'dnatPick', proto: 'tcp', n: 2, map: 'pv', key: 'vip' }, { s: 'dnatPick', proto: 'sctp', n: 5, map: 'pp', key: 'port' },
       { s: 'dnat', proto: 'tcp', addr: v4 ? '10.1.2.3' : 'fd00::3', port: 8080 },
       { s: 'affinityGoto', set: 'addrs', chain: 'c' }, { s: 'randomGoto', mod: 3, chain: 'c' }, { s: 'affinityUpdate', set: 'addrs' },
@@ -136,7 +134,7 @@ describe('liftRule', () => {
     // The protocol and the port swapped in the key: another statement (a vmap keyed daddr . dport . l4proto).
     expect(lift(vmap.map((x) => (x.type === 'payload' && x.base === 'transport' ? { ...x, dreg: NFT_REG32(1) } : x.type === 'meta' ? { ...x, dreg: NFT_REG32(2) } : x)))).toThrow(/vmap key daddr . dport . l4proto/);
     // A test after a statement; a verdict kpng never writes; masquerade with random ports.
-    expect(lift([...stmtExprs('ip', { s: 'markMasq' }), ...stmtExprs('ip', { s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' })])).toThrow(/after a statement/);
+    expect(lift([...stmtExprs('ip', { s: 'affinityUpdate', set: 'addrs' }), ...stmtExprs('ip', { s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' })])).toThrow(/after a statement/);
     expect(lift([{ type: 'verdict', verdict: 'accept' }])).toThrow(/verdict accept/);
     expect(lift([{ type: 'masq', flags: { random: true } }])).toThrow(LiftError);
     // Slots of a pick map read from another offset than 0.

@@ -88,7 +88,7 @@ describe('the fake table follows the kernel', () => {
     // The same element again is fine (no NLM_F_EXCL); other data is a clash.
     nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: 'drop' }] }]);
     expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: { goto: 'a' } }] }])).toThrow(/EEXIST/);
-    expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'slot', slot: 0, addr: '10.0.0.1', port: 1 }] }])).toThrow(/EINVAL/);
+    expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'pick', addr: '10.0.0.1', proto: 'tcp', port: 1, i: 0, epAddr: '10.0.0.2', epPort: 1 }] }])).toThrow(/EINVAL/);
     expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'cluster-ips', elems: [{ t: 'addr', addr: 'fd00::1' }] }])).toThrow(/family ip/);
   });
 
@@ -110,18 +110,23 @@ describe('the fake table follows the kernel', () => {
 
 describe('the tracer', () => {
   // A hand-made table: jump returns, goto does not; numgen slots give every endpoint.
+  const slot = (i: number, epAddr: string, epPort: number) => ({ t: 'pick' as const, addr: '172.30.0.1', proto: 'tcp' as const, port: 80, i, epAddr, epPort });
   const table = (extra: Op[] = []): Tracer => {
     const nft = new FakeNft();
     nft.applyOps('ip', [
       ...baseOps('ip', { nodePortAddresses: ['0.0.0.0/0'] }),
-      { k: 'addSet', set: { name: 'endpoints-0', kind: 'slotMap' } },
-      { k: 'addChain', chain: { name: 'mark' } }, { k: 'addChain', chain: { name: 'sel' } }, { k: 'addChain', chain: { name: 'svc' } },
-      { k: 'addRule', chain: 'mark', stmt: { s: 'markMasq' } },
-      { k: 'addRule', chain: 'sel', stmt: { s: 'dnatSlots', proto: 'tcp', n: 2, base: 4, map: 'endpoints-0' } },
+      { k: 'addSet', set: { name: 'endpoints-0', kind: 'pickVipMap' } },
+      { k: 'addChain', chain: { name: 'noop' } }, { k: 'addChain', chain: { name: 'mark' } }, { k: 'addChain', chain: { name: 'sel' } }, { k: 'addChain', chain: { name: 'svc' } },
+      { k: 'addRule', chain: 'noop', stmt: { s: 'srcCidr', cidr: '192.0.2.0/24', then: 'return' } },
+      { k: 'addRule', chain: 'mark', stmt: { s: 'classGoto', from: 'any', masq: true, chain: 'sel' } },
+      { k: 'addRule', chain: 'sel', stmt: { s: 'dnatPick', proto: 'tcp', n: 2, map: 'endpoints-0', key: 'vip' } },
       { k: 'addRule', chain: 'svc', stmt: { s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' } },
+      // Falls off the end of noop: back in svc, which goes on.
+      { k: 'addRule', chain: 'svc', stmt: { s: 'jump', chain: 'noop' } },
+      // mark's goto leaves mark for sel, whose DNAT ends the trace: the drop after it is never reached.
       { k: 'addRule', chain: 'svc', stmt: { s: 'jump', chain: 'mark' } },
-      { k: 'addRule', chain: 'svc', stmt: { s: 'goto', chain: 'sel' } },
-      { k: 'addElems', set: 'endpoints-0', elems: [{ t: 'slot', slot: 4, addr: '10.180.0.1', port: 80 }, { t: 'slot', slot: 5, addr: '10.180.0.2', port: 81 }] },
+      { k: 'addRule', chain: 'svc', stmt: { s: 'drop' } },
+      { k: 'addElems', set: 'endpoints-0', elems: [slot(0, '10.180.0.1', 80), slot(1, '10.180.0.2', 81)] },
       { k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: { goto: 'svc' } }] },
       ...extra,
     ]);
@@ -142,9 +147,9 @@ describe('the tracer', () => {
   });
 
   test('a slot the rule reads but the map lacks is reported, not silently skipped', () => {
-    const t = table([{ k: 'delElems', set: 'endpoints-0', elems: [{ t: 'slot', slot: 5, addr: '10.180.0.2', port: 81 }] }]);
+    const t = table([{ k: 'delElems', set: 'endpoints-0', elems: [slot(1, '10.180.0.2', 81)] }]);
     expect(() => t.trace({ src: OUTSIDE, dst: '172.30.0.1', dport: 80 })).toThrow(TraceError);
-    expect(() => t.trace({ src: OUTSIDE, dst: '172.30.0.1', dport: 80 })).toThrow(/slot 5 missing/);
+    expect(() => t.trace({ src: OUTSIDE, dst: '172.30.0.1', dport: 80 })).toThrow(/slot 1 of 172\.30\.0\.1\|tcp\|80 missing/);
   });
 
   test('the fake refuses a table whose dnat sits behind a filter hook', () => {

@@ -153,16 +153,12 @@ const STMT_KINDS: Record<Stmt['s'], string | null> = {
   vmapVip: null, vmapPort: null, jump: null, goto: null, srcCidr: null, classGoto: null,
   rejectDaddrInSet: null, dnatPick: null, dnat: null, affinityGoto: null, randomGoto: null, affinityUpdate: null, drop: null,
   rejectTcp: null, rejectIcmp: null, hairpinMasq: null, returnIfNoMark: null, clearMark: null, masquerade: null,
-  // A client class's rule carries its own mark (classGoto masq).
-  markMasq: 'the planner marks in classGoto; only the renderers know the statement',
   // src/model/client-routes.ts never refuses pods while it DNATs another class, so a dispatch chain never
   // returns a pod (a return by source CIDR comes from the firewall chains).
   iifReturn: 'the client routes never refuse pods while DNATing other clients',
-  dnatSlots: 'the planner picks endpoints through pick maps (dnatPick); only the renderers know this statement',
 };
 const SET_KINDS: Record<SetKind, string | null> = {
   vipMap: null, portMap: null, pickVipMap: null, pickPortMap: null, pairSet: null, addrSet: null, affinity: null,
-  slotMap: 'the endpoint-slot maps of dnatSlots, which the planner does not write',
 };
 
 /** The shapes a table holds: statement kinds and their variants, set kinds, element verdicts. */

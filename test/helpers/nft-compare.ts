@@ -71,7 +71,6 @@ export function elemLine(e: Elem): string {
   switch (e.t) {
     case 'vip': return `${canonAddr(e.addr)} . ${e.proto} . ${e.port} : ${v(e.v)}`;
     case 'port': return `${e.proto} . ${e.port} : ${v(e.v)}`;
-    case 'slot': return `${e.slot} : ${canonAddr(e.addr)} . ${e.port}`;
     case 'pick': return `${e.addr !== undefined ? `${canonAddr(e.addr)} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${canonAddr(e.epAddr)} . ${e.epPort}`;
     case 'pair': return `${canonAddr(e.addr)} . ${canonAddr(e.addr)}`;
     case 'addr': return canonAddr(e.addr);

@@ -313,7 +313,6 @@ export function liftRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): S
   };
   const all = fam === 'ip' ? '0.0.0.0/0' : '::/0';
   if (!final) {
-    if (effects.length === 1 && effects[0].e === 'markOr') return only({ s: 'markMasq' }, 1);
     if (effects.length === 1 && effects[0].e === 'markXor') return only({ s: 'clearMark' }, 1);
     const u = effects[0];
     if (effects.length === 1 && u.e === 'update' && keyIs(u.key, 'saddr')) return only({ s: 'affinityUpdate', set: u.set }, 1);
@@ -383,7 +382,6 @@ export function liftRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): S
       const key = addr.key;
       const ng = key[key.length - 1];
       if (ng?.k !== 'numgen') throw new LiftError(`endpoint map ${addr.set} keyed without numgen`);
-      if (key.length === 1) return only({ s: 'dnatSlots', proto: p.proto, n: ng.mod, base: ng.offset, map: addr.set });
       // The tracer reads slots 0..n-1 of the destination.
       if (ng.offset !== 0) throw new LiftError(`pick map ${addr.set} read with numgen offset ${ng.offset}`);
       if (keyIs(key, 'daddr', 'l4proto', 'dport', 'numgen')) return only({ s: 'dnatPick', proto: p.proto, n: ng.mod, map: addr.set, key: 'vip' });
@@ -416,7 +414,6 @@ function setSpec(fam: Fam, s: NftSetInfo): SetSpec & { info: SetInfo } {
   const epData = cat(a, TYPE.service);
   if (is(SET_MAP, cat(a, TYPE.proto, TYPE.service), al + 8, NFT_DATA_VERDICT)) return spec('vipMap', 'verdict');
   if (is(SET_MAP, cat(TYPE.proto, TYPE.service), 8, NFT_DATA_VERDICT)) return spec('portMap', 'verdict');
-  if (is(SET_MAP, TYPE.integer, 4, epData, al + 4)) return spec('slotMap', 'data');
   if (is(SET_MAP, cat(a, TYPE.proto, TYPE.service, TYPE.mark), al + 12, epData, al + 4)) return spec('pickVipMap', 'data');
   if (is(SET_MAP, cat(TYPE.proto, TYPE.service, TYPE.mark), 12, epData, al + 4)) return spec('pickPortMap', 'data');
   if (is(0, cat(a, a), 2 * al)) return spec('pairSet', null);
@@ -453,7 +450,6 @@ function liftElem(fam: Fam, spec: SetSpec, e: NftSetInfo['elements'][number]): E
   switch (spec.kind) {
     case 'vipMap': len(al + 8); return { t: 'vip', addr: addrOf(fam, k), proto: protoAt(k, al), port: portAt(k, al + 4), v: verdict() };
     case 'portMap': len(8); return { t: 'port', proto: protoAt(k, 0), port: portAt(k, 4), v: verdict() };
-    case 'slotMap': { len(4); const d = ep(); return { t: 'slot', slot: u32le(k), addr: d.addr, port: d.port }; }
     case 'pickVipMap': { len(al + 12); const d = ep(); return { t: 'pick', addr: addrOf(fam, k), proto: protoAt(k, al), port: portAt(k, al + 4), i: u32le(k, al + 8), epAddr: d.addr, epPort: d.port }; }
     case 'pickPortMap': { len(12); const d = ep(); return { t: 'pick', proto: protoAt(k, 0), port: portAt(k, 4), i: u32le(k, 8), epAddr: d.addr, epPort: d.port }; }
     case 'pairSet': {

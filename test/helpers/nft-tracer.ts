@@ -102,14 +102,13 @@ export class FakeTable {
   }
 }
 
-const ELEM_KIND: Record<Elem['t'], SetKind[]> = { vip: ['vipMap'], port: ['portMap'], slot: ['slotMap'], pick: ['pickVipMap', 'pickPortMap'], pair: ['pairSet'], addr: ['addrSet', 'affinity'] };
+const ELEM_KIND: Record<Elem['t'], SetKind[]> = { vip: ['vipMap'], port: ['portMap'], pick: ['pickVipMap', 'pickPortMap'], pair: ['pairSet'], addr: ['addrSet', 'affinity'] };
 
 /** The element's key as the kernel compares it. */
 function elemKey(e: Elem): string {
   switch (e.t) {
     case 'vip': return `${canon(e.addr)}|${e.proto}|${e.port}`;
     case 'port': return `${e.proto}|${e.port}`;
-    case 'slot': return String(e.slot);
     case 'pick': return `${pickDest(e)}|${e.i}`;
     case 'pair': return `${canon(e.addr)}|${canon(e.addr)}`;
     case 'addr': return canon(e.addr);
@@ -119,7 +118,6 @@ function elemKey(e: Elem): string {
 function elemData(e: Elem): string {
   switch (e.t) {
     case 'vip': case 'port': return JSON.stringify(e.v);
-    case 'slot': return `${canon(e.addr)}|${e.port}`;
     case 'pick': return `${canon(e.epAddr)}|${e.epPort}`;
     default: return '';
   }
@@ -127,7 +125,7 @@ function elemData(e: Elem): string {
 
 function elemAddrs(e: Elem): string[] {
   if (e.t === 'pick') return e.addr !== undefined ? [e.addr, e.epAddr] : [e.epAddr];
-  return e.t === 'vip' || e.t === 'slot' || e.t === 'pair' || e.t === 'addr' ? [e.addr] : [];
+  return e.t === 'vip' || e.t === 'pair' || e.t === 'addr' ? [e.addr] : [];
 }
 
 /** The destination part of a pick element's key. */
@@ -148,7 +146,6 @@ export function stmtSets(st: Stmt): Array<[string, SetKind]> {
     case 'vmapVip': return [[st.map, 'vipMap']];
     case 'vmapPort': return [[st.map, 'portMap']];
     case 'rejectDaddrInSet': return [[st.set, 'addrSet']];
-    case 'dnatSlots': return [[st.map, 'slotMap']];
     case 'dnatPick': return [[st.map, st.key === 'vip' ? 'pickVipMap' : 'pickPortMap']];
     case 'affinityGoto': case 'affinityUpdate': return [[st.set, 'affinity']];
     case 'hairpinMasq': return [['hairpin', 'pairSet']];
@@ -160,7 +157,6 @@ const elemChain = (e: Elem): string | null => ((e.t === 'vip' || e.t === 'port')
 
 /** Statements that only NAT base chains may reach (the kernel refuses them elsewhere). */
 const NAT_ONLY: Partial<Record<Stmt['s'], Array<'prerouting' | 'output' | 'postrouting'>>> = {
-  dnatSlots: ['prerouting', 'output'],
   dnatPick: ['prerouting', 'output'],
   dnat: ['prerouting', 'output'],
   masquerade: ['postrouting'],
@@ -329,37 +325,16 @@ function validate(t: FakeTable, fam: Fam): void {
 export interface TableContent {
   sets: Record<string, { kind: SetKind; timeoutSec?: number; elems: string[] }>;
   chains: Record<string, { hook: ChainSpec['hook'] | null; rules: string[] }>;
-  /** Endpoint slots that no rule reads (left behind). */
-  orphanSlots: string[];
 }
 
 /**
- * The table as a plain object where slot numbers do not matter: the endpoint-slot maps are left out and
- * each `dnatSlots` rule is replaced by the endpoints it reads from them. Empty slot maps are ignored.
+ * The table as a plain object where slot numbers do not matter: each pick map is compared by the
+ * endpoints of each destination, whatever slot holds them.
  */
 export function tableContent(t: FakeTable): TableContent {
-  const out: TableContent = { sets: {}, chains: {}, orphanSlots: [] };
-  const used = new Map<string, Set<number>>();
-  for (const [name, c] of t.chains) {
-    const rules = c.rules.map((r) => {
-      if (r.s !== 'dnatSlots') return JSON.stringify(r);
-      const map = t.sets.get(r.map);
-      const eps: string[] = [];
-      for (let i = 0; i < r.n; i++) {
-        const e = map?.elems.get(String(r.base + i));
-        if (!used.has(r.map)) used.set(r.map, new Set());
-        used.get(r.map)!.add(r.base + i);
-        eps.push(e && e.t === 'slot' ? hostPort(e.addr, e.port) : `<missing slot ${r.base + i}>`);
-      }
-      return JSON.stringify({ s: 'dnatSlots', proto: r.proto, endpoints: eps.sort() });
-    });
-    out.chains[name] = { hook: c.spec.hook ?? null, rules };
-  }
+  const out: TableContent = { sets: {}, chains: {} };
+  for (const [name, c] of t.chains) out.chains[name] = { hook: c.spec.hook ?? null, rules: c.rules.map((r) => JSON.stringify(r)) };
   for (const [name, s] of [...t.sets].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-    if (s.spec.kind === 'slotMap') {
-      for (const k of s.elems.keys()) if (!used.get(name)?.has(Number(k))) out.orphanSlots.push(`${name}[${k}]`);
-      continue;
-    }
     if (s.spec.kind === 'pickVipMap' || s.spec.kind === 'pickPortMap') {
       if (s.elems.size === 0) continue; // shards are created on first use and kept
       // Slot order does not matter: each destination's endpoints, with their slots' count.
@@ -377,7 +352,6 @@ export function tableContent(t: FakeTable): TableContent {
     }
     out.sets[name] = { kind: s.spec.kind, ...(s.spec.timeoutSec !== undefined ? { timeoutSec: s.spec.timeoutSec } : {}), elems: [...s.elems.keys()].map((k) => `${k}=${elemData(s.elems.get(k)!)}`).sort() };
   }
-  out.orphanSlots.sort();
   return out;
 }
 
@@ -613,7 +587,6 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
     }
     case 'jump': return [{ k: 'jump', chain: r.chain, st: hit() }];
     case 'goto': return [{ k: 'goto', chain: r.chain, st: hit() }];
-    case 'markMasq': { const st = hit(); st.mark |= MASQ_BIT; return [{ k: 'next', st }]; }
     case 'iifReturn':
       return iifMatches(ctx.iif, r.iifname, r.prefix) ? [{ k: 'return', st: hit() }] : [next];
     case 'srcCidr':
@@ -630,17 +603,6 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
     case 'rejectDaddrInSet':
       if (!st0.ctNew || !lookup(ctx, r.set, canon(st0.daddr))) return [next];
       return [{ k: 'end', end: 'reject', st: hit() }];
-    case 'dnatSlots': {
-      if (st0.proto !== r.proto) return [next];
-      const steps: Step[] = [];
-      for (let i = 0; i < r.n; i++) {
-        const e = lookup(ctx, r.map, String(r.base + i));
-        // In the kernel a missing element makes the rule not match for that random value: a hole.
-        if (!e || e.t !== 'slot') throw new TraceError(`${text}: slot ${r.base + i} missing in ${r.map}`);
-        steps.push(dnatTo(hit(), e.addr, e.port));
-      }
-      return steps;
-    }
     case 'dnatPick': {
       if (st0.proto !== r.proto) return [next];
       const dest = r.key === 'vip' ? `${canon(st0.daddr)}|${st0.proto}|${st0.dport}` : `${st0.proto}|${st0.dport}`;

@@ -10,7 +10,7 @@ const v4: Elem[] = [
   { t: 'vip', addr: '10.96.0.10', proto: 'udp', port: 53, v: { goto: 'pick-vip-c-udp-2-7' } },
   { t: 'vip', addr: '192.168.255.1', proto: 'tcp', port: 65535, v: 'drop' },
   { t: 'port', proto: 'sctp', port: 30080, v: { goto: 'reject-chain' } },
-  { t: 'slot', slot: 4000000000, addr: '10.244.1.7', port: 8080 },
+  { t: 'pick', proto: 'tcp', port: 30443, i: 4000000000, epAddr: '10.244.1.7', epPort: 8080 },
   { t: 'pick', addr: '10.96.0.1', proto: 'tcp', port: 443, i: 3, epAddr: '172.18.0.2', epPort: 6443 },
   { t: 'pick', addr: '10.96.0.1', proto: 'tcp', port: 443, i: 4, epAddr: '172.18.0.3', epPort: 6443 },
   { t: 'pick', proto: 'udp', port: 31000, i: 0, epAddr: '10.244.0.9', epPort: 1 },
@@ -89,7 +89,7 @@ describe('PackedElems (a full sync packs its elements as it renders)', () => {
   const v6more: Elem[] = [...v6,
     { t: 'addr', addr: '2001:db8:0:1::1' }, { t: 'addr', addr: '1:0:0:2::3' },
     { t: 'addr', addr: '1:2:3:4:5:6:7:8' }, { t: 'addr', addr: '1::' }, { t: 'addr', addr: '1:0:2:0:3:0:4:0' },
-    { t: 'port', proto: 'udp', port: 1, v: 'drop' }, { t: 'slot', slot: 7, addr: 'fe80::1', port: 2 }];
+    { t: 'port', proto: 'udp', port: 1, v: 'drop' }, { t: 'pick', proto: 'udp', port: 7, i: 7, epAddr: 'fe80::1', epPort: 2 }];
 
   test.each([['ip', mixed4], ['ip6', v6more]] as const)('%s: decodes to the elements packed, names each, and encodes the bytes of the plain path', async (fam, elems) => {
     const p = new PackedElems(fam);

@@ -112,7 +112,6 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
     }
     case 'jump': return [verdict({ jump: st.chain })];
     case 'goto': return [verdict({ goto: st.chain })];
-    case 'markMasq': return orMark();
     case 'srcCidr':
       return [...cidrMatch(saddr(fam), st.cidr), verdict(st.then === 'return' ? 'return' : { goto: st.then.goto })];
     case 'iifReturn':
@@ -128,13 +127,6 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
     }
     case 'rejectDaddrInSet':
       return [...ctNew(), daddr(fam), { type: 'lookup', sreg: NFT_REG_1, set: st.set }, { type: 'reject', reject: 'icmp', code: fam === 'ip' ? 3 : 4 }];
-    case 'dnatSlots':
-      return [
-        ...protoEq(st.proto),
-        { type: 'numgen', mode: 'random', mod: st.n, offset: st.base, dreg: NFT_REG_1 },
-        { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: NFT_REG_1 },
-        { type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: fam === 'ip' ? NFT_REG32(1) : NFT_REG_2 },
-      ];
     case 'dnatPick': {
       // Key registers: [daddr .] l4proto . dport . slot, each field in its own 4-byte register(s).
       const out: NftExpr[] = [...protoEq(st.proto)];
@@ -202,7 +194,6 @@ function setObject(c: Ctx, spec: SetSpec): NftSet {
   switch (spec.kind) {
     case 'vipMap': return { ...base, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' };
     case 'portMap': return { ...base, keyType: ['inet_proto', 'inet_service'], dataType: 'verdict' };
-    case 'slotMap': return { ...base, keyType: 'integer', keyLen: 4, dataType: [a, 'inet_service'] };
     // The slot field is a 4-byte host-order integer (numgen's output); 'mark' is a 4-byte type.
     case 'pickVipMap': return { ...base, keyType: [a, 'inet_proto', 'inet_service', 'mark'], dataType: [a, 'inet_service'] };
     case 'pickPortMap': return { ...base, keyType: ['inet_proto', 'inet_service', 'mark'], dataType: [a, 'inet_service'] };
@@ -219,7 +210,6 @@ export function elemObject(e: Elem): NftElement {
   switch (e.t) {
     case 'vip': return { key: concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
     case 'port': return { key: concat(protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
-    case 'slot': return { key: u32host(e.slot), data: concat(ipAddr(e.addr), portBytes(e.port)) };
     case 'pick': return {
       key: e.addr !== undefined ? concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port), u32host(e.i)) : concat(protoByte(e.proto), portBytes(e.port), u32host(e.i)),
       data: concat(ipAddr(e.epAddr), portBytes(e.epPort)),
@@ -299,12 +289,6 @@ export class ElemWriter {
         batch.elementFrom(k, o, undefined, 0, this.verdict(e.v));
         return;
       }
-      case 'slot': {
-        this.keyAddr = undefined;
-        putU32host(k, 0, e.slot);
-        batch.elementFrom(k, 4, d, putPort(d, writeAddr(d, 0, e.addr), e.port));
-        return;
-      }
       case 'pick': {
         // A destination's slots follow each other: its address is in the key already.
         let o = 0;
@@ -347,7 +331,6 @@ export function elemText(e: Elem): string {
   switch (e.t) {
     case 'vip': return `${e.addr} . ${e.proto} . ${e.port}`;
     case 'port': return `${e.proto} . ${e.port}`;
-    case 'slot': return `${e.slot} : ${e.addr} . ${e.port}`;
     case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${e.epAddr} . ${e.epPort}`;
     case 'pair': return `${e.addr} . ${e.addr}`;
     case 'addr': return e.addr;

@@ -93,7 +93,6 @@ function decodeItem(fam: Fam, b: Buffer, at: number): Elem {
   }
   if (data) {
     const epAddr = addrText(data, 0, af), epPort = be16(data, al);
-    if (key.length === 4) return { t: 'slot', slot: le32(key, 0), addr: epAddr, port: epPort };
     if (key.length === 12) return { t: 'pick', proto: l4(key, 0), port: be16(key, 4), i: le32(key, 8), epAddr, epPort };
     return { t: 'pick', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), i: le32(key, al + 8), epAddr, epPort };
   }

@@ -6,7 +6,6 @@ const kinds: Elem[] = [
   { t: 'vip', addr: '10.96.0.1', proto: 'tcp', port: 80, v: { goto: 'svc-a' } },
   { t: 'vip', addr: '10.96.0.1', proto: 'tcp', port: 80, v: 'drop' },
   { t: 'port', proto: 'udp', port: 30053, v: { goto: 'svc-b' } },
-  { t: 'slot', slot: 3, addr: '10.244.0.5', port: 8080 },
   { t: 'pick', addr: '10.96.0.1', proto: 'tcp', port: 80, i: 2, epAddr: '10.244.0.5', epPort: 8080 },
   { t: 'pick', proto: 'tcp', port: 30080, i: 0, epAddr: '10.244.0.6', epPort: 8080 },
   { t: 'pair', addr: '10.244.0.5' },

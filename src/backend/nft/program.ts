@@ -37,7 +37,6 @@ export function elemId(e: Elem): string {
   switch (e.t) {
     case 'vip': return `${e.addr}|${e.proto}|${e.port}`;
     case 'port': return `${e.proto}|${e.port}`;
-    case 'slot': return String(e.slot);
     case 'pick': return `${e.addr ?? ''}|${e.proto}|${e.port}|${e.i}`;
     case 'pair': return e.addr;
     case 'addr': return e.addr;
@@ -51,7 +50,6 @@ export function sameElem(a: Elem, b: Elem): boolean {
   switch (a.t) {
     case 'vip': return b.t === 'vip' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && sameVerd(a.v, b.v);
     case 'port': return b.t === 'port' && a.proto === b.proto && a.port === b.port && sameVerd(a.v, b.v);
-    case 'slot': return b.t === 'slot' && a.slot === b.slot && a.addr === b.addr && a.port === b.port;
     case 'pick': return b.t === 'pick' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && a.i === b.i && a.epAddr === b.epAddr && a.epPort === b.epPort;
     case 'pair': return b.t === 'pair' && a.addr === b.addr;
     case 'addr': return b.t === 'addr' && a.addr === b.addr;

@@ -22,7 +22,6 @@ export function stmtText(fam: Fam, st: Stmt): string {
     }
     case 'jump': return `jump ${st.chain}`;
     case 'goto': return `goto ${st.chain}`;
-    case 'markMasq': return `meta mark set meta mark | ${hex(MASQ_BIT)}`;
     case 'srcCidr': return `${fam} saddr ${st.cidr} ${st.then === 'return' ? 'return' : `goto ${st.then.goto}`}`;
     case 'classGoto': {
       const from = st.from === 'local' ? 'fib saddr type local '
@@ -34,7 +33,6 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'iifReturn': return `${iifText(st.iifname, st.prefix)} return`;
     case 'rejectDaddrInSet': return `ct state new ${fam} daddr @${st.set} reject`;
     case 'dnatPick': return `meta l4proto ${st.proto} dnat ${fam} to ${st.key === 'vip' ? `${fam} daddr . ` : ''}meta l4proto . th dport . numgen random mod ${st.n} map @${st.map}`;
-    case 'dnatSlots': return `meta l4proto ${st.proto} dnat ${fam} to numgen random mod ${st.n} offset ${st.base} map @${st.map}`;
     case 'dnat': return `meta l4proto ${st.proto} dnat ${fam} to ${dnatAddr(fam, st.addr, st.port)}`;
     case 'affinityGoto': return `${fam} saddr @${st.set} goto ${st.chain}`;
     case 'randomGoto': return `numgen random mod ${st.mod} 0 goto ${st.chain}`;
@@ -61,7 +59,6 @@ function setBody(fam: Fam, s: SetSpec): string {
     case 'portMap': return `map ${s.name} { type inet_proto . inet_service : verdict; }`;
     case 'pickVipMap': return `map ${s.name} { typeof ${fam} daddr . meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'pickPortMap': return `map ${s.name} { typeof meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
-    case 'slotMap': return `map ${s.name} { typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'pairSet': return `set ${s.name} { type ${addr} . ${addr}; }`;
     case 'addrSet': return `set ${s.name} { type ${addr}; }`;
     case 'affinity': return `set ${s.name} { type ${addr}; flags dynamic,timeout; timeout ${s.timeoutSec ?? 10800}s; size 65535; }`;
@@ -75,7 +72,6 @@ export function elemText(fam: Fam, e: Elem): string {
     case 'vip': return `${a(fam, e.addr)} . ${e.proto} . ${e.port} : ${verd(e.v)}`;
     case 'port': return `${e.proto} . ${e.port} : ${verd(e.v)}`;
     case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${e.epAddr} . ${e.epPort}`;
-    case 'slot': return `${e.slot} : ${e.addr} . ${e.port}`;
     case 'pair': return `${e.addr} . ${e.addr}`;
     case 'addr': return e.addr;
   }

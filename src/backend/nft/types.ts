@@ -86,8 +86,6 @@ export type Stmt =
   | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean; daddrCidr?: string; exceptLoopback?: boolean }
   | { s: 'jump'; chain: string }
   | { s: 'goto'; chain: string }
-  /** meta mark set meta mark | MASQ_BIT */
-  | { s: 'markMasq' }
   /** <fam> saddr CIDR return | goto chain */
   | { s: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
   /** [<fam> saddr CIDR | iifname NAME | iifname "PREFIX*" | fib saddr type local] [meta mark set meta mark | MASQ_BIT] goto chain: one client class's route */
@@ -96,8 +94,6 @@ export type Stmt =
   | { s: 'iifReturn'; iifname: string; prefix: boolean }
   /** ct state new <fam> daddr @set reject */
   | { s: 'rejectDaddrInSet'; set: string }
-  /** meta l4proto P dnat to numgen random mod n offset base map @<map> (an endpoints shard) */
-  | { s: 'dnatSlots'; proto: L4; n: number; base: number; map: string }
   /** meta l4proto P dnat to [<fam> daddr .] meta l4proto . th dport . numgen random mod n map @<map> */
   | { s: 'dnatPick'; proto: L4; n: number; map: string; key: 'vip' | 'port' }
   /** meta l4proto P dnat to addr:port */
@@ -126,13 +122,12 @@ export type Stmt =
 export type Elem =
   | { t: 'vip'; addr: string; proto: L4; port: number; v: Verd }
   | { t: 'port'; proto: L4; port: number; v: Verd }
-  | { t: 'slot'; slot: number; addr: string; port: number }
   /** Slot `i` of a destination (vip: addr set; node port: no addr) -> endpoint epAddr:epPort. */
   | { t: 'pick'; addr?: string; proto: L4; port: number; i: number; epAddr: string; epPort: number }
   | { t: 'pair'; addr: string }
   | { t: 'addr'; addr: string };
 
-export type SetKind = 'vipMap' | 'portMap' | 'slotMap' | 'pickVipMap' | 'pickPortMap' | 'pairSet' | 'addrSet' | 'affinity';
+export type SetKind = 'vipMap' | 'portMap' | 'pickVipMap' | 'pickPortMap' | 'pairSet' | 'addrSet' | 'affinity';
 
 export interface SetSpec {
   name: string;
