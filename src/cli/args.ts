@@ -8,6 +8,7 @@ import { modelOptions, OptionError, type ModelOptions } from '../model/options';
 import { JIT_CPU_SHARE, JIT_MODES, JIT_OBJECTS, type JitMode } from '../util/jit';
 import { contentTypeOf, PROTOBUF, type ContentType } from '../source/kube/protobuf';
 import { DEBUG_VERBOSITY, LOG_FORMATS, type LogFormat } from '../util/log';
+import type { VModule } from '../config/kube-proxy-config';
 
 export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
 const NODE_COMMANDS = SPECS.filter((c) => c.backends);
@@ -94,13 +95,16 @@ export function pluginArgs(argv: string[]): string[] {
 
 /** The highest verbosity of a klog --vmodule value ("pattern=N,..."; 0 when absent). */
 export function vmoduleVerbosity(text: string | undefined): number {
-  let max = 0;
-  for (const part of (text ?? '').split(',').filter((p) => p.trim() !== '')) {
-    const m = /^([^=]+)=(\d+)$/.exec(part.trim());
+  return parseVModule(text ?? '').reduce((max, m) => Math.max(max, m.verbosity), 0);
+}
+
+/** klog's --vmodule text, "PATTERN=N,PATTERN=N", as the configuration's list (logging.vmodule). */
+export function parseVModule(text: string): VModule[] {
+  return text.split(',').map((p) => p.trim()).filter(Boolean).map((p) => {
+    const m = /^([^=]+)=(\d+)$/.exec(p);
     if (!m) throw new UsageError(`--vmodule ${JSON.stringify(text)}: expected PATTERN=N, comma separated`);
-    max = Math.max(max, Number(m[2]));
-  }
-  return max;
+    return { filePattern: m[1], verbosity: Number(m[2]) };
+  });
 }
 
 const list = (v: string[] | undefined): string[] => (v ?? []).flatMap((c) => c.split(',')).map((c) => c.trim()).filter(Boolean);

@@ -13,7 +13,7 @@ import { goDurationString } from '../util/duration';
 import { masqueradeSection, setAt, writtenForm, type Obj } from '../config/kube-proxy-schema';
 import type { ConntrackSettings } from '../config/conntrack';
 import { parseBindAddress } from '../util/http-serve';
-import { COMMANDS, UsageError } from './args';
+import { COMMANDS, parseVModule, UsageError } from './args';
 import { extractGoFlags, GoFlagError, type GoFlagValue } from './go-flags';
 import { KUBE_PROXY_FLAGS, type KubeProxyFlag } from './kube-proxy-flag-table';
 
@@ -77,15 +77,6 @@ export function backendForMode(mode: string, registered: readonly string[]): { b
 }
 
 const present = (argv: string[], name: string) => argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`));
-
-/** "pattern=N,pattern=N" (klog's --vmodule) to the configuration's list. */
-function parseVModule(text: string): VModule[] {
-  return text.split(',').map((p) => p.trim()).filter(Boolean).map((p) => {
-    const m = /^([^=]+)=(\d+)$/.exec(p);
-    if (!m) throw new UsageError(`--vmodule ${JSON.stringify(text)}: expected pattern=N[,pattern=N...]`);
-    return { filePattern: m[1], verbosity: Number(m[2]) };
-  });
-}
 
 /** A flag's value as the configuration holds it. */
 function configValue(f: KubeProxyFlag, v: GoFlagValue): unknown {
