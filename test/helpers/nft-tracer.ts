@@ -200,6 +200,10 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
     t.chains = new Map();
     return;
   }
+  if (op.k === 'addTable') {
+    t.exists = true;
+    return;
+  }
   if (!t.exists) throw new NftFakeError('ENOENT: no such table');
   switch (op.k) {
     case 'addSet': {
@@ -225,6 +229,13 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
         return;
       }
       t.chains.set(op.chain.name, { spec: op.chain, rules: [] });
+      return;
+    }
+    case 'flushSet': {
+      const s = t.sets.get(op.name);
+      if (!s) throw new NftFakeError(`ENOENT: no set ${op.name}`);
+      s.elems.clear();
+      s.dynamic.clear();
       return;
     }
     case 'flushChain': {

@@ -231,7 +231,9 @@ export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
         out.push({ op: 'delete', table: { family: fam, name: table } });
         out.push({ op: 'add', table: { family: fam, name: table, comment: 'kpng service proxy' } });
         break;
+      case 'addTable': out.push({ op: 'add', table: { family: fam, name: table, comment: 'kpng service proxy' } }); break;
       case 'addSet': out.push({ op: 'add', set: setObject(c, op.set) }); break;
+      case 'flushSet': out.push({ op: 'flush', set: { ...t, name: op.name, keyType: 'integer' } }); break;
       case 'delSet': out.push({ op: 'delete', set: { ...t, name: op.name, keyType: 'integer' } }); break;
       case 'addChain': {
         const h = op.chain.hook;

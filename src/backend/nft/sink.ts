@@ -1,6 +1,8 @@
 // The nft Dataplane: keeps a model of what kpng put in each family's table and, per sync, sends only
 // what changed (map elements, the chains of services whose routes changed), in one atomic batch. A
-// full sync replaces both tables in one transaction. Wrapped by the shared KernelSink.
+// full sync rewrites both tables in one transaction: in place when every batch since the last one
+// committed (the affinity sets keep their elements: kernel-objects.ts), else by replacing them.
+// Wrapped by the shared KernelSink.
 import type { ConntrackFilter } from '../../native/nft-types';
 import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
@@ -8,6 +10,7 @@ import { KernelSink } from '../kernel/kernel-sink';
 import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
 import { Yielder } from '../../util/yielder';
 import type { Fam, FamOps } from './types';
+import { KernelObjects } from './kernel-objects';
 
 export interface KernelApplyResult { messages: number; bytes: number; ms: number }
 
@@ -30,8 +33,26 @@ export class NftDataplane implements Dataplane {
   readonly name = 'nft';
   private models: Record<Fam, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
 
+  /**
+   * What each family's table holds, while every batch since the last full sync committed (a batch
+   * is atomic: a failed one left the table as it was, but the model has moved on); undefined: not known.
+   */
+  private objects: Partial<Record<Fam, KernelObjects>> = {};
+
   /** `table`: the table name in both families. */
   constructor(readonly table: string, private readonly kernel: NftKernel) {}
+
+  /** Applies a batch, following what the tables hold (forgotten if it fails). */
+  private async apply(ops: FamOps[], after: (f: FamOps) => KernelObjects | undefined): Promise<SyncReport> {
+    try {
+      const r = await this.kernel.apply(this.table, ops);
+      for (const f of ops) this.objects[f.fam] = after(f);
+      return r;
+    } catch (e) {
+      this.objects = {};
+      throw e;
+    }
+  }
 
   async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, _waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
@@ -40,11 +61,16 @@ export class NftDataplane implements Dataplane {
     // the render at the next slice (the batch is atomic: nothing was sent, the old tables stay).
     const y = new Yielder(undefined, signal);
     const famOps: FamOps[] = [];
-    for (const fam of FAMS) famOps.push({ fam, ops: await fullSyncOpsChunked(this.models[fam], keyedServices(services), node, y) });
+    const made: Partial<Record<Fam, KernelObjects>> = {};
+    for (const fam of FAMS) {
+      const ops = await fullSyncOpsChunked(this.models[fam], keyedServices(services), node, y);
+      made[fam] = KernelObjects.of(ops);
+      famOps.push({ fam, ops: this.objects[fam]?.repair(ops) ?? ops });
+    }
     // The kernel's encoder counts its own slices from its start: the time since our last turn would
     // add to its first one.
     await y.turn();
-    return this.kernel.apply(this.table, famOps);
+    return this.apply(famOps, (f) => made[f.fam]);
   }
 
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
@@ -57,7 +83,8 @@ export class NftDataplane implements Dataplane {
     }
     const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops(this.models[fam].sizeOf) }));
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
-    return this.kernel.apply(this.table, ops);
+    // An update of an unknown table (its last batch failed) is followed by a full sync that replaces it.
+    return this.apply(ops, (f) => { const k = this.objects[f.fam]; k?.record(f.ops); return k; });
   }
 
   async close(): Promise<void> {

@@ -86,6 +86,8 @@ export function toNftText(fam: Fam, table: string, ops: Op[]): string {
       case 'resetTable': lines.push(`add table ${t}`, `delete table ${t}`, `add table ${t}`); break;
       case 'addSet': lines.push(`add ${setText(fam, op.set).replace(/^(map|set) /, `$1 ${t} `)}`); break;
       case 'delSet': lines.push(`delete set ${t} ${op.name}`); break;
+      case 'addTable': lines.push(`add table ${t}`); break;
+      case 'flushSet': lines.push(`flush set ${t} ${op.name}`); break;
       case 'addChain': {
         const h = op.chain.hook;
         lines.push(`add chain ${t} ${op.chain.name}${h ? ` { type ${h.type} hook ${h.hook} priority ${h.priority}; policy accept; }` : ''}`);

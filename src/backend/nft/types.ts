@@ -150,8 +150,12 @@ export interface ChainSpec {
 export type Op =
   /** Replace the table by an empty one (create if absent, delete, create: no window without rules). */
   | { k: 'resetTable' }
+  /** Create the table if absent, keeping what it holds (a repairing full sync: kernel-objects.ts). */
+  | { k: 'addTable' }
   | { k: 'addSet'; set: SetSpec }
   | { k: 'delSet'; name: string }
+  /** Remove every element of a set or map. */
+  | { k: 'flushSet'; name: string }
   | { k: 'addChain'; chain: ChainSpec }
   | { k: 'flushChain'; name: string }
   | { k: 'delChain'; name: string }
