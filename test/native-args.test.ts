@@ -25,7 +25,7 @@ t('the eBPF calls check their arguments too', async () => {
   expect(() => addon.ebpfMapApply('1', [])).toThrow(/handle: the number returned by ebpfOpen/);
   expect(() => addon.ebpfMapApply(987654, [])).toThrow(/ebpf handle 987654 is closed/);
   expect(() => addon.ebpfMapDump(987654, 'kpng_svc')).toThrow(/is closed/);
-  expect(() => addon.ebpfDestroyUdp(987654, Buffer.alloc(0), 0)).toThrow(/is closed/);
+  expect(() => addon.ebpfDestroySockets(987654, Buffer.alloc(0), 0)).toThrow(/is closed/);
   expect(() => addon.ebpfCleanup({ pinDir: 3 })).toThrow(/pinDir: an absolute path string/);
   // Nothing pinned there: nothing removed, no error.
   await expect(addon.ebpfCleanup({ pinDir: '/sys/fs/bpf/kpng-test-kbf-absent' })).resolves.toEqual([]);
