@@ -15,7 +15,7 @@
 //   ebpfMapApply(handle, [{map, op: 'update'|'delete', count, keys: Buffer, values?: Buffer}])
 //       -> {syscalls, ms}; on failure rejects with {group, element, errno, code, syscalls}
 //   ebpfMapDump(handle, map) -> {count, keys: Buffer, values: Buffer, syscalls}
-//   ebpfDestroySockets(handle, gone: Buffer, count) -> {tcp, udp, namespaces, syscalls}: destroys the
+//   ebpfDestroySockets(handle, gone: Buffer, count) -> {tcp, udp, namespaces, syscalls, ms}: destroys the
 //       sockets the programs connected to these removed backends (kpng_gone keys), through the iter/tcp
 //       and iter/udp programs
 //   ebpfSevered(handle) -> [program]  (synchronous) the programs whose links the kernel severed (their
@@ -686,6 +686,13 @@ class DestroyWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
+    double t0 = NowMs();
+    Sweep();
+    ms_ = NowMs() - t0;
+  }
+
+  // (Not named Destroy: that is AsyncWorker's virtual that deletes the worker once it completed.)
+  void Sweep() {
     int fd = MapFd(st_.get(), "kpng_gone", &what_);
     if (fd < 0) { err_ = -fd; return; }
     bpf_map* m = bpf_object__find_map_by_name(st_->obj, "kpng_gone");
@@ -746,6 +753,7 @@ class DestroyWorker : public Napi::AsyncWorker {
     o.Set("udp", (double)udp_);
     o.Set("namespaces", (double)namespaces_);
     o.Set("syscalls", (double)syscalls_);
+    o.Set("ms", ms_);
     deferred_.Resolve(o);
   }
 
@@ -757,6 +765,7 @@ class DestroyWorker : public Napi::AsyncWorker {
   std::string what_;
   int err_ = 0;
   uint64_t tcp_ = 0, udp_ = 0, syscalls_ = 0, namespaces_ = 0;
+  double ms_ = 0;
 };
 
 class CloseWorker : public Napi::AsyncWorker {

@@ -46,7 +46,7 @@ export interface EbpfOpenResult {
   socketDestroyOff: string;
 }
 /** Sockets destroyed by one destroySockets, per protocol, and the network namespaces searched. */
-export interface EbpfDestroyResult { tcp: number; udp: number; namespaces: number; syscalls: number }
+export interface EbpfDestroyResult { tcp: number; udp: number; namespaces: number; syscalls: number; ms: number }
 export interface EbpfMapGroup { map: string; op: 'update' | 'delete'; count: number; keys: Buffer; values?: Buffer }
 export interface EbpfApplyResult { syscalls: number; ms: number }
 export interface EbpfDump { count: number; keySize: number; valueSize: number; keys: Buffer; values: Buffer; syscalls: number }

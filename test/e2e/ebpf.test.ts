@@ -9,7 +9,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
-import { ebpfCleanup } from '../../src/native/ebpf';
+import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
 import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
 
@@ -386,7 +386,7 @@ d('eBPF backend: socket load balancing with real connections', () => {
     await until(() => hold.replies.some((r) => !r.ok), 'an error on the held socket', hold, kpng!);
     await hold.done;
     expect(hold.replies.filter((r) => !r.ok)).toEqual([{ ok: false, err: 'ECONNABORTED' }]);
-    expect(kpng!.log).toMatch(/ebpf: destroyed 0 TCP and 1 UDP sockets of \d+ removed \(backend, service, protocol\) triples \(\d+ network namespaces searched\)/);
+    expect(kpng!.log).toMatch(/ebpf: destroyed 0 TCP and 1 UDP sockets of \d+ removed \(backend, service, protocol\) triples \(\d+ network namespaces searched in [\d.]+ ms\)/);
     expect(names(await lab.client('udpc', '10.96.0.10', 53, 5))).toEqual(new Set([other]));
     await setState(ALL);
   }, 30000);
@@ -522,7 +522,7 @@ d('eBPF backend: --ebpf-host-netns-only, and a kernel without socket destroy', (
     await until(() => hold.replies.some((r) => !r.ok), 'an error on the held connection', hold, kpng!);
     await hold.done;
     expect(hold.replies.filter((r) => !r.ok)).toEqual([{ ok: false, err: 'ECONNABORTED' }]);
-    expect(kpng!.log).toMatch(/ebpf: destroyed 1 TCP and 0 UDP sockets of 1 removed \(backend, service, protocol\) triples \(1 network namespaces searched\)/);
+    expect(kpng!.log).toMatch(/ebpf: destroyed 1 TCP and 0 UDP sockets of 1 removed \(backend, service, protocol\) triples \(1 network namespaces searched in [\d.]+ ms\)/);
     await setState([...ALL, LONG]);
   }, 30000);
 
@@ -551,4 +551,16 @@ d('eBPF backend: --ebpf-host-netns-only, and a kernel without socket destroy', (
     await again.done;
     expect(again.replies[0]).toEqual({ ok: true, name: other, from: '10.96.0.70:80' });
   }, 60000);
+
+  test('a loader closed after a socket destroy run lets go of the pin directory (its lock)', async () => {
+    await kpng?.stop();
+    kpng = undefined;
+    const lb = await EbpfLoader.open({ cgroup: lab.cgroup, pinDir: lab.pinDir });
+    const key = Buffer.alloc(40);   // a kpng_gone key no socket matches: IPv4 0.0.0.0:0, TCP
+    key[18] = 4;
+    key[38] = 6;
+    expect(await lb.destroySockets(key, 1)).toMatchObject({ tcp: 0, udp: 0 });
+    await lb.close();
+    expect(await ebpfCleanup(lab.pinDir)).toContain('link_kpng_connect4');
+  }, 30000);
 });

@@ -38,7 +38,7 @@ export class FakeLoader {
       const v = decodeBackend(b, i * 40), vip = decodeBackend(Buffer.concat([b.subarray(i * 40 + 20, i * 40 + 38), Buffer.from([b[i * 40 + 18], 0])]));
       return `${vip.addr}:${vip.port}/${b[i * 40 + 38] === 6 ? 'tcp' : 'udp'} ${v.addr}:${v.port}`;
     }).sort());
-    return { tcp: 0, udp: 0, namespaces: 1, syscalls: 1 };
+    return { tcp: 0, udp: 0, namespaces: 1, syscalls: 1, ms: 0 };
   }
   /** Programs whose links the kernel severed (the real one: their cgroup was removed). */
   severedLinks: string[] = [];

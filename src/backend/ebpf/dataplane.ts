@@ -395,7 +395,7 @@ export class EbpfDataplane implements Dataplane {
         const d = await lb.destroySockets(Buffer.concat(gone), gone.length);
         report.messages += d.syscalls;
         this.destroyed += d.tcp + d.udp;
-        this.log(`ebpf: destroyed ${d.tcp} TCP and ${d.udp} UDP sockets of ${gone.length} removed (backend, service, protocol) triples (${d.namespaces} network namespaces searched)`);
+        this.log(`ebpf: destroyed ${d.tcp} TCP and ${d.udp} UDP sockets of ${gone.length} removed (backend, service, protocol) triples (${d.namespaces} network namespaces searched in ${d.ms.toFixed(1)} ms)`);
       } catch (e) {
         // The maps are right; only already-connected clients keep talking to a gone endpoint.
         this.log(`ebpf: destroying sockets of removed backends failed: ${(e as Error).message}`);
