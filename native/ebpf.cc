@@ -868,7 +868,7 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
   static std::once_flag once;
   std::call_once(once, [] { libbpf_set_print(LibbpfPrint); });
   if (info.Length() < 1 || !info[0].IsObject()) {
-    Napi::TypeError::New(env, "ebpfOpen({cgroup, pinDir, object?})").ThrowAsJavaScriptException();
+    Napi::TypeError::New(env, "ebpfOpen({cgroup, pinDir, object?, mapEntries?, hostNetnsOnly?, netns?, socketDestroy?})").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Object o = info[0].As<Napi::Object>();
