@@ -33,6 +33,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <linux/magic.h>
+#include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -286,6 +287,11 @@ int SetRodataU64(bpf_object* obj, const std::string& var, uint64_t v, std::strin
 
 // The socket iterators, each run by DestroyWorker.
 const char* const kIterPrograms[] = {"kpng_destroy_tcp", "kpng_destroy_udp"};
+// kpng_gone's key (struct gone_key in sock_lb.bpf.c): the protocol tells which iterator to run.
+struct GoneKey {
+  uint8_t addr[16]; uint16_t port; uint8_t family, pad; uint8_t vip[16]; uint16_t vport; uint8_t proto, pad2;
+};
+static_assert(sizeof(GoneKey) == 40, "kpng_gone key layout");
 
 class OpenWorker : public Napi::AsyncWorker {
  public:
@@ -711,7 +717,14 @@ class DestroyWorker : public Napi::AsyncWorker {
       if (st_->hostNetns.empty() && stat("/proc/thread-self/ns/net", &self) == 0) spaces[self.st_ino] = "";
       else if (stat(st_->hostNetns.c_str(), &self) == 0) spaces[self.st_ino] = st_->hostNetns;
       if (!st_->hostOnly) CgroupNetns(st_->cgroup, &spaces);
-      for (int p = 0; p < 2 && !err_; p++) Run(kIterPrograms[p], p == 0 ? &tcp_ : &udp_, spaces);
+      // Each iterator walks its protocol's whole socket table once per namespace: only those asked for.
+      bool want[2] = {false, false};
+      for (uint32_t i = 0; i < count_; i++) {
+        uint8_t proto = keys_[i * ks + offsetof(GoneKey, proto)];
+        want[0] |= proto == IPPROTO_TCP;
+        want[1] |= proto == IPPROTO_UDP;
+      }
+      for (int p = 0; p < 2 && !err_; p++) if (want[p]) Run(kIterPrograms[p], p == 0 ? &tcp_ : &udp_, spaces);
     }
     // Always empty kpng_gone again (a later run must not destroy sockets to a backend that came back).
     for (uint32_t i = 0; i < count_; i++) { syscalls_++; bpf_map_delete_elem(fd, &keys_[i * ks]); }
