@@ -52,7 +52,7 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("ebpfOpen", Napi::Function::New(env, EbpfOpen, "ebpfOpen"));
   exports.Set("ebpfMapApply", Napi::Function::New(env, EbpfMapApply, "ebpfMapApply"));
   exports.Set("ebpfMapDump", Napi::Function::New(env, EbpfMapDump, "ebpfMapDump"));
-  exports.Set("ebpfDestroyUdp", Napi::Function::New(env, EbpfDestroyUdp, "ebpfDestroyUdp"));
+  exports.Set("ebpfDestroySockets", Napi::Function::New(env, EbpfDestroySockets, "ebpfDestroySockets"));
   exports.Set("ebpfSevered", Napi::Function::New(env, EbpfSevered, "ebpfSevered"));
   exports.Set("ebpfActivate", Napi::Function::New(env, EbpfActivate, "ebpfActivate"));
   exports.Set("ebpfClose", Napi::Function::New(env, EbpfClose, "ebpfClose"));

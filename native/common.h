@@ -132,7 +132,7 @@ Napi::Value Sysctl(const Napi::CallbackInfo& info);
 Napi::Value EbpfOpen(const Napi::CallbackInfo& info);
 Napi::Value EbpfMapApply(const Napi::CallbackInfo& info);
 Napi::Value EbpfMapDump(const Napi::CallbackInfo& info);
-Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info);
+Napi::Value EbpfDestroySockets(const Napi::CallbackInfo& info);
 Napi::Value EbpfSevered(const Napi::CallbackInfo& info);
 Napi::Value EbpfActivate(const Napi::CallbackInfo& info);
 Napi::Value EbpfClose(const Napi::CallbackInfo& info);

@@ -2,16 +2,22 @@
 // programs, pin maps and links under a bpffs directory (reused on the next start, so a restart keeps
 // connections balanced), batched map updates / deletes, map dumps, and clean-up. Every kernel call runs
 // in an AsyncWorker; a loaded object lives in a handle owned by this file.
-//   ebpfOpen({cgroup, pinDir, object?, mapEntries?}) -> {handle, object, reusedMaps, reusedLinks, pendingLinks, programs, found}
+//   ebpfOpen({cgroup, pinDir, object?, mapEntries?, hostNetnsOnly?, netns?, socketDestroy?})
+//       -> {handle, object, reusedMaps, reusedLinks, pendingLinks, programs, found, hostNetns, socketDestroyOff}
 //       mapEntries: max entries of kpng_svc and kpng_be (0: the object's own)
+//       hostNetnsOnly: balance only sockets of the host network namespace (netns: its path; default
+//       this process's), whose cookie is returned as hostNetns (0: every namespace is balanced)
+//       socketDestroy: false leaves the socket iterators out as on a kernel without them
+//       socketDestroyOff: why sockets of removed backends cannot be destroyed ("" when they can)
 //       found: one line per pin that could not be taken over as it was, and what was done with it
 //       (a severed link, a link to another cgroup, a map of another layout, a stale pin...).
 //       The pin directory is flock()ed for the handle's life: a second kpng on it fails with EBUSY.
 //   ebpfMapApply(handle, [{map, op: 'update'|'delete', count, keys: Buffer, values?: Buffer}])
 //       -> {syscalls, ms}; on failure rejects with {group, element, errno, code, syscalls}
 //   ebpfMapDump(handle, map) -> {count, keys: Buffer, values: Buffer, syscalls}
-//   ebpfDestroyUdp(handle, gone: Buffer, count) -> {destroyed, syscalls}: destroys the UDP sockets the
-//       programs connected to these removed backends (kpng_gone keys), through the iter/udp program
+//   ebpfDestroySockets(handle, gone: Buffer, count) -> {tcp, udp, namespaces, syscalls, ms}: destroys the
+//       sockets the programs connected to these removed backends (kpng_gone keys), through the iter/tcp
+//       and iter/udp programs
 //   ebpfSevered(handle) -> [program]  (synchronous) the programs whose links the kernel severed (their
 //       cgroup was removed): nothing runs them any more
 //   ebpfActivate(handle) -> n         (synchronous) points the pinned links an open left on the previous
@@ -22,12 +28,15 @@
 #include "common.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <linux/magic.h>
+#include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -50,6 +59,8 @@ struct Loaded {
   // Links left on the previous programs (and their maps) until this object's maps are filled.
   std::vector<std::pair<bpf_link*, bpf_program*>> pending;
   int lockFd = -1;   // the pin directory, flock()ed while this handle lives
+  bool hostOnly = false;     // only the host network namespace's sockets are balanced
+  std::string hostNetns;     // its path ("": this process's)
   ~Loaded() {
     for (bpf_link* l : links) bpf_link__destroy(l);  // pinned links stay attached
     if (obj) bpf_object__close(obj);
@@ -212,11 +223,83 @@ bool SameProgram(uint32_t id, int fd) {
   return memcmp(a.tag, b.tag, sizeof(a.tag)) == 0;
 }
 
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+// The cookie of a network namespace (path; "": this thread's), as bpf_get_netns_cookie() sees it from
+// a socket of that namespace. 0 and an errno with a message on failure.
+uint64_t NetnsCookie(const std::string& netns, int* err, std::string* what) {
+  NetnsGuard g(netns);
+  if (g.error()) { *err = g.error(); *what = "enter the network namespace " + netns; return 0; }
+  UniqueFd s(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (s < 0) { *err = errno; *what = "socket"; return 0; }
+  uint64_t cookie = 0;
+  socklen_t len = sizeof(cookie);
+  if (getsockopt(s, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) {
+    *err = errno;
+    *what = "read the host network namespace's cookie (SO_NETNS_COOKIE, kernel >= 5.14)";
+    return 0;
+  }
+  return cookie;
+}
+
+// Why this kernel cannot destroy sockets from a socket iterator ("" when it can): the kfunc and the
+// tcp and udp iterator targets are looked up in its BTF, as libbpf would at load.
+std::string SockDestroyMissing() {
+  btf* vm = btf__load_vmlinux_btf();
+  if (!vm) return std::string("the kernel's BTF cannot be read (") + strerror(errno) + ")";
+  std::string missing;
+  for (const char* f : {"bpf_sock_destroy", "bpf_iter_tcp", "bpf_iter_udp"}) {
+    if (btf__find_by_name_kind(vm, f, BTF_KIND_FUNC) < 0) missing += std::string(missing.empty() ? "" : ", ") + f;
+  }
+  btf__free(vm);
+  return missing.empty() ? "" : "the kernel lacks " + missing + " (kernel >= 6.5)";
+}
+
+// Sets a __u64 `const volatile` of the object's .rodata before the load. Returns 0 or an errno.
+int SetRodataU64(bpf_object* obj, const std::string& var, uint64_t v, std::string* what) {
+  bpf_map* m = nullptr;
+  bpf_map* it;
+  bpf_object__for_each_map(it, obj) {
+    std::string n = bpf_map__name(it);
+    if (bpf_map__is_internal(it) && n.size() >= 7 && n.compare(n.size() - 7, 7, ".rodata") == 0) m = it;
+  }
+  const btf* b = bpf_object__btf(obj);
+  int sec = b ? btf__find_by_name_kind(b, ".rodata", BTF_KIND_DATASEC) : -1;
+  size_t size = 0;
+  const char* data = m ? static_cast<const char*>(bpf_map__initial_value(m, &size)) : nullptr;
+  if (sec < 0 || !data) { *what = "the object has no .rodata with " + var; return ENOENT; }
+  const btf_type* t = btf__type_by_id(b, sec);
+  const btf_var_secinfo* vs = btf_var_secinfos(t);
+  for (int i = 0; i < btf_vlen(t); i++) {
+    const btf_type* vt = btf__type_by_id(b, vs[i].type);
+    if (var != btf__name_by_offset(b, vt->name_off)) continue;
+    if (vs[i].size != sizeof(v) || vs[i].offset + sizeof(v) > size) { *what = var + " is not a __u64"; return EINVAL; }
+    std::vector<char> init(data, data + size);
+    memcpy(init.data() + vs[i].offset, &v, sizeof(v));
+    if (bpf_map__set_initial_value(m, init.data(), size) != 0) { *what = "set " + var; return errno ? errno : EINVAL; }
+    return 0;
+  }
+  *what = "the object's .rodata has no " + var;
+  return ENOENT;
+}
+
+// The socket iterators, each run by DestroyWorker.
+const char* const kIterPrograms[] = {"kpng_destroy_tcp", "kpng_destroy_udp"};
+// kpng_gone's key (struct gone_key in sock_lb.bpf.c): the protocol tells which iterator to run.
+struct GoneKey {
+  uint8_t addr[16]; uint16_t port; uint8_t family, pad; uint8_t vip[16]; uint16_t vport; uint8_t proto, pad2;
+};
+static_assert(sizeof(GoneKey) == 40, "kpng_gone key layout");
+
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string cgroup, std::string pinDir, std::string object, uint32_t mapEntries)
+  OpenWorker(Napi::Env env, std::string cgroup, std::string pinDir, std::string object, uint32_t mapEntries,
+             bool hostNetnsOnly, std::string netns, bool socketDestroy)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), cgroup_(std::move(cgroup)),
-        pinDir_(std::move(pinDir)), object_(std::move(object)), mapEntries_(mapEntries) {}
+        pinDir_(std::move(pinDir)), object_(std::move(object)), mapEntries_(mapEntries), hostNetnsOnly_(hostNetnsOnly),
+        netns_(std::move(netns)), socketDestroy_(socketDestroy) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
@@ -242,10 +325,25 @@ class OpenWorker : public Napi::AsyncWorker {
     }
     st->obj = bpf_object__open_file(object_.c_str(), nullptr);
     if (!st->obj) { st->obj = nullptr; err_ = errno ? errno : ENOENT; what_ = "open " + object_; return; }
+    if (hostNetnsOnly_) {
+      hostNetns_ = NetnsCookie(netns_, &err_, &what_);
+      if (err_) return;
+    }
+    // Set at every load, never pinned: a restart with the pins kept still takes the current setting.
+    if ((err_ = SetRodataU64(st->obj, "kpng_host_netns", hostNetns_, &what_))) return;
+    // Without the kfunc or the iterator targets libbpf would refuse the whole object: the iterators
+    // stay out and the socket LB runs without destroying sockets.
+    socketDestroyOff_ = socketDestroy_ ? SockDestroyMissing() : "turned off (KPNG_EBPF_NO_SOCKET_DESTROY)";
+    if (!socketDestroyOff_.empty()) {
+      for (const char* n : kIterPrograms) {
+        if (bpf_program* ip = bpf_object__find_program_by_name(st->obj, n)) bpf_program__set_autoload(ip, false);
+      }
+    }
     std::set<std::string> names;   // the pins this object owns
     int replacedMaps = 0;
     bpf_map* m;
     bpf_object__for_each_map(m, st->obj) {
+      if (bpf_map__is_internal(m)) continue;   // .rodata: set above for this load, not shared
       std::string name = bpf_map__name(m);
       std::string pin = pinDir_ + "/" + name;
       names.insert(name);
@@ -331,6 +429,8 @@ class OpenWorker : public Napi::AsyncWorker {
     if (otherBuild) found_.push_back(std::to_string(otherBuild) + " pinned links ran programs of another build: updated in place" + (replacedMaps ? " once the new maps are filled" : ""));
     RemoveStrangers(names);
     st->cgroup = cgroup_;
+    st->hostOnly = hostNetnsOnly_;
+    st->hostNetns = netns_;
     pendingLinks_ = st->pending.size();
     std::lock_guard<std::mutex> lk(g_mu);
     handle_ = g_next++;
@@ -380,6 +480,8 @@ class OpenWorker : public Napi::AsyncWorker {
     Napi::Array found = Napi::Array::New(env, found_.size());
     for (size_t i = 0; i < found_.size(); i++) found[i] = Napi::String::New(env, found_[i]);
     o.Set("found", found);
+    o.Set("hostNetns", (double)hostNetns_);
+    o.Set("socketDestroyOff", socketDestroyOff_);
     deferred_.Resolve(o);
   }
 
@@ -389,6 +491,11 @@ class OpenWorker : public Napi::AsyncWorker {
   std::vector<std::string> programs_, found_;
   int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0, pendingLinks_ = 0;
   uint32_t mapEntries_;
+  bool hostNetnsOnly_;
+  std::string netns_;
+  bool socketDestroy_;
+  uint64_t hostNetns_ = 0;
+  std::string socketDestroyOff_;
 };
 
 struct Group {
@@ -585,59 +692,81 @@ class DestroyWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
+    double t0 = NowMs();
+    Sweep();
+    ms_ = NowMs() - t0;
+  }
+
+  // (Not named Destroy: that is AsyncWorker's virtual that deletes the worker once it completed.)
+  void Sweep() {
     int fd = MapFd(st_.get(), "kpng_gone", &what_);
     if (fd < 0) { err_ = -fd; return; }
     bpf_map* m = bpf_object__find_map_by_name(st_->obj, "kpng_gone");
     size_t ks = bpf_map__key_size(m);
     if (keys_.size() != ks * count_) { err_ = EINVAL; what_ = "kpng_gone: keys do not match the key size " + std::to_string(ks); return; }
-    bpf_program* prog = bpf_object__find_program_by_name(st_->obj, "kpng_destroy_udp");
-    if (!prog) { err_ = ENOENT; what_ = "no program kpng_destroy_udp"; return; }
     uint8_t one = 1;
     for (uint32_t i = 0; i < count_; i++) {
       syscalls_++;
       if (bpf_map_update_elem(fd, &keys_[i * ks], &one, BPF_ANY) != 0) { err_ = errno; what_ = "update kpng_gone"; break; }
     }
     if (!err_) {
-      bpf_link* link = bpf_program__attach_iter(prog, nullptr);
-      syscalls_++;
-      if (!link) { err_ = errno; what_ = "attach the udp socket iterator"; }
-      else {
-        std::map<ino_t, std::string> spaces;
-        struct stat self;
-        if (stat("/proc/thread-self/ns/net", &self) == 0) spaces[self.st_ino] = "";
-        CgroupNetns(st_->cgroup, &spaces);
-        for (const auto& sp : spaces) {
-          NetnsGuard g(sp.second);
-          if (g.error()) continue;   // the process is gone
-          UniqueFd it(bpf_iter_create(bpf_link__fd(link)));
-          syscalls_++;
-          if (it < 0) { err_ = errno; what_ = "create the udp socket iterator"; break; }
-          namespaces_++;
-          char buf[4096];
-          for (;;) {
-            ssize_t n = read(it, buf, sizeof(buf));
-            syscalls_++;
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) { err_ = errno; what_ = "run the udp socket iterator"; break; }
-            if (n == 0) break;
-            destroyed_ += n;
-          }
-          if (err_) break;
-        }
-        bpf_link__destroy(link);
+      // An iterator sees the sockets of the namespace it is created in: the host's, and each pod's
+      // (the namespaces of the processes under the cgroup) unless only the host's are balanced.
+      std::map<ino_t, std::string> spaces;
+      struct stat self;
+      if (st_->hostNetns.empty() && stat("/proc/thread-self/ns/net", &self) == 0) spaces[self.st_ino] = "";
+      else if (stat(st_->hostNetns.c_str(), &self) == 0) spaces[self.st_ino] = st_->hostNetns;
+      if (!st_->hostOnly) CgroupNetns(st_->cgroup, &spaces);
+      // Each iterator walks its protocol's whole socket table once per namespace: only those asked for.
+      bool want[2] = {false, false};
+      for (uint32_t i = 0; i < count_; i++) {
+        uint8_t proto = keys_[i * ks + offsetof(GoneKey, proto)];
+        want[0] |= proto == IPPROTO_TCP;
+        want[1] |= proto == IPPROTO_UDP;
       }
+      for (int p = 0; p < 2 && !err_; p++) if (want[p]) Run(kIterPrograms[p], p == 0 ? &tcp_ : &udp_, spaces);
     }
     // Always empty kpng_gone again (a later run must not destroy sockets to a backend that came back).
     for (uint32_t i = 0; i < count_; i++) { syscalls_++; bpf_map_delete_elem(fd, &keys_[i * ks]); }
+  }
+
+  void Run(const char* name, uint64_t* destroyed, const std::map<ino_t, std::string>& spaces) {
+    bpf_program* prog = bpf_object__find_program_by_name(st_->obj, name);
+    if (!prog || bpf_program__fd(prog) < 0) { err_ = ENOENT; what_ = std::string("the program ") + name + " is not loaded"; return; }
+    bpf_link* link = bpf_program__attach_iter(prog, nullptr);
+    syscalls_++;
+    if (!link) { err_ = errno; what_ = std::string("attach the socket iterator ") + name; return; }
+    namespaces_ = 0;
+    for (const auto& sp : spaces) {
+      NetnsGuard g(sp.second);
+      if (g.error()) continue;   // the process is gone
+      UniqueFd it(bpf_iter_create(bpf_link__fd(link)));
+      syscalls_++;
+      if (it < 0) { err_ = errno; what_ = std::string("create the socket iterator ") + name; break; }
+      namespaces_++;
+      char buf[4096];
+      for (;;) {
+        ssize_t n = read(it, buf, sizeof(buf));
+        syscalls_++;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) { err_ = errno; what_ = std::string("run the socket iterator ") + name; break; }
+        if (n == 0) break;
+        *destroyed += n;   // one byte per socket destroyed
+      }
+      if (err_) break;
+    }
+    bpf_link__destroy(link);
   }
 
   void OnOK() override {
     Napi::Env env = Env();
     if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
     Napi::Object o = Napi::Object::New(env);
-    o.Set("destroyed", (double)destroyed_);
+    o.Set("tcp", (double)tcp_);
+    o.Set("udp", (double)udp_);
     o.Set("namespaces", (double)namespaces_);
     o.Set("syscalls", (double)syscalls_);
+    o.Set("ms", ms_);
     deferred_.Resolve(o);
   }
 
@@ -648,7 +777,8 @@ class DestroyWorker : public Napi::AsyncWorker {
   uint32_t count_;
   std::string what_;
   int err_ = 0;
-  uint64_t destroyed_ = 0, syscalls_ = 0, namespaces_ = 0;
+  uint64_t tcp_ = 0, udp_ = 0, syscalls_ = 0, namespaces_ = 0;
+  double ms_ = 0;
 };
 
 class CloseWorker : public Napi::AsyncWorker {
@@ -751,7 +881,7 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
   static std::once_flag once;
   std::call_once(once, [] { libbpf_set_print(LibbpfPrint); });
   if (info.Length() < 1 || !info[0].IsObject()) {
-    Napi::TypeError::New(env, "ebpfOpen({cgroup, pinDir, object?})").ThrowAsJavaScriptException();
+    Napi::TypeError::New(env, "ebpfOpen({cgroup, pinDir, object?, mapEntries?, hostNetnsOnly?, netns?, socketDestroy?})").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Object o = info[0].As<Napi::Object>();
@@ -759,6 +889,11 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
   if (!StringProp(env, o, "cgroup", true, &cgroup) || !StringProp(env, o, "pinDir", true, &pinDir) ||
       !StringProp(env, o, "object", false, &object)) return env.Undefined();
   while (pinDir.size() > 1 && pinDir.back() == '/') pinDir.pop_back();
+  std::string netns;
+  if (!StringProp(env, o, "netns", false, &netns)) return env.Undefined();
+  bool hostNetnsOnly = o.Get("hostNetnsOnly").ToBoolean();
+  Napi::Value sd = o.Get("socketDestroy");
+  bool socketDestroy = sd.IsUndefined() || sd.ToBoolean();
   uint32_t entries = 0;
   Napi::Value me = o.Get("mapEntries");
   if (!me.IsUndefined() && !me.IsNull()) {
@@ -768,7 +903,7 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
     }
     entries = me.As<Napi::Number>().Uint32Value();
   }
-  auto* w = new OpenWorker(env, cgroup, pinDir, object, entries);
+  auto* w = new OpenWorker(env, cgroup, pinDir, object, entries, hostNetnsOnly, netns, socketDestroy);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
@@ -828,12 +963,12 @@ Napi::Value EbpfMapDump(const Napi::CallbackInfo& info) {
   return p;
 }
 
-Napi::Value EbpfDestroyUdp(const Napi::CallbackInfo& info) {
+Napi::Value EbpfDestroySockets(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::shared_ptr<Loaded> st;
   if (HandleArg(info, &st) < 0) return env.Undefined();
   if (info.Length() < 3 || !info[1].IsBuffer() || !info[2].IsNumber()) {
-    Napi::TypeError::New(env, "ebpfDestroyUdp(handle, keys: Buffer, count: number)").ThrowAsJavaScriptException();
+    Napi::TypeError::New(env, "ebpfDestroySockets(handle, keys: Buffer, count: number)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   auto kb = info[1].As<Napi::Buffer<uint8_t>>();

@@ -19,13 +19,14 @@ t('malformed arguments are errors naming what was expected', () => {
 
 t('the eBPF calls check their arguments too', async () => {
   const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;
-  expect(() => addon.ebpfOpen('x')).toThrow(/ebpfOpen\(\{cgroup, pinDir, object\?\}\)/);
+  expect(() => addon.ebpfOpen('x')).toThrow(/ebpfOpen\(\{cgroup, pinDir, object\?, mapEntries\?, hostNetnsOnly\?, netns\?, socketDestroy\?\}\)/);
   expect(() => addon.ebpfOpen({ cgroup: 'relative', pinDir: '/sys/fs/bpf/x' })).toThrow(/cgroup: an absolute path string/);
   expect(() => addon.ebpfOpen({ cgroup: '/sys/fs/cgroup', pinDir: '/sys/fs/bpf/x', mapEntries: -1 })).toThrow(/mapEntries: a number of entries/);
+  expect(() => addon.ebpfOpen({ cgroup: '/sys/fs/cgroup', pinDir: '/sys/fs/bpf/x', hostNetnsOnly: true, netns: 'relative' })).toThrow(/netns: an absolute path string/);
   expect(() => addon.ebpfMapApply('1', [])).toThrow(/handle: the number returned by ebpfOpen/);
   expect(() => addon.ebpfMapApply(987654, [])).toThrow(/ebpf handle 987654 is closed/);
   expect(() => addon.ebpfMapDump(987654, 'kpng_svc')).toThrow(/is closed/);
-  expect(() => addon.ebpfDestroyUdp(987654, Buffer.alloc(0), 0)).toThrow(/is closed/);
+  expect(() => addon.ebpfDestroySockets(987654, Buffer.alloc(0), 0)).toThrow(/is closed/);
   expect(() => addon.ebpfCleanup({ pinDir: 3 })).toThrow(/pinDir: an absolute path string/);
   // Nothing pinned there: nothing removed, no error.
   await expect(addon.ebpfCleanup({ pinDir: '/sys/fs/bpf/kpng-test-kbf-absent' })).resolves.toEqual([]);

@@ -16,9 +16,12 @@
 //              backend never answer for each other.
 //   kpng_aff   (netns cookie, service id) -> backend id + last use, for ClientIP affinity: the client
 //              of a socket-level decision is its network namespace (a pod, or the node).
-//   kpng_gone  (backend, service address) pairs just removed from UDP services, filled by userspace
-//              before it runs the iter/udp program below, which destroys the UDP sockets this program
-//              connected to such a backend for such a service.
+//   kpng_gone  (backend, service address, protocol) triples just removed from services, filled by
+//              userspace before it runs the iter/tcp and iter/udp programs below, which destroy the
+//              sockets this program connected to such a backend for such a service.
+// One read-only constant, set by the loader before each load (never pinned, so a restart sets it anew):
+//   kpng_host_netns  0, or the host network namespace's cookie: connect4/6 and sendmsg4/6 then leave
+//                    sockets of every other network namespace (pods) to the nft part's DNAT.
 #include <linux/bpf.h>
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -102,11 +105,21 @@ struct gone_key {
     __u8 pad;
     __u8 vip[16];       // the service address the socket asked for
     __be16 vport;
-    __u16 pad2;
+    __u8 proto;         // IPPROTO_TCP / IPPROTO_UDP: the iterator that may destroy the socket
+    __u8 pad2;
 };
 
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536); __uint(map_flags, BPF_F_NO_PREALLOC);
          __type(key, struct gone_key); __type(value, __u8); } kpng_gone SEC(".maps");
+
+// The loader sets it before the load (a .rodata constant: the verifier drops the check when it is 0).
+const volatile __u64 kpng_host_netns = 0;
+
+// Whether connect4/6 and sendmsg4/6 leave this socket alone: a host-network-namespace-only socket LB
+// and a socket of another network namespace (a pod's), which then reaches services through nft.
+static __always_inline int bypassed(struct bpf_sock_addr *ctx) {
+    return kpng_host_netns && bpf_get_netns_cookie(ctx) != kpng_host_netns;
+}
 
 enum verdict { PASS, REWRITTEN, REFUSE };
 
@@ -193,6 +206,7 @@ static __always_inline int balance4(struct bpf_sock_addr *ctx, __u32 ip, struct 
 }
 
 static __always_inline int fwd4(struct bpf_sock_addr *ctx) {
+    if (bypassed(ctx)) return 1;
     struct backend b = {};
     int r = balance4(ctx, ctx->user_ip4, &b);
     if (r != 2) return r;
@@ -224,6 +238,7 @@ static __always_inline int fwd6mapped(struct bpf_sock_addr *ctx, const __u32 *w)
 }
 
 static __always_inline int fwd6(struct bpf_sock_addr *ctx) {
+    if (bypassed(ctx)) return 1;
     struct svc_key k = {};
     __u32 w[4];
     w[0] = ctx->user_ip6[0]; w[1] = ctx->user_ip6[1]; w[2] = ctx->user_ip6[2]; w[3] = ctx->user_ip6[3];
@@ -243,6 +258,9 @@ static __always_inline int fwd6(struct bpf_sock_addr *ctx) {
     return 1;
 }
 
+// recvmsg and getpeername translate only sockets connect/sendmsg balanced (their cookie is in kpng_rev),
+// so they need no bypass check: one balanced before a restart that turned the bypass on keeps its
+// translation.
 static __always_inline int rev4(struct bpf_sock_addr *ctx) {
     struct rev_key rk = {};
     rk.cookie = bpf_get_socket_cookie(ctx);
@@ -295,39 +313,45 @@ SEC("cgroup/sendmsg6")     int kpng_sendmsg6(struct bpf_sock_addr *ctx)     { re
 SEC("cgroup/recvmsg6")     int kpng_recvmsg6(struct bpf_sock_addr *ctx)     { return rev6(ctx); }
 SEC("cgroup/getpeername6") int kpng_getpeername6(struct bpf_sock_addr *ctx) { return rev6(ctx); }
 
-// Destroying UDP sockets connected to removed backends (kernel >= 6.5), so that a client (a DNS
-// resolver above all) sees an error and reconnects through connect4/6 to a live backend. Only sockets
-// this program balanced (their cookie and peer are in kpng_rev) for a (backend, service) pair in
-// kpng_gone: a backend that still serves another service keeps that service's sockets. The kernel
-// types are declared with the fields used only; CO-RE relocates them against the running kernel's BTF.
+// Destroying sockets connected to removed backends (kernel >= 6.5), so that a client sees an error and
+// reconnects through connect4/6 to a live backend. Only sockets this program balanced (their cookie and
+// peer are in kpng_rev) for a (backend, service, protocol) triple in kpng_gone: a backend that still
+// serves another service keeps that service's sockets. The kernel types are declared with the fields
+// used only; CO-RE relocates them against the running kernel's BTF. The loader leaves both iterators
+// out on a kernel without bpf_sock_destroy (hence __weak: the object still loads there).
 struct sock_common {
     __be32 skc_daddr;
     __be16 skc_dport;
     unsigned short skc_family;
+    volatile unsigned char skc_state;
     struct in6_addr skc_v6_daddr;
 } __attribute__((preserve_access_index));
 struct sock { struct sock_common __sk_common; } __attribute__((preserve_access_index));
 struct udp_sock;
 struct bpf_iter_meta { void *seq; } __attribute__((preserve_access_index));
 struct bpf_iter__udp { struct bpf_iter_meta *meta; struct udp_sock *udp_sk; } __attribute__((preserve_access_index));
+struct bpf_iter__tcp { struct bpf_iter_meta *meta; struct sock_common *sk_common; } __attribute__((preserve_access_index));
 
-extern int bpf_sock_destroy(struct sock_common *sk) __ksym;
+extern int bpf_sock_destroy(struct sock_common *sk) __ksym __weak;
 
-SEC("iter/udp")
-int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
-    struct sock *sk = (struct sock *)ctx->udp_sk;
-    if (!sk) return 0;
+// A client socket past connect() and not yet closed: ESTABLISHED, SYN_SENT, FIN_WAIT1/2, CLOSE_WAIT,
+// LAST_ACK (full sockets; the iterator also shows listeners, request and time-wait sockets).
+#define TCP_CLIENT_STATES ((1 << 1) | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 8) | (1 << 9))
+
+// Destroys sk when kpng_gone names its peer for the service it was balanced to; writes one byte to
+// the iterator's output per socket destroyed (userspace counts them).
+static __always_inline int destroy_gone(struct bpf_iter_meta *meta, struct sock_common *sk, __u8 proto) {
     struct rev_key rk = {};
     struct gone_key gk = {};
-    unsigned short fam = sk->__sk_common.skc_family;
+    unsigned short fam = sk->skc_family;
     if (fam == 2) {            // AF_INET
-        __u32 ip = sk->__sk_common.skc_daddr;
+        __u32 ip = sk->skc_daddr;
         __builtin_memcpy(gk.addr, &ip, 4);
         gk.family = AF_V4;
     } else if (fam == 10) {    // AF_INET6
         __u32 w[4];
-        w[0] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0]; w[1] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
-        w[2] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[2]; w[3] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[3];
+        w[0] = sk->skc_v6_daddr.in6_u.u6_addr32[0]; w[1] = sk->skc_v6_daddr.in6_u.u6_addr32[1];
+        w[2] = sk->skc_v6_daddr.in6_u.u6_addr32[2]; w[3] = sk->skc_v6_daddr.in6_u.u6_addr32[3];
         if (is_v4mapped(w)) {
             // A dual-stack socket balanced to an IPv4 backend: kept in IPv4 form (fwd6mapped).
             __u32 ip = w[3];
@@ -340,7 +364,7 @@ int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
     } else {
         return 0;
     }
-    gk.port = sk->__sk_common.skc_dport;
+    gk.port = sk->skc_dport;
     if (!gk.port) return 0;
     rk.cookie = bpf_get_socket_cookie(sk);
     __builtin_memcpy(rk.addr, gk.addr, 16);
@@ -350,13 +374,30 @@ int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
     if (!rv) return 0;          // not a socket this program balanced
     __builtin_memcpy(gk.vip, rv->addr, 16);
     gk.vport = rv->port;
+    gk.proto = proto;
 
     if (!bpf_map_lookup_elem(&kpng_gone, &gk)) return 0;
-    if (bpf_sock_destroy((struct sock_common *)sk) == 0) {
+    if (bpf_sock_destroy(sk) == 0) {
         char one = 1;
-        bpf_seq_write(ctx->meta->seq, &one, 1);   // userspace counts the bytes: sockets destroyed
+        bpf_seq_write(meta->seq, &one, 1);
     }
     return 0;
+}
+
+SEC("iter/udp")
+int kpng_destroy_udp(struct bpf_iter__udp *ctx) {
+    struct sock *sk = (struct sock *)ctx->udp_sk;
+    if (!sk) return 0;
+    return destroy_gone(ctx->meta, &sk->__sk_common, 17);
+}
+
+SEC("iter/tcp")
+int kpng_destroy_tcp(struct bpf_iter__tcp *ctx) {
+    struct sock_common *sk = ctx->sk_common;
+    if (!sk) return 0;
+    unsigned char state = sk->skc_state;
+    if (state > 15 || !((1 << state) & TCP_CLIENT_STATES)) return 0;
+    return destroy_gone(ctx->meta, sk, 6);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -16,6 +16,15 @@ export interface EbpfOpenOptions {
   object?: string;
   /** Max entries of the service and backend maps (default: the object's, 262144). Pinned maps of another size are replaced. */
   mapEntries?: number;
+  /**
+   * Balance only sockets of the host network namespace (netns; default kpng's own): connect() and
+   * sendmsg() of other namespaces (pods) are left alone and reach services through nft.
+   */
+  hostNetnsOnly?: boolean;
+  /** The host network namespace (a path such as /var/run/netns/NAME), with hostNetnsOnly. */
+  netns?: string;
+  /** false: load no socket iterator, as on a kernel without bpf_sock_destroy (default: when the kernel has it). */
+  socketDestroy?: boolean;
 }
 export interface EbpfOpenResult {
   handle: number; object: string; reusedMaps: number; reusedLinks: number; programs: string[];
@@ -31,7 +40,13 @@ export interface EbpfOpenResult {
    * have (detached and removed), links that ran programs of another build (updated in place).
    */
   found: string[];
+  /** The host network namespace's cookie with hostNetnsOnly (0: sockets of every namespace are balanced). */
+  hostNetns: number;
+  /** Why sockets connected to removed backends cannot be destroyed ('': they can, destroySockets works). */
+  socketDestroyOff: string;
 }
+/** Sockets destroyed by one destroySockets, per protocol, and the network namespaces searched. */
+export interface EbpfDestroyResult { tcp: number; udp: number; namespaces: number; syscalls: number; ms: number }
 export interface EbpfMapGroup { map: string; op: 'update' | 'delete'; count: number; keys: Buffer; values?: Buffer }
 export interface EbpfApplyResult { syscalls: number; ms: number }
 export interface EbpfDump { count: number; keySize: number; valueSize: number; keys: Buffer; values: Buffer; syscalls: number }
@@ -42,7 +57,7 @@ interface EbpfNative {
   ebpfOpen(o: EbpfOpenOptions): Promise<EbpfOpenResult>;
   ebpfMapApply(handle: number, groups: EbpfMapGroup[]): Promise<EbpfApplyResult>;
   ebpfMapDump(handle: number, map: string): Promise<EbpfDump>;
-  ebpfDestroyUdp(handle: number, keys: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }>;
+  ebpfDestroySockets(handle: number, keys: Buffer, count: number): Promise<EbpfDestroyResult>;
   ebpfSevered(handle: number): string[];
   ebpfActivate(handle: number): number;
   ebpfClose(handle: number): Promise<void>;
@@ -66,6 +81,11 @@ export class EbpfLoader {
       if (!Number.isInteger(o.mapEntries) || o.mapEntries < 1 || o.mapEntries > 1 << 26) throw new TypeError(`mapEntries: 1 .. ${1 << 26}, got ${o.mapEntries}`);
       opts.mapEntries = o.mapEntries;
     }
+    if (o.hostNetnsOnly) {
+      opts.hostNetnsOnly = true;
+      if (o.netns !== undefined) opts.netns = absolute('netns', o.netns);
+    }
+    if (o.socketDestroy === false) opts.socketDestroy = false;
     return new EbpfLoader(await addon().ebpfOpen(opts));
   }
 
@@ -81,14 +101,15 @@ export class EbpfLoader {
   }
 
   /**
-   * Destroys the UDP sockets the programs connected to these removed (backend, service address) pairs
-   * (kpng_gone keys, 40 bytes: a kpng_be value, then the service's addr[16], port, pad), so their
-   * applications see an error and reconnect. Runs the
-   * socket iterator in kpng's network namespace and in each one of the processes under the cgroup.
+   * Destroys the TCP and UDP sockets the programs connected to these removed (backend, service address,
+   * protocol) triples (kpng_gone keys, 40 bytes: a kpng_be value, then the service's addr[16], port,
+   * protocol, pad), so their applications see an error (ECONNABORTED) and reconnect. Runs the socket
+   * iterators in the host's network namespace and, unless hostNetnsOnly, in each one of the processes
+   * under the cgroup. Only when info.socketDestroyOff is ''.
    */
-  destroyUdp(pairs: Buffer, count: number): Promise<{ destroyed: number; namespaces: number; syscalls: number }> {
-    if (!Number.isInteger(count) || count < 0 || pairs.length !== count * 40) throw new TypeError(`destroyUdp: ${count} pairs in ${pairs.length} bytes`);
-    return addon().ebpfDestroyUdp(this.info.handle, pairs, count);
+  destroySockets(triples: Buffer, count: number): Promise<EbpfDestroyResult> {
+    if (!Number.isInteger(count) || count < 0 || triples.length !== count * 40) throw new TypeError(`destroySockets: ${count} triples in ${triples.length} bytes`);
+    return addon().ebpfDestroySockets(this.info.handle, triples, count);
   }
 
   /**

@@ -10,7 +10,7 @@ export class FakeLoader {
   be = new Map<number, Buffer>();
   groups: EbpfMapGroup[][] = [];
   failAt = -1;
-  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, pendingLinks: 0, programs: [], found: [] as string[] };
+  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, pendingLinks: 0, programs: [], found: [] as string[], hostNetns: 0, socketDestroyOff: '' };
   activated = 0;
   activate(): number { this.activated += this.info.pendingLinks; const n = this.info.pendingLinks; this.info.pendingLinks = 0; return n; }
   async apply(groups: EbpfMapGroup[]) {
@@ -31,13 +31,14 @@ export class FakeLoader {
     const entries = svc ? [...this.svc].map(([k, v]) => [Buffer.from(k, 'hex'), v]) : [...this.be].map(([k, v]) => { const b = Buffer.alloc(4); b.writeUInt32LE(k); return [b, v]; });
     return { count: entries.length, keySize: svc ? SVC_KEY_SIZE : 4, valueSize: 20, keys: Buffer.concat(entries.map((e) => e[0])), values: Buffer.concat(entries.map((e) => e[1])), syscalls: entries.length * 2 + 1 };
   }
+  /** One list per destroySockets call: "service-addr:port/proto backend-addr:port" per triple. */
   destroyCalls: string[][] = [];
-  async destroyUdp(b: Buffer, n: number) {
+  async destroySockets(b: Buffer, n: number) {
     this.destroyCalls.push(Array.from({ length: n }, (_, i) => {
       const v = decodeBackend(b, i * 40), vip = decodeBackend(Buffer.concat([b.subarray(i * 40 + 20, i * 40 + 38), Buffer.from([b[i * 40 + 18], 0])]));
-      return `${vip.addr}:${vip.port} ${v.addr}:${v.port}`;
-    }));
-    return { destroyed: 0, namespaces: 1, syscalls: 1 };
+      return `${vip.addr}:${vip.port}/${b[i * 40 + 38] === 6 ? 'tcp' : 'udp'} ${v.addr}:${v.port}`;
+    }).sort());
+    return { tcp: 0, udp: 0, namespaces: 1, syscalls: 1, ms: 0 };
   }
   /** Programs whose links the kernel severed (the real one: their cgroup was removed). */
   severedLinks: string[] = [];

@@ -47,7 +47,8 @@ test('an endpoint change touches only its service; removals go count first, then
   await dp.update([{ key: 'svc/ns/a', old: a2, new: null }], undefined, 3);
   expect(order(fake.groups[2])).toEqual(['delete svc:1', 'delete svc:1', 'delete be:1']);
   expect(fake.resolve()).toEqual({ '10.96.0.2:80': '10.244.1.12:8080' });
-  expect(fake.destroyCalls).toEqual([]);   // TCP: established connections are left alone
+  // Each removal destroys the sockets connected to the backends that left (TCP here).
+  expect(fake.destroyCalls).toEqual([['10.96.0.1:80/tcp 10.244.1.10:8080', '10.96.0.1:80/tcp 10.244.1.12:8080'], ['10.96.0.1:80/tcp 10.244.1.11:8080']]);
   // Nothing changed: nothing written.
   const b = svc('b', [ep('10.244.1.12')], { ip: '10.96.0.2' });
   expect(await dp.update([{ key: 'svc/ns/b', old: b, new: b }], undefined, 4)).toEqual({ messages: 0, bytes: 0, ms: 0 });
@@ -152,7 +153,7 @@ test('a failed batch rejects; the next full sync converges from what the kernel 
   expect(fake.be.size).toBe(1);
 });
 
-test('UDP sockets are destroyed per (service, backend) pair that went away, not for a backend another service keeps', async () => {
+test('sockets are destroyed per (service, protocol, backend) that went away, not for a backend another service keeps', async () => {
   const { fake, dp } = mk();
   const a = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')], { udp: true });
   const b = svc('b', [ep('10.244.1.10')], { udp: true, ip: '10.96.0.2' });
@@ -160,9 +161,24 @@ test('UDP sockets are destroyed per (service, backend) pair that went away, not 
   expect(fake.destroyCalls).toEqual([]);
   const a2 = svc('a', [ep('10.244.1.11')], { udp: true });
   await dp.update([{ key: 'svc/ns/a', old: a, new: a2 }], undefined, 2);
-  expect(fake.destroyCalls).toEqual([['10.96.0.1:80 10.244.1.10:8080']]);
+  expect(fake.destroyCalls).toEqual([['10.96.0.1:80/udp 10.244.1.10:8080']]);
   await dp.update([{ key: 'svc/ns/b', old: b, new: null }], undefined, 3);
-  expect(fake.destroyCalls[1]).toEqual(['10.96.0.2:80 10.244.1.10:8080']);
+  expect(fake.destroyCalls[1]).toEqual(['10.96.0.2:80/udp 10.244.1.10:8080']);
+  // A backend that moves to another slot is no backend gone; an unchanged resync destroys nothing.
+  const a3 = svc('a', [ep('10.244.1.12'), ep('10.244.1.11')], { udp: true });
+  await dp.update([{ key: 'svc/ns/a', old: a2, new: a3 }], undefined, 4);
+  await dp.fullSync([a3], undefined, 5);
+  expect(fake.destroyCalls.length).toBe(2);
+});
+
+test('on a kernel that cannot destroy sockets, nothing is asked of it', async () => {
+  const { fake, dp } = mk();
+  fake.info.socketDestroyOff = 'the kernel lacks bpf_sock_destroy (kernel >= 6.5)';
+  const a = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]);
+  await dp.fullSync([a], undefined, 1);
+  await dp.update([{ key: 'svc/ns/a', old: a, new: svc('a', [ep('10.244.1.11')]) }], undefined, 2);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.11:8080' });
+  expect(fake.destroyCalls).toEqual([]);
 });
 
 test('the programs are opened when the dataplane is made; a failed open fails the sync and is tried again; close waits for an open in progress', async () => {

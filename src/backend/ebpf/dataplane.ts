@@ -3,8 +3,9 @@
 //   1. new or changed backends   2. slots >= 1   3. slot 0 (the count, affinity, flags)
 //   4. removed slot 0s           5. removed slots   6. removed backends
 // so a connect() never follows a slot to a missing backend or a count past the last slot. Each group
-// goes to the kernel as one batched map update / delete. Then the UDP sockets the programs connected to
-// a backend that left a UDP service are destroyed (for that service only), so their clients reconnect.
+// goes to the kernel as one batched map update / delete. Then the TCP and UDP sockets the programs
+// connected to a backend that left a service are destroyed (for that service only), so their clients
+// reconnect (when the kernel can: LoaderInfo.socketDestroyOff).
 // A full sync reads the maps back from the kernel (they are pinned: after a restart they still hold
 // the previous process's state and keep balancing) and converges them to the ENLS the same way, so a
 // restart never interrupts the service. A failed batch throws: the KernelSink's next sync is a full one.
@@ -15,7 +16,7 @@ import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isUdpKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipOfKey } from './maps';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipProtoOfKey } from './maps';
 import { newPlan, planService, serviceEntries, serviceEntriesAtMost, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
 /**
@@ -144,10 +145,18 @@ export class EbpfDataplane implements Dataplane {
       this.log(`ebpf: ${i.programs.length} programs attached from ${i.object} in ${this.openMs.toFixed(0)} ms; reused ${i.reusedMaps} pinned maps and ${i.reusedLinks} pinned links`);
       // What the pin directory held that could not be taken over as it was (once: the open is done once).
       for (const f of i.found ?? []) this.log(`ebpf: pin directory: ${f}`);
+      if (i.hostNetns) this.log(`ebpf: only sockets of the host network namespace (cookie ${i.hostNetns}) are balanced at connect(); other namespaces' (pods') reach services through the nft part`);
+      // Said once: a re-open (severed links) finds the same kernel.
+      if (i.socketDestroyOff && !this.destroyOffSaid) {
+        this.destroyOffSaid = true;
+        this.log(`ebpf: socket destroy is off: ${i.socketDestroyOff}; sockets connected to a removed endpoint stay until their application closes them`);
+      }
       this.fullSynced = false;
     }
     return this.lb;
   }
+
+  private destroyOffSaid = false;
 
   /** Whether the open loader's maps had a full sync (an update alone would leave new maps incomplete). */
   private fullSynced = false;
@@ -377,19 +386,19 @@ export class EbpfDataplane implements Dataplane {
     ].filter((g) => g.count > 0);
     const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
     if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
-    const gone = this.goneUdpPairs(slots, backends);
-    waiting?.(); // only the kernel's part is left (and the UDP sockets' after it)
+    const gone = lb.info.socketDestroyOff ? [] : this.goneTriples([slotUp, slotDel], slots, backends);
+    waiting?.(); // only the kernel's part is left (and the sockets' after it)
     const r = await lb.apply(groups);
     const report = { messages: r.syscalls, bytes, ms: r.ms };
     if (gone.length) {
       try {
-        const d = await lb.destroyUdp(Buffer.concat(gone), gone.length);
+        const d = await lb.destroySockets(Buffer.concat(gone), gone.length);
         report.messages += d.syscalls;
-        this.destroyed += d.destroyed;
-        this.log(`ebpf: destroyed ${d.destroyed} UDP sockets of ${gone.length} removed (backend, service) pairs (${d.namespaces} network namespaces searched)`);
+        this.destroyed += d.tcp + d.udp;
+        this.log(`ebpf: destroyed ${d.tcp} TCP and ${d.udp} UDP sockets of ${gone.length} removed (backend, service, protocol) triples (${d.namespaces} network namespaces searched in ${d.ms.toFixed(1)} ms)`);
       } catch (e) {
-        // The maps are right; only already-connected UDP clients keep talking to a gone endpoint.
-        this.log(`ebpf: destroying UDP sockets of removed backends failed: ${(e as Error).message}`);
+        // The maps are right; only already-connected clients keep talking to a gone endpoint.
+        this.log(`ebpf: destroying sockets of removed backends failed: ${(e as Error).message}`);
       }
     }
     return report;
@@ -399,34 +408,33 @@ export class EbpfDataplane implements Dataplane {
   destroyed = 0;
 
   /**
-   * kpng_gone keys (backend value + service addr[16], port, pad) for every backend that the touched UDP
-   * slots had before and that their service address no longer has in the desired state.
+   * kpng_gone keys (backend value + service addr[16], port, protocol, pad) for every backend that a
+   * changed or removed slot had before and that its service address and protocol no longer have in the
+   * desired state. Only changed slots can lose a backend, so a sync that rewrites no slot looks at nothing.
    */
-  private goneUdpPairs(slots: Before<string, number>, backends: Before<number, string>): Buffer[] {
-    const byVip = (backendOf: (slot: string) => string | undefined) => {
-      const out = new Map<string, Set<string>>();
-      for (const k of slots.touched()) {
-        if (!isUdpKey(k)) continue;
-        const b = backendOf(k);
+  private goneTriples(changed: string[][], slots: Before<string, number>, backends: Before<number, string>): Buffer[] {
+    const before = new Map<string, Set<string>>();   // address, port and protocol of a service -> its backends before
+    for (const keys of changed) {
+      for (const k of keys) {
+        const id = slots.before(k);
+        const b = id === undefined ? undefined : backends.before(id);
         if (!b) continue;
-        const vip = vipOfKey(k);
-        if (!out.has(vip)) out.set(vip, new Set());
-        out.get(vip)!.add(b);
-      }
-      return out;
-    };
-    const before = byVip((k) => { const id = slots.before(k); return id === undefined ? undefined : backends.before(id); });
-    if (before.size === 0) return [];
-    const after = byVip((k) => { const id = this.desired.slots.get(k); return id === undefined ? undefined : this.desired.backends.get(id); });
-    const out = new Map<string, Buffer>();
-    for (const [vip, bs] of before) {
-      for (const b of bs) {
-        if (after.get(vip)?.has(b)) continue;
-        const key = b + vip + '\0\0';
-        out.set(key, Buffer.from(key, 'latin1'));
+        const vip = vipProtoOfKey(k);
+        if (!before.has(vip)) before.set(vip, new Set());
+        before.get(vip)!.add(b);
       }
     }
-    return [...out.values()];
+    if (before.size === 0) return [];
+    // What those services still have: every slot of theirs in the desired maps (a backend may have moved to another slot).
+    for (const k of slots.touched()) {
+      const bs = before.get(vipProtoOfKey(k));
+      if (!bs) continue;
+      const id = this.desired.slots.get(k);
+      if (id !== undefined) bs.delete(this.desired.backends.get(id)!);
+    }
+    const out: Buffer[] = [];
+    for (const [vip, bs] of before) for (const b of bs) out.push(Buffer.from(b + vip + '\0', 'latin1'));
+    return out;
   }
 
   /** What the maps hold, as this dataplane believes (tests, debugging). */

@@ -24,6 +24,8 @@ export interface EbpfSinkOptions {
   nftTable: string;
   /** Max entries of the service and backend maps. */
   mapEntries?: number;
+  /** Balance only sockets of the host network namespace (netns, else kpng's): pods go through the nft part. */
+  hostNetnsOnly?: boolean;
   netns?: string;
   log: (msg: string) => void;
   /** Where the nft part goes (default: the addon, its own transaction; --aggregator: the node's aggregator). */
@@ -49,8 +51,13 @@ export function defaultCgroup(): string {
 export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
   const kernel = opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {});
   const open = async () => {
-    const lb = await EbpfLoader.open({ cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries });
-    // Loading the object reads the kernel's BTF (the UDP socket iterator's CO-RE relocations and
+    const lb = await EbpfLoader.open({
+      cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries,
+      ...(opts.hostNetnsOnly ? { hostNetnsOnly: true, ...(opts.netns ? { netns: opts.netns } : {}) } : {}),
+      // Behaves as on a kernel without bpf_sock_destroy, which the tests of that path need.
+      ...(process.env.KPNG_EBPF_NO_SOCKET_DESTROY === '1' ? { socketDestroy: false } : {}),
+    });
+    // Loading the object reads the kernel's BTF (the socket iterators' CO-RE relocations and
     // kfunc): several MiB that libbpf frees after the load but malloc keeps resident, under the first
     // sync's peak. Given back now (in a worker), which lowers a small cluster's peak.
     void trimMalloc();

@@ -1,6 +1,6 @@
 // The byte strings the dataplane keeps its map contents in match the byte layouts (maps.ts).
 import { Yielder } from '../../util/yielder';
-import { BackendWriter, decodeSvcValue, encodeBackend, encodeSvcKey, encodeSvcValue, isHeadKey, isUdpKey, slotOfKey, slotValuesBuffer, SvcKeyWriter, svcIdOfValue, svcValueBytes, vipOfKey, type SvcValue } from './maps';
+import { BackendWriter, decodeSvcValue, encodeBackend, encodeSvcKey, encodeSvcValue, isHeadKey, slotOfKey, slotValuesBuffer, SvcKeyWriter, svcIdOfValue, svcValueBytes, vipProtoOfKey, type SvcValue } from './maps';
 
 test('svcValueBytes is encodeSvcValue as a byte string, and svcIdOfValue reads the service id back', () => {
   const values: SvcValue[] = [
@@ -29,8 +29,7 @@ test('the writers give the encoders\' bytes, whatever was written before', async
       expect(Buffer.from(k, 'latin1').equals(encoded)).toBe(true);
       expect(slotOfKey(k)).toBe(slot);
       expect(isHeadKey(k)).toBe(slot === 0);
-      expect(isUdpKey(k)).toBe(proto === 17);
-      expect(Buffer.from(vipOfKey(k), 'latin1').equals(encoded.subarray(0, 18))).toBe(true);
+      expect(Buffer.from(vipProtoOfKey(k), 'latin1').equals(encoded.subarray(0, 19))).toBe(true);
     }
     backend.at(addr, port);
     expect(Buffer.from(backend.value(), 'latin1').equals(encodeBackend({ addr, port }))).toBe(true);

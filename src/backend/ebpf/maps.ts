@@ -52,11 +52,8 @@ export const slotOfKey = (k: string): number => k.charCodeAt(20) | (k.charCodeAt
 /** slotOfKey(k) === 0: the key of a service address's entry itself (its count, affinity, flags). */
 export const isHeadKey = (k: string): boolean => k.charCodeAt(20) === 0 && k.charCodeAt(21) === 0;
 
-/** Whether a service-map key is a UDP service address's. */
-export const isUdpKey = (k: string): boolean => k.charCodeAt(18) === 17;
-
-/** The address and port of a service-map key (bytes 0-17), as the kpng_gone key holds them. */
-export const vipOfKey = (k: string): string => k.slice(0, 18);
+/** The address, port and protocol of a service-map key (bytes 0-18), as the kpng_gone key holds them. */
+export const vipProtoOfKey = (k: string): string => k.slice(0, 19);
 
 /** A little-endian u32 of a byte string. */
 const u32At = (s: string, o: number): number =>

@@ -3,10 +3,12 @@
 // addresses. One JSON line per attempt:
 //   {"ok":true,"name":<server>,"from":"<addr>:<port>"}   from: the reply's source as the application sees it
 //   {"ok":false,"err":"ECONNREFUSED"|"ENETUNREACH"|"timeout"|...}
-// Usage: node client.js tcp|udp|udpc|udphold HOST PORT [COUNT=1]
+// Usage: node client.js tcp|udp|udpc|udphold|tcphold HOST PORT [COUNT=1]
 //   tcp: connect, read the line, from = getpeername(); udp: unconnected sendto, from = recvfrom's
 //   source; udpc: connected UDP socket, from = getpeername(); udphold: one connected UDP socket that
-//   pings every 100 ms and prints every reply, until an error (printed) or 20 s.
+//   pings every 100 ms and prints every reply, until an error (printed) or 20 s; tcphold: the same over
+//   one TCP connection to a server that answers each line (test/e2e/ipvs/stream.js server), from =
+//   getpeername(); a close without an error prints err "closed".
 'use strict';
 const net = require('node:net');
 const dgram = require('node:dgram');
@@ -66,7 +68,23 @@ function hold() {
   s.connect(port, host);
 }
 
+function tcpHold() {
+  const out = (r) => process.stdout.write(JSON.stringify(r) + '\n');
+  const s = net.connect({ host, port });
+  let buf = '', from = '', failed = false;
+  const t = setInterval(() => { if (from) s.write('ping\n'); }, 100);
+  const limit = setTimeout(() => s.destroy(), 20000);
+  s.on('connect', () => { from = `${s.remoteAddress}:${s.remotePort}`; });
+  s.on('data', (d) => {
+    buf += d;
+    for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) out({ ok: true, name: JSON.parse(buf.slice(0, i)).name, from });
+  });
+  s.on('error', (e) => { failed = true; out({ ok: false, err: e.code || String(e) }); });
+  s.on('close', () => { clearInterval(t); clearTimeout(limit); if (!failed) out({ ok: false, err: 'closed' }); });
+}
+
 if (mode === 'udphold') hold();
+else if (mode === 'tcphold') tcpHold();
 else (async () => {
   for (let i = 0; i < count; i++) {
     const r = mode === 'tcp' ? await tcp() : await udp(mode === 'udpc');
