@@ -256,7 +256,8 @@ d('eBPF backend: socket load balancing with real connections', () => {
       lab.setup();
       await lab.startServers();
       lab.writeState(ALL);
-      kpng = new KpngProcess(lab);
+      // TCP destroy is opt-in (the default lets connections drain, below): on here for its test.
+      kpng = new KpngProcess(lab, ['--ebpf-destroy-tcp']);
       await kpng.waitSyncs(1);
     } catch (e) {
       await kpng?.stop();
@@ -514,7 +515,23 @@ d('eBPF backend: --ebpf-host-netns-only, and a kernel without socket destroy', (
     expect(dnatSources('udp')).toContain(POD_ROUTED);
   }, 60000);
 
-  test('a host-namespace TCP connection to a removed endpoint is destroyed with --ebpf-host-netns-only', async () => {
+  test('by default a removed endpoint\'s TCP connection drains: it keeps its endpoint, as with kube-proxy', async () => {
+    await restart([]);
+    const hold = lab.hold('tcphold', '10.96.0.70', 80, lab.ns.pod);
+    await until(() => hold.replies.length >= 3, 'replies', hold, kpng!);
+    const first = hold.replies[0].name as PodName;
+    await setState([...ALL, { ...LONG, pods: [first === 'pa' ? 'pb' : 'pa'] }]);
+    const seen = hold.replies.length;
+    await until(() => hold.replies.length >= seen + 5, 'more replies after the removal', hold, kpng!);
+    hold.kill();
+    await hold.done;
+    expect(hold.replies.filter((r) => !(r.ok && r.name === first))).toEqual([]);
+    expect(kpng!.log).not.toMatch(/destroyed [1-9]\d* TCP/);
+    await setState([...ALL, LONG]);
+  }, 30000);
+
+  test('a host-namespace TCP connection to a removed endpoint is destroyed with --ebpf-host-netns-only --ebpf-destroy-tcp', async () => {
+    await restart(['--ebpf-host-netns-only', '--ebpf-destroy-tcp']);
     const hold = lab.hold('tcphold', '10.96.0.70', 80, lab.ns.node);
     await until(() => hold.replies.length >= 3, 'replies', hold, kpng!);
     const first = hold.replies[0].name as PodName;

@@ -22,9 +22,9 @@ function svc(name: string, eps: Endpoint[], over: { target?: Target; affinity?: 
 }
 
 
-const mk = () => {
+const mk = (opts: { destroyTcp?: boolean } = { destroyTcp: true }) => {
   const fake = new FakeLoader();
-  return { fake, dp: new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}) };
+  return { fake, dp: new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, undefined, opts) };
 };
 const order = (gs: EbpfMapGroup[]) => gs.map((g) => `${g.op} ${g.map === BACKEND_MAP ? 'be' : 'svc'}:${g.count}`);
 
@@ -47,7 +47,7 @@ test('an endpoint change touches only its service; removals go count first, then
   await dp.update([{ key: 'svc/ns/a', old: a2, new: null }], undefined, 3);
   expect(order(fake.groups[2])).toEqual(['delete svc:1', 'delete svc:1', 'delete be:1']);
   expect(fake.resolve()).toEqual({ '10.96.0.2:80': '10.244.1.12:8080' });
-  // Each removal destroys the sockets connected to the backends that left (TCP here).
+  // Each removal destroys the sockets connected to the backends that left (TCP here, --ebpf-destroy-tcp).
   expect(fake.destroyCalls).toEqual([['10.96.0.1:80/tcp 10.244.1.10:8080', '10.96.0.1:80/tcp 10.244.1.12:8080'], ['10.96.0.1:80/tcp 10.244.1.11:8080']]);
   // Nothing changed: nothing written.
   const b = svc('b', [ep('10.244.1.12')], { ip: '10.96.0.2' });
@@ -292,4 +292,15 @@ test('a stop during a big full sync abandons it at the next turn: no map is writ
   // The next full sync (the KernelSink's after an abandoned one) converges as usual.
   await dp.fullSync(many, undefined, 3);
   expect(Object.keys(fake.resolve())).toHaveLength(4000);
+});
+
+test('without --ebpf-destroy-tcp, TCP sockets of a removed endpoint are left to drain; UDP ones are still destroyed', async () => {
+  const { fake, dp } = mk({});
+  const tcp = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]);
+  const udp = svc('u', [ep('10.244.1.10'), ep('10.244.1.11')], { ip: '10.96.0.9', udp: true });
+  await dp.fullSync([tcp, udp], undefined, 1);
+  await dp.update([{ key: 'svc/ns/a', old: tcp, new: svc('a', [ep('10.244.1.11')]) }], undefined, 2);
+  expect(fake.destroyCalls).toEqual([]);
+  await dp.update([{ key: 'svc/ns/u', old: udp, new: svc('u', [ep('10.244.1.11')], { ip: '10.96.0.9', udp: true }) }], undefined, 3);
+  expect(fake.destroyCalls).toEqual([['10.96.0.9:80/udp 10.244.1.10:8080']]);
 });

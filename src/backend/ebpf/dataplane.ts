@@ -16,7 +16,7 @@ import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
-import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipProtoOfKey } from './maps';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, DEFAULT_MAP_ENTRIES, isHeadKey, isTcpKey, packLatin1, packU32, slotValuesBuffer, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, vipProtoOfKey } from './maps';
 import { newPlan, planService, serviceEntries, serviceEntriesAtMost, type EbpfPlan, type Ids, type PlanMap, type PlanMaps } from './plan';
 
 /**
@@ -84,7 +84,13 @@ export class EbpfDataplane implements Dataplane {
    */
   constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void,
     /** Entries of the service map (its max_entries). */
-    private readonly capacity = DEFAULT_MAP_ENTRIES) {
+    private readonly capacity = DEFAULT_MAP_ENTRIES,
+    /**
+     * destroyTcp: TCP sockets connected to a removed endpoint are destroyed too. Off by default: the
+     * ENLS lists no endpoint that started terminating while others are ready, so a TCP connection
+     * to it would be cut at once instead of draining as kube-proxy lets it (UDP has no such drain).
+     */
+    private readonly opts: { destroyTcp?: boolean } = {}) {
     this.startOpen();
   }
 
@@ -418,7 +424,7 @@ export class EbpfDataplane implements Dataplane {
       for (const k of keys) {
         const id = slots.before(k);
         const b = id === undefined ? undefined : backends.before(id);
-        if (!b) continue;
+        if (!b || (isTcpKey(k) && !this.opts.destroyTcp)) continue;
         const vip = vipProtoOfKey(k);
         if (!before.has(vip)) before.set(vip, new Set());
         before.get(vip)!.add(b);

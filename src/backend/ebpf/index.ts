@@ -26,6 +26,8 @@ export interface EbpfSinkOptions {
   mapEntries?: number;
   /** Balance only sockets of the host network namespace (netns, else kpng's): pods go through the nft part. */
   hostNetnsOnly?: boolean;
+  /** --ebpf-destroy-tcp: destroy TCP sockets of removed endpoints too. */
+  destroyTcp?: boolean;
   netns?: string;
   log: (msg: string) => void;
   /** Where the nft part goes (default: the addon, its own transaction; --aggregator: the node's aggregator). */
@@ -63,7 +65,7 @@ export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
     void trimMalloc();
     return lb;
   };
-  const ebpf = new EbpfDataplane(open, opts.log, opts.mapEntries ?? DEFAULT_MAP_ENTRIES);
+  const ebpf = new EbpfDataplane(open, opts.log, opts.mapEntries ?? DEFAULT_MAP_ENTRIES, { destroyTcp: opts.destroyTcp === true });
   const nft = new NftDataplane(opts.nftTable, kernel);
   return new KernelSink(new CombinedDataplane('ebpf', [ebpf, nft]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }

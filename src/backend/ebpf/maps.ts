@@ -52,6 +52,9 @@ export const slotOfKey = (k: string): number => k.charCodeAt(20) | (k.charCodeAt
 /** slotOfKey(k) === 0: the key of a service address's entry itself (its count, affinity, flags). */
 export const isHeadKey = (k: string): boolean => k.charCodeAt(20) === 0 && k.charCodeAt(21) === 0;
 
+/** Whether a service-map key is a TCP service address's (byte 18: IPPROTO_TCP). */
+export const isTcpKey = (k: string): boolean => k.charCodeAt(18) === 6;
+
 /** The address, port and protocol of a service-map key (bytes 0-18), as the kpng_gone key holds them. */
 export const vipProtoOfKey = (k: string): string => k.slice(0, 19);
 
