@@ -118,6 +118,11 @@ export class NetLab {
     return p;
   }
 
+  /** A cgroup made elsewhere (e.g. again at the path of one removed) that destroy() removes too. */
+  adoptCgroup(p: string): void {
+    if (!this.cgroups.includes(p)) this.cgroups.push(p);
+  }
+
   /** Kills what runs in a cgroup of this lab and removes it (it may take a few tries while they exit). */
   removeCgroup(p: string): void {
     for (let i = 0; i < 50 && fs.existsSync(p); i++) {
