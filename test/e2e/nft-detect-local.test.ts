@@ -14,7 +14,7 @@ import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 
 // This file's namespaces and interfaces carry the prefix kld- (parallel labs on one machine).
-process.env.KPNG_LAB_PREFIX = 'kld-';
+process.env.KPNG_LAB_PREFIX = 'kld';
 
 const d = gated(need.root()).describe;
 
