@@ -6,8 +6,8 @@
 //      each dataplane already made. The eBPF programs' load and attach (the loader's open, which kpng
 //      overlaps with the initial lists) is timed on its own and shown beside, never inside the ratio.
 //   2. One endpoint change in that state: update() -> maps written, p50/p99 and syscalls per change.
-// Programs attach to a throwaway cgroup (kpng-test-kbf-bench-*) that no process joins; pins go to
-// /sys/fs/bpf/kpng-test-kbf-bench-*; everything is removed at the end.
+// Programs attach to a throwaway cgroup (kbf-bench-*, the lab fixture's) that no process joins; pins go to
+// /sys/fs/bpf/kbf-bench-*; everything is removed at the end.
 // Run: npm run build && node dist/bench/ebpf-sync.bench.js [--sizes 10,1000,10000,50000] [--changes 200]
 import * as fs from 'node:fs';
 import type { Service } from '../src/model/enls';
