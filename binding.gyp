@@ -1,10 +1,25 @@
 {
+  "variables": {
+    # 1: also build the test addon (kpng_test_native, test/native/), which only tests load. Set by
+    # hack/build-native.sh for a development build; a prebuild or an install from the npm tarball
+    # (which holds no test/) builds the product addon alone.
+    "kpng_test_native%": 0,
+    "kpng_cflags": ["-O2", "-Wall", "-Wno-missing-field-initializers", "<!@(pkg-config --cflags libnftnl libmnl libnetfilter_conntrack libbpf)"],
+    "kpng_libs": ["<!@(pkg-config --libs libnftnl libmnl libnetfilter_conntrack libbpf)"]
+  },
+  "target_defaults": {
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],
+    "cflags_cc": ["<@(kpng_cflags)"],
+    "libraries": ["<@(kpng_libs)"]
+  },
   "targets": [
     {
       "target_name": "kpng_native",
       "sources": [
         "native/addon.cc",
         "native/nft_apply.cc",
+        "native/nft_dump.cc",
         "native/nft_list.cc",
         "native/conntrack.cc",
         "native/netlink_batch.cc",
@@ -15,11 +30,22 @@
         "native/ebpf.cc",
         "native/peercred.cc",
         "native/malloc.cc"
-      ],
-      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
-      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],
-      "cflags_cc": ["-O2", "-Wall", "-Wno-missing-field-initializers", "<!@(pkg-config --cflags libnftnl libmnl libnetfilter_conntrack libbpf)"],
-      "libraries": ["<!@(pkg-config --libs libnftnl libmnl libnetfilter_conntrack libbpf)"]
+      ]
     }
+  ],
+  "conditions": [
+    ["'<(kpng_test_native)'=='1'", {
+      "targets": [
+        {
+          "target_name": "kpng_test_native",
+          "include_dirs": ["native"],
+          "sources": [
+            "test/native/test_addon.cc",
+            "test/native/nft_list_full.cc",
+            "native/nft_dump.cc"
+          ]
+        }
+      ]
+    }]
   ]
 }

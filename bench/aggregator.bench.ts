@@ -17,8 +17,10 @@ import { nftApply, ipv4, type NftOp } from '../src/native';
 import * as native from '../src/native';
 import { aggregatorKernel } from '../src/backend/nft/aggregator-kernel';
 import { nftKernelSink, nativeKernel, type NftKernel } from '../src/backend/nft';
-import { IPFamily, normalizeItem, Protocol, Target, type Item, type NodeInfo } from '../src/model/enls';
+import type { Item } from '../src/model/enls';
 import type { Batch, StateView } from '../src/sink/sink';
+import { enlsNode, enlsService, stateView } from '../test/shared/objects';
+import { NetLab } from '../test/shared/netlab';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -28,7 +30,8 @@ const PERIOD = Number(process.argv[3] ?? 20);
 const MIN_INTERVAL = Number(process.argv[4] ?? 10);
 const SERVICES = Number(process.argv[5] ?? 10000);
 const KS = [1, 4, 16, 64];
-const NS = `kba-bench-${process.pid}`;
+const lab = new NetLab('kba-bench');
+const NS = lab.name('ns');
 const opts = { netns: `/var/run/netns/${NS}` };
 
 const addr = (p: number, n: number) => `10.${p}.${(n >> 8) & 255}.${n & 255}`;
@@ -120,26 +123,9 @@ async function run(k: number, mode: 'separate' | 'aggregated'): Promise<Figures>
 
 // ---- kpng's backend through the aggregator: its own overhead ----
 
-const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
-const cl = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
-
-function service(i: number, epBase = 0): Item {
-  const clusterEndpoints = Array.from({ length: 10 }, (_, k) => ({ ip: ip4((10 << 24) | (200 << 16) + ((i * 10 + k + epBase) % 65000) + 1), port: 8080, local: false, terminating: false }));
-  return normalizeItem({
-    key: `svc/bench/s${i}`,
-    service: {
-      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
-      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints, clusterIp: { pod: cl(false), node: cl(true), other: cl(true) } }],
-    },
-  } as unknown as Item);
-}
-
-function view(items: Item[], revision: number): StateView {
-  const m = new Map<string, Item>([['node', { key: 'node', node: NODE } as Item], ...items.map((x): [string, Item] => [x.key, x])]);
-  return { node: 'n1', revision, get: (k) => m.get(k), items: () => m.values(), size: m.size };
-}
+const NODE = enlsNode();
+const service = (i: number, epBase = 0): Item => enlsService(i, { shift: epBase });
+const view = (items: Item[], revision: number): StateView => stateView(NODE, items, revision);
 
 async function kpngOverhead(kernel: NftKernel, services = SERVICES): Promise<{ fullMs: number; p50: number; p99: number }> {
   execFileSync('ip', ['netns', 'exec', NS, 'nft', 'flush', 'ruleset']);
@@ -161,7 +147,7 @@ async function kpngOverhead(kernel: NftKernel, services = SERVICES): Promise<{ f
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('run as root (a private network namespace)');
-  execFileSync('ip', ['netns', 'add', NS]);
+  lab.netns('ns');
   try {
     console.log(`aggregator bench: ${DURATION} ms per run, each producer changes 4 elements every ${PERIOD} ms (after its previous change is acked); aggregator min interval ${MIN_INTERVAL} ms, burst 1`);
     console.log('K   mode        changes  commits/s  msgs     msgs/change  syscalls  sys/change  cpu ms  cpu/change  p50 ms  p99 ms');
@@ -189,7 +175,7 @@ async function main(): Promise<void> {
     console.log(`aggregator  ${via.fullMs.toFixed(0).padStart(6)} ms  ${via.p50.toFixed(2).padStart(6)} ms  ${via.p99.toFixed(2).padStart(6)} ms`);
     console.log(`ratio       ${(via.fullMs / direct.fullMs).toFixed(2).padStart(6)}x    ${(via.p50 / direct.p50).toFixed(2).padStart(6)}x`);
   } finally {
-    execFileSync('ip', ['netns', 'del', NS]);
+    lab.destroy();
   }
 }
 

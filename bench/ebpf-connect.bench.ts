@@ -5,15 +5,16 @@
 // the node forwards. Both dataplanes are programmed in-process (the maps and the nft table).
 // Which client runs first alternates from size to size.
 // Run: npm run build && node dist/bench/ebpf-connect.bench.js [--sizes 10,50000] [--connects 2000]
-import { execFile, execFileSync, spawn } from 'node:child_process';
-import * as crypto from 'node:crypto';
+import { execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { IPFamily, normalizeItem, Protocol, Target, type NodeInfo, type Service } from '../src/model/enls';
-import { EbpfDataplane, cgroup2Mount } from '../src/backend/ebpf';
+import type { Service } from '../src/model/enls';
+import { EbpfDataplane } from '../src/backend/ebpf';
 import { NftDataplane } from '../src/backend/nft/sink';
 import { nativeKernel } from '../src/backend/nft';
 import { EbpfLoader, ebpfCleanup } from '../src/native/ebpf';
+import { enlsNode, enlsService } from '../test/shared/objects';
+import { NetLab } from '../test/shared/netlab';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -25,50 +26,27 @@ const CONNECTS = Number(arg('--connects', '2000'));
 const ROOT = path.resolve(__dirname.includes(`${path.sep}dist${path.sep}`) ? path.join(__dirname, '../..') : path.join(__dirname, '..'));
 const NODE_BIN = path.join(ROOT, 'node_modules/.bin/node');
 const CLIENT = path.join(ROOT, 'bench/ebpf-connect-client.js');
-const id = crypto.randomBytes(3).toString('hex');
-const NS = { node: `kbf-cb-${id}-n`, pod: `kbf-cb-${id}-p`, cl: `kbf-cb-${id}-c` };
-const CG = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) ?? '/sys/fs/cgroup', `kpng-test-kbf-cb-${id}`);
-const PIN = `/sys/fs/bpf/kpng-test-kbf-cb-${id}`;
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
-const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-const cluster = { target: Target.CLUSTER, masquerade: false };
-const ip = (ns: string, ...a: string[]) => execFileSync('ip', ['-n', ns, ...a]);
-
+const lab = new NetLab('kbf-cb');
+const NS = { node: lab.name('n'), pod: lab.name('p'), cl: lab.name('c') };
+let CG = '';
+const PIN = `/sys/fs/bpf/${lab.name('pin')}`;
+const NODE = enlsNode({ v4: [], v6: [] });
 /** Service i: 10.96.x.y:80 -> the one pod (the measured one is service 0; the others are ballast). */
-function service(i: number): Service {
-  return normalizeItem({
-    key: `svc/bench/s${i}`,
-    service: {
-      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
-      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: [{ ip: '10.244.1.10', port: 8080, local: true, terminating: false }], clusterIp: { pod: cluster, node: cluster, other: cluster } }],
-    },
-  }).service!;
-}
-
+const service = (i: number): Service => enlsService(i, { endpoints: [{ ip: '10.244.1.10', port: 8080, local: true, terminating: false }], masquerade: false }).service!;
 function setup(): void {
-  for (const n of Object.values(NS)) { execFileSync('ip', ['netns', 'add', n]); ip(n, 'link', 'set', 'lo', 'up'); }
-  ip(NS.node, 'link', 'add', 'br0', 'type', 'bridge');
-  ip(NS.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0');
-  ip(NS.node, 'link', 'set', 'br0', 'up');
-  ip(NS.node, 'link', 'add', 'vp', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS.pod);
-  ip(NS.node, 'link', 'set', 'vp', 'master', 'br0', 'up');
-  ip(NS.pod, 'addr', 'add', '10.244.1.10/24', 'dev', 'eth0');
-  ip(NS.pod, 'link', 'set', 'eth0', 'up');
-  ip(NS.pod, 'route', 'add', 'default', 'via', '10.244.1.1');
-  ip(NS.node, 'link', 'add', 'vc', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS.cl);
-  ip(NS.node, 'addr', 'add', '10.245.0.1/24', 'dev', 'vc');
-  ip(NS.node, 'link', 'set', 'vc', 'up');
-  ip(NS.cl, 'addr', 'add', '10.245.0.2/24', 'dev', 'eth0');
-  ip(NS.cl, 'link', 'set', 'eth0', 'up');
-  ip(NS.cl, 'route', 'add', 'default', 'via', '10.245.0.1');
-  execFileSync('ip', ['netns', 'exec', NS.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-  fs.mkdirSync(CG);
+  for (const role of ['n', 'p', 'c']) lab.netns(role);
+  lab.bridge(NS.node, 'br0', ['10.244.1.1/24']);
+  lab.veth({ ns: NS.node, name: 'vp', master: 'br0' }, { ns: NS.pod, name: 'eth0', addrs: ['10.244.1.10/24'] });
+  lab.ip(NS.pod, 'route', 'add', 'default', 'via', '10.244.1.1');
+  lab.veth({ ns: NS.node, name: 'vc', addrs: ['10.245.0.1/24'] }, { ns: NS.cl, name: 'eth0', addrs: ['10.245.0.2/24'] });
+  lab.ip(NS.cl, 'route', 'add', 'default', 'via', '10.245.0.1');
+  lab.sysctl(NS.node, 'net.ipv4.ip_forward=1');
+  CG = lab.cgroup('cg');
 }
 
 async function teardown(): Promise<void> {
   try { await ebpfCleanup(PIN); } catch { /* nothing pinned */ }
-  try { fs.rmdirSync(CG); } catch { /* absent or busy */ }
-  for (const n of Object.values(NS)) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } }
+  lab.destroy();
 }
 
 function client(inCgroup: boolean): Promise<{ p50: number; p99: number; ok: number; failed: number }> {

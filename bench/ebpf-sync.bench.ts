@@ -6,18 +6,17 @@
 //      each dataplane already made. The eBPF programs' load and attach (the loader's open, which kpng
 //      overlaps with the initial lists) is timed on its own and shown beside, never inside the ratio.
 //   2. One endpoint change in that state: update() -> maps written, p50/p99 and syscalls per change.
-// Programs attach to a throwaway cgroup (kpng-test-kbf-bench-*) that no process joins; pins go to
-// /sys/fs/bpf/kpng-test-kbf-bench-*; everything is removed at the end.
+// Programs attach to a throwaway cgroup (kbf-bench-*, the lab fixture's) that no process joins; pins go to
+// /sys/fs/bpf/kbf-bench-*; everything is removed at the end.
 // Run: npm run build && node dist/bench/ebpf-sync.bench.js [--sizes 10,1000,10000,50000] [--changes 200]
-import { execFileSync } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { IPFamily, normalizeItem, Protocol, Target, type NodeInfo, type Service } from '../src/model/enls';
-import { EbpfDataplane, cgroup2Mount } from '../src/backend/ebpf';
+import type { Service } from '../src/model/enls';
+import { EbpfDataplane } from '../src/backend/ebpf';
 import { NftDataplane } from '../src/backend/nft/sink';
 import { nativeKernel } from '../src/backend/nft';
 import { EbpfLoader, ebpfCleanup } from '../src/native/ebpf';
+import { enlsNode, enlsService } from '../test/shared/objects';
+import { NetLab } from '../test/shared/netlab';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -26,23 +25,9 @@ const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
 const SIZES = arg('--sizes', '10,1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '200'));
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: [] } };
-const id = crypto.randomBytes(3).toString('hex');
-const CG = path.join(cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) ?? '/sys/fs/cgroup', `kpng-test-kbf-bench-${id}`);
-const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-const cluster = { target: Target.CLUSTER, masquerade: false };
-
-function service(i: number, shift = 0): Service {
-  const endpoints = Array.from({ length: 10 }, (_, k) => ({ ip: ip4((10 << 24) | (200 << 16) + ((i * 10 + k + shift) % 65000) + 1), port: 8080, local: false, terminating: false }));
-  return normalizeItem({
-    key: `svc/bench/s${i}`,
-    service: {
-      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
-      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-      ports: [{ port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: endpoints, clusterIp: { pod: cluster, node: cluster, other: cluster } }],
-    },
-  }).service!;
-}
+const NODE = enlsNode({ v4: ['0.0.0.0/0'], v6: [] });
+const lab = new NetLab('kbf-bench');
+const service = (i: number, shift = 0): Service => enlsService(i, { shift, masquerade: false }).service!;
 
 /** memlock of this process's BPF maps by name, from /proc/self/fdinfo (kernel >= 6.4: actual usage). */
 function mapMemory(): Record<string, number> {
@@ -61,13 +46,13 @@ const mib = (n: number) => (n / 1048576).toFixed(1);
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) { console.log('ebpf-sync bench: needs root'); return; }
-  fs.mkdirSync(CG);
+  const CG = lab.cgroup('cg');
   console.log(`eBPF socket-LB maps vs nft, ${new Date().toISOString().slice(0, 10)}, ${process.platform} ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
   console.log('| services x 10 eps | ebpf load + attach | ebpf full sync | syscalls | bytes | nft full sync (ref) | sync ratio ebpf / nft | map memory | 1 change p50 / p99 | syscalls/change |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   try {
     for (const n of SIZES) {
-      const pin = `/sys/fs/bpf/kpng-test-kbf-bench-${id}-${n}`;
+      const pin = `/sys/fs/bpf/${lab.name(`pin-${n}`)}`;
       const svcs = Array.from({ length: n }, (_, i) => service(i));
       const before = mapMemory();
       const entries = Math.max(262144, n * 12);
@@ -96,8 +81,7 @@ async function main(): Promise<void> {
           syscalls += r.messages;
         }
         // The reference: the nft dataplane, same services, fresh namespace.
-        const ns = `kbf-bench-${id}`;
-        execFileSync('ip', ['netns', 'add', ns]);
+        const ns = lab.netns(`nft-${n}`);
         let nftMs = 0;
         try {
           const nft = new NftDataplane('kpng-kbf-bench', nativeKernel({ netns: `/var/run/netns/${ns}` }));
@@ -105,7 +89,7 @@ async function main(): Promise<void> {
           await nft.fullSync(svcs, NODE);
           nftMs = performance.now() - t0;
         } finally {
-          execFileSync('ip', ['netns', 'del', ns]);
+          lab.removeNetns(ns);
         }
         console.log(`| ${n} | ${openMs.toFixed(1)} ms | ${syncMs.toFixed(1)} ms | ${full.messages} | ${full.bytes} | ${nftMs.toFixed(1)} ms | ${(syncMs / nftMs).toFixed(2)} | ${mib(mem)} MiB | ${pct(times, 0.5).toFixed(2)} / ${pct(times, 0.99).toFixed(2)} ms | ${(syscalls / CHANGES).toFixed(1)} |`);
       } finally {
@@ -114,7 +98,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    fs.rmdirSync(CG);
+    lab.destroy();
   }
   console.log('full sync: the wall clock around fullSync() on both sides (plan, encode, kernel); ebpf load + attach: the loader\'s open (programs loaded, maps made and pinned, attached to the cgroup), before its sync and outside the ratio.');
   console.log('map memory: memlock of the five maps as the kernel reports it (service and backend maps sized max(262144, 12 x services); LRU maps preallocated: reverse NAT and affinity 65536 entries each).');

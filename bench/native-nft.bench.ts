@@ -4,17 +4,19 @@
 // from ops and from text made in advance.
 // Prints figures only (never pass/fail). Needs root, iproute2, nft and the built addon.
 //   npx tsc -p tsconfig.json && node dist/bench/native-nft.bench.js [elements...]
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { NftBatch, concat, ipv4, nftApply, port, proto, type NftOp } from '../src/native/index';
 import { nftList } from '../test/helpers/nft-list';
+import { NetLab } from '../test/shared/netlab';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
 
-const ns = `kpng-bench-${process.pid}`;
+const lab = new NetLab('kpng-bench');
+const ns = lab.name('ns');
 const nsPath = `/var/run/netns/${ns}`;
 
 function keyOf(i: number): Uint8Array {
@@ -114,12 +116,12 @@ async function benchRules(n: number): Promise<void> {
 
 async function main(): Promise<void> {
   const sizes = process.argv.slice(2).map(Number).filter((x) => x > 0);
-  execFileSync('ip', ['netns', 'add', ns]);
+  lab.netns('ns');
   try {
     for (const n of sizes.length ? sizes : [10_000, 100_000]) await benchMap(n);
     await benchRules(10_000);
   } finally {
-    spawnSync('ip', ['netns', 'del', ns]);
+    lab.destroy();
   }
 }
 

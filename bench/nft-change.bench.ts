@@ -13,9 +13,7 @@
 //      [--hold]  (keep the last netns and print its name, for `perf record` against the kernel)
 //      [--trace-stalls]  (print the full sync's ticks over 25 ms late, with the GC pauses inside them
 //                         and how long the main thread waited for a CPU meanwhile)
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import * as crypto from 'node:crypto';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { encodeFamOps, nftKernelSink, type NftKernel } from '../src/backend/nft';
 import * as native from '../src/native';
@@ -24,6 +22,7 @@ import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps } from '../src/util/memory';
+import { NetLab } from '../test/shared/netlab';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -43,20 +42,11 @@ const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '200'));
 const HOLD = args.includes('--hold');
 const TRACE_STALLS = args.includes('--trace-stalls');
-const id = crypto.randomBytes(2).toString('hex');
-const created: string[] = [];
-
-function netns(): string {
-  const n = `kn3-bc${id}-${created.length}`;
-  execFileSync('ip', ['netns', 'add', n]);
-  created.push(n);
-  return n;
-}
-function cleanup(): void {
-  for (const n of created.splice(0)) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } }
-}
-process.on('exit', cleanup);
-process.on('SIGINT', () => { cleanup(); process.exit(130); });
+// Fresh namespaces, removed on exit.
+const lab = new NetLab('kn3-bc');
+let made = 0;
+const netns = (): string => lab.netns(String(made++));
+const cleanup = (): void => lab.clear();
 
 const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
@@ -219,7 +209,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   }
   if (last && HOLD) {
     console.log(`\nholding netns ${ns} (${n} services); Ctrl-C to clean up`);
-    created.splice(created.indexOf(ns), 1);
+    lab.keep(ns);
     console.log(`remove it with: ip netns del ${ns}`);
   }
   state.close();

@@ -7,9 +7,8 @@
 //   3. Data path: TCP connect latency to a service with 10 vs 10k services programmed.
 // Run: npx tsc -p tsconfig.json && node dist/bench/nft-sync.bench.js [--sizes 1000,10000,50000] [--changes 300]
 import { execFileSync } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import { EndpointList, IPFamily, normalizeItem, Protocol, Target, type Endpoint, type Item, type NodeInfo, type Service } from '../src/model/enls';
+import { EndpointList, IPFamily, normalizeItem, Protocol, Target, type Endpoint, type Item, type Service } from '../src/model/enls';
 import { fullSyncOps, TableModel } from '../src/backend/nft/plan';
 import { toNftOps } from '../src/backend/nft/netlink';
 import { toNftText } from '../src/backend/nft/text';
@@ -21,6 +20,8 @@ import { modelOptions } from '../src/model/options';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { Lab, PODS } from '../test/e2e/lab/lab';
+import { NetLab } from '../test/shared/netlab';
+import { enlsNode, enlsService, ip4, stateView } from '../test/shared/objects';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -30,51 +31,20 @@ const arg = (name: string, def: string) => { const i = args.indexOf(name); retur
 const SIZES = arg('--sizes', '1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '300'));
 // The node item as the model computes it with --cluster-cidr 10.244.0.0/16 (pods are not masqueraded).
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: ['0.0.0.0/0'], v6: ['::/0'] } };
-const NODE_ITEM: Item = { key: 'node', node: NODE };
+const NODE = enlsNode();
+const service = (i: number) => enlsService(i);
+const view = (items: Item[], revision = 1): StateView => stateView(NODE, items, revision);
 const cluster = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
-const id = crypto.randomBytes(3).toString('hex');
-const created: string[] = [];
-
-function netns(): string {
-  const n = `kb${id}-${created.length}`;
-  execFileSync('ip', ['netns', 'add', n]);
-  created.push(n);
-  return n;
-}
-function cleanup(): void {
-  for (const n of created.splice(0)) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } }
-}
-process.on('exit', cleanup);
-process.on('SIGINT', () => { cleanup(); process.exit(130); });
-
-const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-
-function service(i: number, eps = 10, epBase = 0): Item {
-  const endpoints = Array.from({ length: eps }, (_, k) => ({ ip: ip4((10 << 24) | (200 << 16) + ((i * eps + k + epBase) % 65000) + 1), port: 8080, local: false, terminating: false }));
-  return normalizeItem({
-    key: `svc/bench/s${i}`,
-    service: {
-      namespace: 'bench', name: `s${i}`, type: 'ClusterIP',
-      clusterIps: { v4: [ip4((10 << 24) | (96 << 16) + i + 1)], v6: [] },
-      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-      ports: [{
-        port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: endpoints,
-        clusterIp: { pod: cluster(false), node: cluster(true), other: cluster(true) },
-      }],
-    },
-  });
-}
+// Fresh namespaces, removed on exit.
+const lab = new NetLab('kb');
+let made = 0;
+const netns = (): string => lab.netns(String(made++));
+const cleanup = (): void => lab.clear();
 
 /** The item with its first port's cluster endpoints replaced (items are immutable: a new item). */
 function withEndpoints(item: Item, eps: Endpoint[]): Item {
   const svc = item.service!;
   return { key: item.key, service: { ...svc, ports: [{ ...svc.ports[0], clusterEndpoints: EndpointList.from(eps) }, ...svc.ports.slice(1)] } };
-}
-
-function view(items: Item[], revision = 1): StateView {
-  const m = new Map([NODE_ITEM, ...items].map((x) => [x.key, x]));
-  return { node: 'n1', revision, get: (k) => m.get(k), items: () => m.values(), size: m.size };
 }
 
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
@@ -101,7 +71,7 @@ async function fullSync(): Promise<void> {
     const nativeMs = performance.now() - t0;
     // nft -f (same ruleset as text)
     const ns2 = netns();
-    const file = `/tmp/kpng-bench-${id}-${n}.nft`;
+    const file = `/tmp/${lab.name(String(n))}.nft`;
     const t1 = performance.now();
     const text = toNftText('ip', 'kpng', ops);
     fs.writeFileSync(file, text);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the native netlink addon (build/Release/kpng_native.node) when its sources changed, with
-# node-gyp through binding.gyp (flags from pkg-config), against the host's libraries. `--prebuild` makes
-# the release artifacts instead, prebuilds/linux-{x64,arm64}/ (hack/prebuild/build.sh), which
-# node-gyp-build (the loader in src/native/index.ts) picks first.
+# node-gyp through binding.gyp (flags from pkg-config), against the host's libraries, and beside it the
+# test addon (build/Release/kpng_test_native.node, from test/native/: native code only tests load) when
+# test/native/ is there. `--prebuild` makes the release artifacts instead, prebuilds/linux-{x64,arm64}/
+# (hack/prebuild/build.sh), which node-gyp-build (the loader in src/native/index.ts) picks first; a
+# prebuild never holds the test addon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f binding.gyp ] || exit 0
@@ -42,18 +44,33 @@ fi
 # `--prebuild-host`: prebuilds/linux-<arch> from the host's toolchain and shared libraries, for the
 # package test in `make test` (quick; it needs the libraries installed where it loads). A prebuild
 # already there and newer than the sources, a portable one in particular, is kept.
+# Built in a staging directory with the product's sources only: node-gyp rebuild empties build/, which
+# keeps the development build (and its test addon).
 if [ "${1:-}" = "--prebuild-host" ]; then
   arch=$(node -p process.arch)
   p=prebuilds/linux-$arch/kpng.node
   if [ -f "$p" ] && [ -f "prebuilds/linux-$arch/sock_lb.bpf.o" ] && [ -z "$(find native binding.gyp -newer "$p" -type f | head -1)" ]; then exit 0; fi
-  npx --no-install prebuildify --napi --strip
   build_bpf
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  for f in binding.gyp package.json native node_modules; do ln -s "$PWD/$f" "$stage/$f"; done
+  (cd "$stage" && npx --no-install prebuildify --napi --strip)
+  rm -rf "prebuilds/linux-$arch"
+  mkdir -p prebuilds && mv "$stage/prebuilds/linux-$arch" prebuilds/
   cp "$bpf_out" "prebuilds/linux-$arch/"
   exit 0
 fi
 
-out=build/Release/kpng_native.node
-if [ -f "$out" ] && [ -z "$(find native binding.gyp -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then build_bpf; exit 0; fi
+# The addons to build, and whether any of their sources is newer.
+outs=(build/Release/kpng_native.node)
+srcs=(native binding.gyp)
+gyp_vars=()
+if [ -d test/native ]; then outs+=(build/Release/kpng_test_native.node); srcs+=(test/native); gyp_vars+=(--kpng_test_native=1); fi
+stale=
+for out in "${outs[@]}"; do
+  if [ ! -f "$out" ] || [ -n "$(find "${srcs[@]}" -newer "$out" -type f \( -name '*.cc' -o -name '*.h' -o -name '*.gyp' \) 2>/dev/null | head -1)" ]; then stale=1; fi
+done
+if [ -z "$stale" ]; then build_bpf; exit 0; fi
 
 # node-gyp from the project, else the copy bundled with npm.
 gyp=(npx --no-install node-gyp)
@@ -63,9 +80,9 @@ if [ ! -x node_modules/.bin/node-gyp ]; then
   # offline: use the installed headers (N-API is ABI-stable across Node versions)
   [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_api.h ] && gyp+=(--nodedir=/usr)
 fi
-echo "build-native: compiling native addon"
+echo "build-native: compiling the native addon${gyp_vars:+ and the test addon}"
 log=$(mktemp)
-if ! "${gyp[@]}" rebuild --loglevel=warn >"$log" 2>&1; then
+if ! "${gyp[@]}" rebuild --loglevel=warn "${gyp_vars[@]}" >"$log" 2>&1; then
   grep -E "error|Error|ERR" "$log" | head -40 >&2
   rm -f "$log"
   exit 1

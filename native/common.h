@@ -111,12 +111,12 @@ inline double NowMs() {
 }
 
 // Opens a NETLINK_NETFILTER socket (inside netns when given), with ext-ack and capped acks.
-// Returns fd or -errno.
+// Returns fd or -errno. (nft_dump.cc)
 int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf);
 
 Napi::Value NftApply(const Napi::CallbackInfo& info);
 Napi::Value NftCloseSockets(const Napi::CallbackInfo& info);
-Napi::Value NftList(const Napi::CallbackInfo& info);
+Napi::Value NftListChains(const Napi::CallbackInfo& info);
 Napi::Value NftListTables(const Napi::CallbackInfo& info);
 Napi::Value ConntrackDelete(const Napi::CallbackInfo& info);
 Napi::Value IpvsApply(const Napi::CallbackInfo& info);

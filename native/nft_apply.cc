@@ -409,31 +409,6 @@ int64_t ElementAtOffset(const char* msg, uint32_t offset) {
   return -1;
 }
 
-}  // namespace
-
-int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf) {
-  UniqueFd fd;
-  {
-    NetnsGuard g(netns);
-    if (g.error()) return -g.error();
-    fd.reset(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
-    if (fd < 0) return -errno;
-  }
-  sockaddr_nl sa = {};
-  sa.nl_family = AF_NETLINK;
-  if (bind(fd, (sockaddr*)&sa, sizeof(sa)) < 0) return -errno;
-  int one = 1;
-  setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
-  setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
-  if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-  if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-  return fd.release();
-}
-
-namespace {
-
 // Idle nf_tables sockets kept for the next batch. Closing a NETLINK_NETFILTER socket right after a
 // commit is slow: the kernel's release notifier (nft_rcv_nl_event) flushes the commit's deferred
 // destroy work, which waits for an RCU grace period (most of a one-endpoint change's time when the

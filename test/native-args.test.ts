@@ -2,6 +2,7 @@
 import { loadNative } from '../src/native';
 import { deleteLink } from '../src/native/rtnl';
 import { gated, need } from './helpers/gate';
+import { loadTestNative } from './helpers/test-native';
 
 const t = gated(need.native()).test;
 
@@ -14,7 +15,8 @@ t('malformed arguments are errors naming what was expected', () => {
   expect(() => addon.conntrackDelete({ family: 2, proto: 17, origDst: new Uint8Array(16) })).toThrow(/origDst: address bytes of the family/);
   expect(() => addon.conntrackDelete([{ family: 2, proto: 17 }, { family: 10, proto: 17 }])).toThrow(/share one family/);
   expect(() => addon.conntrackDelete({ family: 2, proto: 17, keepReplySrc: 'x' })).toThrow(/keepReplySrc: an array/);
-  expect(() => addon.nftList('ip', 'kpng')).toThrow(/nftList/);
+  expect(() => addon.nftListChains('ip', 'kpng')).toThrow(/nftListChains\(family: number/);
+  expect(() => addon.nftListChains(2, 'kpng', 5)).toThrow(/netns: a path string/);
 });
 
 t('the eBPF calls check their arguments too', async () => {
@@ -46,4 +48,10 @@ t('ipsetDestroy checks its arguments', () => {
   expect(() => addon.ipsetDestroy([''])).toThrow(/1\.\.31 characters/);
   expect(() => addon.ipsetDestroy(['x'.repeat(32)])).toThrow(/1\.\.31 characters/);
   expect(() => addon.ipsetDestroy(['KUBE-CLUSTER-IP'], 5)).toThrow(/netns: a path string/);
+});
+
+gated(need.testNative()).test('the test addon checks its arguments too', () => {
+  const addon = loadTestNative() as unknown as Record<string, (...a: unknown[]) => unknown>;
+  expect(() => addon.nftList('ip', 'kpng')).toThrow(/nftList\(family: number/);
+  expect(() => addon.nftList(2, 'kpng', true, 5)).toThrow(/netns: a path string/);
 });

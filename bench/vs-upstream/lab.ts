@@ -1,12 +1,14 @@
-// One proxy's network namespace (kbv-<tag>): loopback up, a path to the API server (forwarder.ts),
-// the generation watcher, and the proxy process itself. stop() removes everything, namespace included
-// (which also removes every nftables table the proxy made).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+// One proxy's network namespace (kbv-<unique id>-<tag>, made by the shared lab fixture,
+// test/shared/netlab.ts): loopback up, a path to the API server (forwarder.ts), the generation watcher,
+// and the proxy process itself. stop() removes everything, namespace included (which also removes every
+// nftables table the proxy made).
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { nodeBinary, repoRoot } from '../events/kpng-child';
+import { NetLab } from '../../test/shared/netlab';
 import { GenWatcher, onLines, stopChild } from './kernel';
 
 const live = new Set<Lab>();
@@ -23,14 +25,13 @@ export class Lab {
   private forwarder?: ChildProcess;
   private bridge?: net.Server;
   private readonly socketPath: string;
+  private readonly net: NetLab;
 
   private constructor(tag: string) {
-    // KPNG_BENCH_NETNS_PREFIX: runs of this bench side by side (each deletes its own names' leftovers).
-    this.netns = `${process.env.KPNG_BENCH_NETNS_PREFIX || 'kbv'}-${tag}`;
-    spawnSync('ip', ['netns', 'del', this.netns]); // a leftover of a killed run
-    run('ip', ['netns', 'add', this.netns]);
+    // KPNG_BENCH_NETNS_PREFIX: the namespace prefix of this bench's runs.
+    this.net = new NetLab(process.env.KPNG_BENCH_NETNS_PREFIX || 'kbv');
+    this.netns = this.net.netns(tag);
     live.add(this);
-    run('ip', ['netns', 'exec', this.netns, 'ip', 'link', 'set', 'lo', 'up']);
     this.socketPath = path.join(os.tmpdir(), `${this.netns}-${process.pid}.sock`);
     this.gens = new GenWatcher(this.netns);
   }
@@ -104,7 +105,7 @@ export class Lab {
     this.gens?.stop();
     this.bridge?.close();
     fs.rmSync(this.socketPath, { force: true });
-    spawnSync('ip', ['netns', 'del', this.netns]);
+    this.net.destroy();
     live.delete(this);
   }
 
@@ -119,9 +120,4 @@ export class Lab {
 function forwarderScript(): string {
   const here = path.join(__dirname, 'forwarder.js');
   return fs.existsSync(here) ? here : path.join(repoRoot(), 'dist', 'bench', 'vs-upstream', 'forwarder.js');
-}
-
-function run(cmd: string, args: string[]): void {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr || r.error?.message}`);
 }

@@ -44,9 +44,9 @@ function jumpTarget(expr: { name: string; attrs: Record<number, Uint8Array> }): 
   return Buffer.from(chain.buffer, chain.byteOffset, chain.byteLength).toString('utf8').replace(/\0.*$/s, '');
 }
 
-/** One table's chains and jump rules (no set elements: a clean-up never needs them). */
+/** One table's chains and jump rules (no sets: a clean-up never needs them). */
 export async function listJumps(table: TableRef, call?: NativeCallOptions): Promise<TableJumps> {
-  const raw = await loadNative().nftList(NFPROTO[table.family], table.name, false, call?.netns);
+  const raw = await loadNative().nftListChains(NFPROTO[table.family], table.name, call?.netns);
   const chains = raw.chains.map((c) => ({ name: c.name, base: c.hooknum !== undefined }));
   const jumps: JumpRule[] = [];
   for (const r of raw.rules) {

@@ -1,7 +1,8 @@
 // Typed loader and API of the native netlink addon (native/, built by binding.gyp).
 //   nftApply(ops)             one atomic nftables transaction, off the JS thread
-//   (the addon's raw nftList / nftListTables: decoded by test/helpers/nft-list.ts for tests, and read by
-//   src/cleanup/nft-listing.ts, the one product path that lists the kernel: it removes what others made)
+//   (the addon's raw nftListTables / nftListChains: read by src/cleanup/nft-listing.ts, the one product
+//   path that lists the kernel: it removes what others made. Tests list sets and elements through the
+//   test addon, test/helpers/test-native.ts)
 //   conntrackDelete(filter)   delete conntrack entries (UDP endpoint / service cleanup)
 // Every call takes an optional { netns: '/var/run/netns/NAME' } to work in another network namespace.
 import * as os from 'node:os';
@@ -10,7 +11,7 @@ import { NftBatch, encodeOps } from './encode';
 import {
   NFPROTO, ipAddr,
   type ApplyResult, type ConntrackFilter, type NativeCallOptions, type NftApplyError,
-  type NftElementInfo, type NftFailure, type NftOp, type NftSetInfo,
+  type NftFailure, type NftOp,
 } from './nft-types';
 
 export * from './nft-types';
@@ -23,7 +24,8 @@ export interface NativeAddon {
   nftApply(batch: Buffer, netns?: string): Promise<RawApply>;
   /** Closes the idle nf_tables sockets nftApply keeps for reuse; returns how many. */
   nftCloseSockets(): number;
-  nftList(family: number, table: string, elements: boolean, netns?: string): Promise<RawListing>;
+  /** One table's chains and rules (no sets). */
+  nftListChains(family: number, table: string, netns?: string): Promise<RawChainListing>;
   nftListTables(netns?: string): Promise<RawTable[]>;
   conntrackDelete(f: RawCtFilter | RawCtFilter[], netns?: string): Promise<{ deleted: number; scanned: number }>;
   peerCredentials(fd: number): { pid: number; uid: number; gid: number };
@@ -31,17 +33,13 @@ export interface NativeAddon {
   mallocTune(o: { trimThreshold?: number; mmapThreshold?: number; arenaMax?: number }): { applied: string[] };
   /** glibc malloc_trim(0) in a worker: whether memory went back to the kernel. */
   mallocTrim(): Promise<boolean>;
-  constants: Record<string, number>;
   abi: number;
 }
 
 export interface RawTable { family: number; name: string; handle: number; flags: number; comment?: string }
-export interface RawListing {
-  table: RawTable;
-  chains: { family: number; table: string; name: string; handle: number; hooknum?: number; priority?: number; type?: string; device?: string; policy?: number; comment?: string }[];
-  sets: (Omit<NftSetInfo, 'family' | 'elements'> & { family: number; elements: (Omit<NftElementInfo, 'verdict'> & { verdictCode?: number; chain?: string; flags?: number })[] })[];
-  rules: { family: number; table: string; chain: string; handle: number; comment?: string; exprs: { name: string; attrs: Record<number, Uint8Array> }[] }[];
-}
+export interface RawChain { family: number; table: string; name: string; handle: number; hooknum?: number; priority?: number; type?: string; device?: string; policy?: number; comment?: string }
+export interface RawRule { family: number; table: string; chain: string; handle: number; comment?: string; exprs: { name: string; attrs: Record<number, Uint8Array> }[] }
+export interface RawChainListing { table: RawTable; chains: RawChain[]; rules: RawRule[] }
 
 let addon: NativeAddon | undefined;
 let loadError: Error | undefined;

@@ -16,7 +16,7 @@ const d = (x: object) => ({ family: fam, table: T, ...x });
 /** Ruleset text without the ticking element expirations. */
 const stable = (s: string) => s.replace(/ expires \S+/g, '');
 
-const maybe = gated(need.netns()).describe;
+const maybe = gated(need.netns(), need.testNative()).describe;
 
 function kubeLikeRuleset(): NftOp[] {
   return [

@@ -6,15 +6,14 @@
 // transaction, which `nft monitor` shows as one new ruleset generation. Names: ka3-*; cgroup, pins,
 // namespaces and the socket directory removed on every path.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
 import { aggregatorStatus, ProducerClient } from '../../src/aggregator/client';
 import type { ProducerStatus } from '../../src/aggregator';
 import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
+import { NetLab } from '../shared/netlab';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -23,7 +22,6 @@ const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
 const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
-const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
 const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
 
 const POD = { pa: '10.244.1.10', pb: '10.244.1.11', cl: '10.244.1.20' };
@@ -63,10 +61,10 @@ const firewall = (deny: string[]) => ({
 interface Reply { ok: boolean; name?: string; from?: string; err?: string }
 
 d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', () => {
-  const id = crypto.randomBytes(3).toString('hex');
-  const ns = { node: `ka3-${id}-node`, pa: `ka3-${id}-pa`, pb: `ka3-${id}-pb`, cl: `ka3-${id}-cl`, ext: `ka3-${id}-ext` };
-  const cgroup = path.join(CG_ROOT ?? '/nonexistent', `ka3-${id}`);
-  const pinDir = `/sys/fs/bpf/ka3-${id}`;
+  const lab = new NetLab('ka3');
+  const ns = { node: lab.name('node'), pa: lab.name('pa'), pb: lab.name('pb'), cl: lab.name('cl'), ext: lab.name('ext') };
+  let cgroup = '';
+  const pinDir = `/sys/fs/bpf/${lab.name('pins')}`;
   const dir = fs.mkdtempSync('/tmp/ka3-');
   const stateFile = path.join(dir, 'state.json');
   const sock = `unix://${path.join(dir, 'agg.sock')}`;
@@ -100,25 +98,15 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
   const status = async () => (await aggregatorStatus(sock)) as ProducerStatus[];
 
   beforeAll(async () => {
-    for (const n of Object.values(ns)) sh('ip', ['netns', 'add', n]);
-    for (const n of Object.values(ns)) sh('ip', ['-n', n, 'link', 'set', 'lo', 'up']);
-    sh('ip', ['-n', ns.node, 'link', 'add', 'br0', 'type', 'bridge']);
-    sh('ip', ['-n', ns.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0']);
-    sh('ip', ['-n', ns.node, 'link', 'set', 'br0', 'up']);
+    for (const role of ['node', 'pa', 'pb', 'cl', 'ext']) lab.netns(role);
+    lab.bridge(ns.node, 'br0', ['10.244.1.1/24']);
     for (const p of ['pa', 'pb', 'cl'] as const) {
-      sh('ip', ['-n', ns.node, 'link', 'add', `v${p}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns[p]]);
-      sh('ip', ['-n', ns.node, 'link', 'set', `v${p}`, 'master', 'br0', 'up']);
-      sh('ip', ['-n', ns[p], 'addr', 'add', `${POD[p]}/24`, 'dev', 'eth0']);
-      sh('ip', ['-n', ns[p], 'link', 'set', 'eth0', 'up']);
-      if (p !== 'cl') sh('ip', ['-n', ns[p], 'route', 'add', 'default', 'via', '10.244.1.1']);
+      lab.veth({ ns: ns.node, name: `v${p}`, master: 'br0' }, { ns: ns[p], name: 'eth0', addrs: [`${POD[p]}/24`] });
+      if (p !== 'cl') lab.ip(ns[p], 'route', 'add', 'default', 'via', '10.244.1.1');
     }
-    sh('ip', ['-n', ns.node, 'link', 'add', 'vext', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns.ext]);
-    sh('ip', ['-n', ns.node, 'addr', 'add', `${NODE_IP}/24`, 'dev', 'vext']);
-    sh('ip', ['-n', ns.node, 'link', 'set', 'vext', 'up']);
-    sh('ip', ['-n', ns.ext, 'addr', 'add', `${EXT_IP}/24`, 'dev', 'eth0']);
-    sh('ip', ['-n', ns.ext, 'link', 'set', 'eth0', 'up']);
-    sh('ip', ['netns', 'exec', ns.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-    fs.mkdirSync(cgroup);
+    lab.veth({ ns: ns.node, name: 'vext', addrs: [`${NODE_IP}/24`] }, { ns: ns.ext, name: 'eth0', addrs: [`${EXT_IP}/24`] });
+    lab.sysctl(ns.node, 'net.ipv4.ip_forward=1');
+    cgroup = lab.cgroup('cg');
     for (const p of ['pa', 'pb'] as const) {
       const c = spawn('nsenter', [`--net=/var/run/netns/${ns[p]}`, NODE, ECHO, p, '8080'], { stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(c);
@@ -142,10 +130,7 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
     if (kpng && kpng.exitCode === null) { const gone = new Promise((r) => kpng!.on('exit', r)); kpng.kill('SIGTERM'); await gone; }
     for (const c of children) c.kill('SIGTERM');
     try { await ebpfCleanup(pinDir); } catch { /* nothing pinned */ }
-    for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
-      try { fs.rmdirSync(cgroup); } catch { await new Promise((r) => setTimeout(r, 20)); }
-    }
-    for (const n of Object.values(ns)) { try { sh('ip', ['netns', 'del', n]); } catch { /* absent */ } }
+    lab.destroy();
     fs.rmSync(dir, { recursive: true, force: true });
     expect(fs.existsSync(pinDir)).toBe(false);
   }, 30000);

@@ -6,13 +6,11 @@
 // namespace; the client joins a test cgroup and enters a namespace with no route to the service
 // address, so a connection that works was balanced by the socket LB of that cgroup.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { cgroup2Mount } from '../../src/backend/ebpf';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
-import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
+import { NetLab } from '../shared/netlab';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -22,7 +20,6 @@ const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const BPF_SRC = path.join(ROOT, 'native/bpf/sock_lb.bpf.c');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
-const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
 const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ), need.tool('clang', ['--version'], 'clang')).describe;
 
 const STATE = {
@@ -39,32 +36,28 @@ const STATE = {
 interface Reply { ok: boolean; name?: string; err?: string }
 
 class Lab {
-  readonly id = crypto.randomBytes(3).toString('hex');
-  readonly ns = { node: `kpn-pins-${this.id}-node`, pa: `kpn-pins-${this.id}-pa`, pb: `kpn-pins-${this.id}-pb`, cl: `kpn-pins-${this.id}-cl` };
-  readonly pinDir = `/sys/fs/bpf/kpn-pins-${this.id}`;
+  private readonly net = new NetLab('kpn-pins');
+  readonly ns = { node: this.net.name('node'), pa: this.net.name('pa'), pb: this.net.name('pb'), cl: this.net.name('cl') };
+  readonly pinDir = `/sys/fs/bpf/${this.net.name('pins')}`;
   readonly dir = fs.mkdtempSync('/tmp/kpn-pins-');
   readonly stateFile = path.join(this.dir, 'state.json');
-  readonly cgroups = new Set<string>();
   private servers: ChildProcess[] = [];
 
   cgroup(name: string): string {
-    const p = path.join(CG_ROOT!, `kpn-pins-${this.id}-${name}`);
-    fs.mkdirSync(p);
-    this.cgroups.add(p);
-    return p;
+    return this.net.cgroup(name);
+  }
+
+  /** Removed with the lab, as the lab's own. */
+  adoptCgroup(p: string): void {
+    this.net.adoptCgroup(p);
   }
 
   async setup(): Promise<void> {
-    for (const n of Object.values(this.ns)) { sh('ip', ['netns', 'add', n]); sh('ip', ['-n', n, 'link', 'set', 'lo', 'up']); }
-    sh('ip', ['-n', this.ns.node, 'link', 'add', 'br0', 'type', 'bridge']);
-    sh('ip', ['-n', this.ns.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0']);
-    sh('ip', ['-n', this.ns.node, 'link', 'set', 'br0', 'up']);
+    for (const role of ['node', 'pa', 'pb', 'cl']) this.net.netns(role);
+    this.net.bridge(this.ns.node, 'br0', ['10.244.1.1/24']);
     const addr = { pa: '10.244.1.10', pb: '10.244.1.11', cl: '10.244.1.20' };
     for (const p of ['pa', 'pb', 'cl'] as const) {
-      sh('ip', ['-n', this.ns.node, 'link', 'add', `v${p}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns[p]]);
-      sh('ip', ['-n', this.ns.node, 'link', 'set', `v${p}`, 'master', 'br0', 'up']);
-      sh('ip', ['-n', this.ns[p], 'addr', 'add', `${addr[p]}/24`, 'dev', 'eth0']);
-      sh('ip', ['-n', this.ns[p], 'link', 'set', 'eth0', 'up']);
+      this.net.veth({ ns: this.ns.node, name: `v${p}`, master: 'br0' }, { ns: this.ns[p], name: 'eth0', addrs: [`${addr[p]}/24`] });
     }
     fs.writeFileSync(this.stateFile, JSON.stringify(STATE));
     for (const p of ['pa', 'pb'] as const) {
@@ -89,25 +82,14 @@ class Lab {
   }
 
   async removeCgroup(p: string): Promise<void> {
-    // Clients still running (a failed test) keep the cgroup busy: they are ours, end them.
-    for (let i = 0; i < 50 && fs.existsSync(p); i++) {
-      try {
-        for (const pid of fs.readFileSync(path.join(p, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
-          try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
-        }
-        fs.rmdirSync(p);
-      } catch {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-    this.cgroups.delete(p);
+    // Clients still running (a failed test) keep the cgroup busy: they are ours, ended with it.
+    this.net.removeCgroup(p);
   }
 
   async destroy(): Promise<void> {
     for (const s of this.servers) s.kill('SIGTERM');
     try { await ebpfCleanup(this.pinDir); } catch { /* nothing pinned */ }
-    for (const c of [...this.cgroups]) await this.removeCgroup(c);
-    for (const n of Object.values(this.ns)) { try { sh('ip', ['netns', 'del', n]); } catch { /* absent */ } }
+    this.net.destroy();
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }
@@ -323,7 +305,7 @@ d('eBPF backend: a restart over any pin state', () => {
 
     // A cgroup manager recreates it at the same path: the next retry attaches there.
     fs.mkdirSync(cgA);
-    lab.cgroups.add(cgA);
+    lab.adoptCgroup(cgA);
     await kpng.waitFor(/ebpf: the socket LB is programmed again/, 40000);
     expect(kpng.log).toMatch(/ebpf: pin directory: link_kpng_connect4, .* each is severed/);
     await healthz(200);

@@ -3,13 +3,12 @@
 // code 0, instead of finishing seconds of planning and map writes first. Real kernel: programs
 // attached to a test cgroup, pins in a test bpffs directory, kpng in its own network namespace.
 import { spawn } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
-import { sh } from '../helpers/netns';
+import { NetLab } from '../shared/netlab';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -32,9 +31,9 @@ function largeState(): unknown {
 }
 
 describe('SIGTERM during the eBPF backend\'s first full sync', () => {
-  const id = crypto.randomBytes(3).toString('hex');
-  const netns = `kbs-${id}`;
-  const pinDir = `/sys/fs/bpf/kpng-test-kbs-${id}`;
+  const lab = new NetLab('kbs');
+  const pinDir = `/sys/fs/bpf/${lab.name('pins')}`;
+  let netns = '';
   let cgroup = '';
   let dir = '';
 
@@ -44,19 +43,15 @@ describe('SIGTERM during the eBPF backend\'s first full sync', () => {
     const cg = cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8'));
     if (!cg) throw new Error('needs a cgroup v2 mount (the socket LB attaches to a cgroup)');
     if (!fs.existsSync(CLI)) throw new Error(`needs the build (${CLI}): make build`);
-    cgroup = path.join(cg, `kpng-test-kbs-${id}`);
-    fs.mkdirSync(cgroup);
-    sh('ip', ['netns', 'add', netns]);
-    sh('ip', ['-n', netns, 'link', 'set', 'lo', 'up']);
+    cgroup = lab.cgroup('cg');
+    netns = lab.netns('ns');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-test-kbs-'));
     fs.writeFileSync(path.join(dir, 'state.json'), JSON.stringify(largeState()));
   });
 
   afterAll(async () => {
     try { await ebpfCleanup(pinDir); } catch { /* nothing pinned */ }
-    // Each step on its own: one that fails must not leave the others behind.
-    try { if (cgroup && fs.existsSync(cgroup)) fs.rmdirSync(cgroup); } catch { /* a process still in it: reported by the test */ }
-    try { sh('ip', ['netns', 'del', netns]); } catch { /* absent */ }
+    lab.destroy();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 

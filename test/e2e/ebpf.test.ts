@@ -5,13 +5,12 @@
 // that has no route to any service address: a connection that works was rewritten at connect() /
 // sendmsg(). Never attached to the root cgroup; cgroup, pins and namespaces removed on every path.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { cgroup2Mount } from '../../src/backend/ebpf';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
 import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
+import { NetLab } from '../shared/netlab';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -21,7 +20,6 @@ const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const STREAM = path.join(ROOT, 'test/e2e/ipvs/stream.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
-const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
 const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
 
 const POD = { pa: { v4: '10.244.1.10', v6: 'fd00:244:1::10' }, pb: { v4: '10.244.1.11', v6: 'fd00:244:1::11' }, cl: { v4: '10.244.1.20', v6: 'fd00:244:1::20' } };
@@ -101,46 +99,30 @@ async function until(f: () => boolean, what: string, hold: Hold, kpng: KpngProce
 const P = process.env.KPNG_NETNS_PREFIX ?? 'kbf';
 
 class EbpfLab {
-  readonly id = crypto.randomBytes(3).toString('hex');
-  readonly ns = { node: `${P}-${this.id}-node`, pa: `${P}-${this.id}-pa`, pb: `${P}-${this.id}-pb`, cl: `${P}-${this.id}-cl`, ext: `${P}-${this.id}-ext`, pod: `${P}-${this.id}-pod` };
-  readonly cgroup = path.join(CG_ROOT!, `kpng-test-${P}-${this.id}`);
-  readonly pinDir = `/sys/fs/bpf/kpng-test-${P}-${this.id}`;
+  private readonly net = new NetLab(P);
+  readonly ns = { node: this.net.name('node'), pa: this.net.name('pa'), pb: this.net.name('pb'), cl: this.net.name('cl'), ext: this.net.name('ext'), pod: this.net.name('pod') };
+  cgroup = '';
+  readonly pinDir = `/sys/fs/bpf/${this.net.name('pins')}`;
   readonly dir = fs.mkdtempSync(`/tmp/kpng-test-${P}-`);
   readonly stateFile = path.join(this.dir, 'state.json');
   private servers: ChildProcess[] = [];
 
   setup(): void {
-    for (const n of Object.values(this.ns)) sh('ip', ['netns', 'add', n]);
-    for (const n of Object.values(this.ns)) sh('ip', ['-n', n, 'link', 'set', 'lo', 'up']);
-    sh('ip', ['-n', this.ns.node, 'link', 'add', 'br0', 'type', 'bridge']);
-    sh('ip', ['-n', this.ns.node, 'addr', 'add', '10.244.1.1/24', 'dev', 'br0']);
-    sh('ip', ['-n', this.ns.node, 'addr', 'add', 'fd00:244:1::1/64', 'dev', 'br0', 'nodad']);
-    sh('ip', ['-n', this.ns.node, 'link', 'set', 'br0', 'up']);
+    for (const role of ['node', 'pa', 'pb', 'cl', 'ext', 'pod']) this.net.netns(role);
+    this.net.bridge(this.ns.node, 'br0', ['10.244.1.1/24', 'fd00:244:1::1/64']);
     for (const p of ['pa', 'pb', 'cl'] as const) {
-      sh('ip', ['-n', this.ns.node, 'link', 'add', `v${p}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns[p]]);
-      sh('ip', ['-n', this.ns.node, 'link', 'set', `v${p}`, 'master', 'br0', 'up']);
-      sh('ip', ['-n', this.ns[p], 'addr', 'add', `${POD[p].v4}/24`, 'dev', 'eth0']);
-      sh('ip', ['-n', this.ns[p], 'addr', 'add', `${POD[p].v6}/64`, 'dev', 'eth0', 'nodad']);
-      sh('ip', ['-n', this.ns[p], 'link', 'set', 'eth0', 'up']);
+      this.net.veth({ ns: this.ns.node, name: `v${p}`, master: 'br0' }, { ns: this.ns[p], name: 'eth0', addrs: [`${POD[p].v4}/24`, `${POD[p].v6}/64`] });
     }
     // An outside host on its own link: its traffic is no socket operation of this node (nft serves it).
-    sh('ip', ['-n', this.ns.node, 'link', 'add', 'vext', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns.ext]);
-    sh('ip', ['-n', this.ns.node, 'addr', 'add', `${NODE_IP}/24`, 'dev', 'vext']);
-    sh('ip', ['-n', this.ns.node, 'link', 'set', 'vext', 'up']);
-    sh('ip', ['-n', this.ns.ext, 'addr', 'add', '192.168.50.2/24', 'dev', 'eth0']);
-    sh('ip', ['-n', this.ns.ext, 'link', 'set', 'eth0', 'up']);
-    sh('ip', ['netns', 'exec', this.ns.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+    this.net.veth({ ns: this.ns.node, name: 'vext', addrs: [`${NODE_IP}/24`] }, { ns: this.ns.ext, name: 'eth0', addrs: ['192.168.50.2/24'] });
+    this.net.sysctl(this.ns.node, 'net.ipv4.ip_forward=1');
     // A pod on its own routed link (as a point-to-point CNI makes it), with a default route through the
     // node: its connections to a service address that are not rewritten at connect() reach the node's
     // nft part. The endpoints route back through the node too, where the DNAT is undone.
-    sh('ip', ['-n', this.ns.node, 'link', 'add', 'vpod', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns.pod]);
-    sh('ip', ['-n', this.ns.node, 'addr', 'add', '10.244.2.1/24', 'dev', 'vpod']);
-    sh('ip', ['-n', this.ns.node, 'link', 'set', 'vpod', 'up']);
-    sh('ip', ['-n', this.ns.pod, 'addr', 'add', `${POD_ROUTED}/24`, 'dev', 'eth0']);
-    sh('ip', ['-n', this.ns.pod, 'link', 'set', 'eth0', 'up']);
-    sh('ip', ['-n', this.ns.pod, 'route', 'add', 'default', 'via', '10.244.2.1']);
-    for (const p of ['pa', 'pb'] as const) sh('ip', ['-n', this.ns[p], 'route', 'add', '10.244.2.0/24', 'via', '10.244.1.1']);
-    fs.mkdirSync(this.cgroup);
+    this.net.veth({ ns: this.ns.node, name: 'vpod', addrs: ['10.244.2.1/24'] }, { ns: this.ns.pod, name: 'eth0', addrs: [`${POD_ROUTED}/24`] });
+    this.net.ip(this.ns.pod, 'route', 'add', 'default', 'via', '10.244.2.1');
+    for (const p of ['pa', 'pb'] as const) this.net.ip(this.ns[p], 'route', 'add', '10.244.2.0/24', 'via', '10.244.1.1');
+    this.cgroup = this.net.cgroup('cg');
   }
 
   async startServers(): Promise<void> {
@@ -187,18 +169,8 @@ class EbpfLab {
   async destroy(): Promise<void> {
     for (const s of this.servers) s.kill('SIGTERM');
     try { await ebpfCleanup(this.pinDir); } catch { /* nothing pinned */ }
-    // Clients still running (a failed test) keep the cgroup busy: they are ours, end them.
-    for (let i = 0; i < 50 && fs.existsSync(this.cgroup); i++) {
-      try {
-        for (const pid of fs.readFileSync(path.join(this.cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
-          try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
-        }
-        fs.rmdirSync(this.cgroup);
-      } catch {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-    for (const n of Object.values(this.ns)) { try { sh('ip', ['netns', 'del', n]); } catch { /* absent */ } }
+    // Clients still running (a failed test) keep the cgroup busy: they are ours, ended with it.
+    this.net.destroy();
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }

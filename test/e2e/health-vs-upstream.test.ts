@@ -26,7 +26,7 @@ import { POD_CIDR } from '../../bench/vs-upstream/cluster';
 import { kpngMain, nodeBinary } from '../../bench/events/kpng-child';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
 
-// Lab names its namespaces <prefix>-<tag>: this file's are klif-*.
+// Lab names its namespaces <prefix>-<id>-<tag>: this file's are klif-*.
 process.env.KPNG_BENCH_NETNS_PREFIX = 'klif';
 /** Inside each proxy's own namespace: no other test can hold them there. */
 const HEALTHZ = '127.0.0.1:41256';

@@ -12,10 +12,10 @@ import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
 import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
 import { KPNG } from '../helpers/cli';
 import { waitFor } from '../helpers/wait';
+import { NetLab } from '../shared/netlab';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 
 
-const POD_NS = 'kmig-pod';
 const POD_IP = '10.244.1.5';
 
 // A TCP echo server (the pod) and a client that opens a new connection every 20 ms and also keeps one
@@ -70,6 +70,7 @@ function collect(p: ChildProcess, lines: string[]): void {
 test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no leftovers', async () => {
   let cp: ControlPlane | undefined;
   let lab: Lab | undefined;
+  const pods = new NetLab('kmig');
   const children: ChildProcess[] = [];
   const track = <T extends ChildProcess>(p: T): T => { children.push(p); return p; };
   const stop = async (p: ChildProcess | undefined) => {
@@ -89,17 +90,11 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     lab = await Lab.create('kmig', Number(new URL(cp.server).port));
     const inNode = (args: string[]) => sh('ip', ['netns', 'exec', lab!.netns, ...args]);
     // The pod: its own namespace behind a veth, serving on 8080.
-    spawnSync('ip', ['netns', 'del', POD_NS]);
-    sh('ip', ['netns', 'add', POD_NS]);
-    sh('ip', ['link', 'add', 'kmig-veth', 'netns', lab.netns, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', POD_NS]);
-    inNode(['ip', 'addr', 'add', '10.244.1.1/24', 'dev', 'kmig-veth']);
-    inNode(['ip', 'link', 'set', 'kmig-veth', 'up']);
+    const podNs = pods.netns('pod');
+    pods.veth({ ns: lab.netns, name: 'kmig-veth', addrs: ['10.244.1.1/24'] }, { ns: podNs, name: 'eth0', addrs: [`${POD_IP}/24`] });
     // A node has a default route: connect() to a cluster IP needs one before the output hook's DNAT.
     inNode(['ip', 'route', 'add', 'default', 'dev', 'kmig-veth']);
-    sh('ip', ['netns', 'exec', POD_NS, 'ip', 'addr', 'add', `${POD_IP}/24`, 'dev', 'eth0']);
-    sh('ip', ['netns', 'exec', POD_NS, 'ip', 'link', 'set', 'eth0', 'up']);
-    sh('ip', ['netns', 'exec', POD_NS, 'ip', 'link', 'set', 'lo', 'up']);
-    const server = track(spawn('ip', ['netns', 'exec', POD_NS, process.execPath, '-e', SERVER], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    const server = track(spawn('ip', ['netns', 'exec', podNs, process.execPath, '-e', SERVER], { stdio: ['ignore', 'pipe', 'pipe'] }));
 
     const serverOut: string[] = [];
     collect(server, serverOut);
@@ -170,7 +165,7 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
   } finally {
     for (const c of children.reverse()) await stop(c);
     await lab?.stop();
-    spawnSync('ip', ['netns', 'del', POD_NS]);
+    pods.destroy();
     await cp?.stop();
   }
 }, 300_000);

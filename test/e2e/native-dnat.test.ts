@@ -13,7 +13,7 @@ import { nftList } from '../helpers/nft-list';
 import { Netns, sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
 
-const maybe = gated(need.netns(), need.native()).describe;
+const maybe = gated(need.netns(), need.native(), need.testNative()).describe;
 const T = 'kpng';
 const d = (x: object) => ({ family: 'ip' as const, table: T, ...x }) as never;
 

@@ -6,15 +6,15 @@
 // Besides the lab's bridged pods (n1's br0: p1a, p1b), n1 gets a routed pod, "rp" (10.244.9.10), in a
 // namespace of its own behind a veth whose n1 side is named kld-v0, the way Calico-like CNIs attach
 // pods (an interface per pod, a name prefix for all of them).
-import * as crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { ADDR, Lab } from './lab/lab';
 import { Kpng, type KpngOptions } from './lab/kpng';
 import { StateFile, type SvcSpec } from './lab/world';
 import { gated, need } from '../helpers/gate';
+import { NetLab } from '../shared/netlab';
 
 // This file's namespaces and interfaces carry the prefix kld- (parallel labs on one machine).
-process.env.KPNG_LAB_PREFIX = 'kld-';
+process.env.KPNG_LAB_PREFIX = 'kld';
 
 const d = gated(need.root()).describe;
 
@@ -33,23 +33,18 @@ const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: '
 d('local traffic detection and --bind-address, nft backend, real packets', () => {
   let lab: Lab;
   let state: StateFile;
-  let routedPod: string;
+  const extra = new NetLab('kld');
+  let routedPod = '';
   let kpng: Kpng | undefined;
 
   beforeAll(async () => {
     lab = await Lab.create();
     state = new StateFile();
     state.write(services);
-    routedPod = `kld-rp-${crypto.randomBytes(3).toString('hex')}`;
-    ip('netns', 'add', routedPod);
+    routedPod = extra.netns('rp');
     const n1 = lab.ns.n1;
-    ip('-n', routedPod, 'link', 'set', 'lo', 'up');
-    ip('-n', n1, 'link', 'add', ROUTED_IF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', routedPod);
-    ip('-n', n1, 'addr', 'add', `${ROUTED_GW}/32`, 'dev', ROUTED_IF);
-    ip('-n', n1, 'link', 'set', ROUTED_IF, 'up');
+    extra.veth({ ns: n1, name: ROUTED_IF, addrs: [`${ROUTED_GW}/32`] }, { ns: routedPod, name: 'eth0', addrs: [`${ROUTED_POD}/32`] });
     ip('-n', n1, 'route', 'add', `${ROUTED_POD}/32`, 'dev', ROUTED_IF);
-    ip('-n', routedPod, 'addr', 'add', `${ROUTED_POD}/32`, 'dev', 'eth0');
-    ip('-n', routedPod, 'link', 'set', 'eth0', 'up');
     ip('-n', routedPod, 'route', 'add', ROUTED_GW, 'dev', 'eth0');
     ip('-n', routedPod, 'route', 'add', 'default', 'via', ROUTED_GW);
     // n2's pods answer the routed pod through n1 (its source is kept: pods are not masqueraded).
@@ -61,7 +56,7 @@ d('local traffic detection and --bind-address, nft backend, real packets', () =>
   afterAll(async () => {
     await kpng?.stop();
     await lab?.destroy();
-    if (routedPod) { try { ip('netns', 'del', routedPod); } catch { /* not created */ } }
+    extra.destroy();
   });
 
   afterEach(async () => {

@@ -16,7 +16,7 @@ import { nftList } from '../helpers/nft-list';
 import { FakeNft, Tracer, type FakeTable, type Packet } from '../helpers/nft-tracer';
 import { brief, enlsOf, nftWorld, type WorldOptions } from '../helpers/nft-world';
 
-const d = gated(need.netns(), need.native()).describe;
+const d = gated(need.netns(), need.native(), need.testNative()).describe;
 
 type Obj = Record<string, unknown>;
 

@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadNative } from '../../src/native';
+import { loadTestNative } from './test-native';
 
 /** The repository root, whether this runs from test/helpers (jest) or dist/test/helpers (the guest). */
 const ROOT = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../..');
@@ -46,6 +47,15 @@ export const need = {
       return { what: 'the native addon', met: true, fix: '' };
     } catch (e) {
       return { what: 'the native addon', met: false, fix: (e as Error).message };
+    }
+  },
+  /** The test addon (test/native/: the full nftables listing, libnftnl's ids), built with the product's. */
+  testNative: (): Need => {
+    try {
+      loadTestNative();
+      return { what: 'the test addon', met: true, fix: '' };
+    } catch (e) {
+      return { what: 'the test addon', met: false, fix: (e as Error).message };
     }
   },
   /** A file that `make build` makes (dist/, build/Release/...). */

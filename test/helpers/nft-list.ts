@@ -1,11 +1,13 @@
-// Listing nftables tables through the addon and decoding rules back into NftExpr shapes: used by
-// tests to check what the kernel holds (product code never lists the kernel: it keeps its own model).
+// Listing nftables tables and decoding rules back into NftExpr shapes: used by tests to check what the
+// kernel holds (product code never lists sets: it keeps its own model). Tables through the product
+// addon, one table's full listing through the test addon (test-native.ts).
 import {
   loadNative, nsArg, NFPROTO,
   type NativeCallOptions, type NftChainInfo, type NftElementInfo, type NftFamily, type NftRuleInfo, type NftSetInfo,
   type NftExpr, type NftTableInfo, type NftTableListing, type NftVerdict, type RawTable,
 } from '../../src/native';
 import { CMP_OP, CT_KEY, EXPR_ATTRS, META_KEY, PAYLOAD_BASE, VERDICT } from '../../src/native/encode';
+import { loadTestNative } from './test-native';
 
 const FAMILY_BY_NUM: Record<number, NftFamily> = Object.fromEntries(
   Object.entries(NFPROTO).map(([k, v]) => [v, k as NftFamily])) as Record<number, NftFamily>;
@@ -22,7 +24,7 @@ export async function nftListTables(opts?: NativeCallOptions): Promise<NftTableI
 /** Lists one table: chains, sets/maps (with elements unless elements=false), rules with handles. */
 export async function nftList(family: NftFamily, table: string, opts?: NativeCallOptions & { elements?: boolean }):
   Promise<NftTableListing> {
-  const raw = await loadNative().nftList(NFPROTO[family], table, opts?.elements ?? true, nsArg(opts));
+  const raw = await loadTestNative().nftList(NFPROTO[family], table, opts?.elements ?? true, nsArg(opts));
   const chains: NftChainInfo[] = raw.chains.map((c) => ({
     family: FAMILY_BY_NUM[c.family], table: c.table, name: c.name, handle: c.handle,
     ...(c.hooknum !== undefined ? {

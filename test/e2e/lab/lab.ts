@@ -6,13 +6,14 @@
 //   n1: bridge br0 10.244.1.1/24 fd00:244:1::1/64 ── pods p1a .10, p1b .11
 //   n2: bridge br0 10.244.2.1/24 fd00:244:2::1/64 ── pods p2a .10, p2b .11
 //
-// Every address lives only inside namespaces created here. Namespace names carry a unique id, so
-// parallel runs never clash; destroy() (also run on process exit) kills what was started and deletes
-// every namespace. Pods run echo-server.js (answers with its own and the client's address).
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+// Every address lives only inside namespaces created here, through the shared lab fixture
+// (test/shared/netlab.ts): names carry a unique id, so parallel runs never clash; destroy() (also run
+// on process exit) kills what was started and deletes every namespace. Pods run echo-server.js
+// (answers with its own and the client's address).
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as crypto from 'node:crypto';
+import { NetLab } from '../../shared/netlab';
 
 // The helper scripts are plain JS beside this file in the source tree (also when run from dist/).
 const HERE = __dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`);
@@ -53,40 +54,25 @@ export interface ProbeResult {
   connectMs?: number;
 }
 
-const live = new Set<Lab>();
-let hooked = false;
-function hookExit(): void {
-  if (hooked) return;
-  hooked = true;
-  const cleanAll = () => { for (const l of [...live]) l.destroySync(); };
-  process.on('exit', cleanAll);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => { cleanAll(); process.exit(130); });
-  }
-}
-
-function run(cmd: string, args: string[], input?: string): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'], maxBuffer: 1 << 30 });
-}
+type Role = 'lan' | 'n1' | 'n2' | 'client' | 'p1a' | 'p1b' | 'p2a' | 'p2b';
 
 export class Lab {
   readonly id: string;
-  readonly ns: Record<'lan' | 'n1' | 'n2' | 'client' | 'p1a' | 'p1b' | 'p2a' | 'p2b', string>;
+  readonly ns: Record<Role, string>;
+  private readonly net: NetLab;
   private readonly children = new Set<ChildProcess>();
-  private destroyed = false;
 
-  private constructor(id: string) {
-    this.id = id;
-    const n = (s: string) => `${id}-${s}`;
+  private constructor() {
+    // KPNG_LAB_PREFIX: the namespace prefix a lab run is allowed to use (default kl).
+    this.net = new NetLab('kl');
+    this.id = this.net.id;
+    const n = (s: string) => this.net.name(s);
     this.ns = { lan: n('lan'), n1: n('n1'), n2: n('n2'), client: n('client'), p1a: n('p1a'), p1b: n('p1b'), p2a: n('p2a'), p2b: n('p2b') };
   }
 
   /** Build the whole lab; `servers: false` skips the echo servers (benchmarks that only need n1). */
   static async create(opts: { servers?: boolean; minimal?: boolean } = {}): Promise<Lab> {
-    hookExit();
-    // KPNG_LAB_PREFIX: the namespace prefix a lab run is allowed to use (default kl).
-    const lab = new Lab(`${process.env.KPNG_LAB_PREFIX ?? 'kl'}${process.pid.toString(36)}${crypto.randomBytes(3).toString('hex')}`);
-    live.add(lab);
+    const lab = new Lab();
     try {
       lab.build(opts.minimal ?? false);
       if (opts.servers ?? true) await lab.startServers();
@@ -99,26 +85,21 @@ export class Lab {
 
   /** Run a command inside a namespace, synchronously; returns stdout. */
   exec(ns: string, cmd: string, args: string[], input?: string): string {
-    return run('ip', ['netns', 'exec', ns, cmd, ...args], input);
+    return this.net.exec(ns, cmd, args, input);
   }
 
   ip(ns: string, ...args: string[]): void {
-    run('ip', ['-n', ns, ...args]);
+    this.net.ip(ns, ...args);
   }
 
   private sysctl(ns: string, kv: string): void {
-    this.exec(ns, 'sysctl', ['-qw', kv]);
+    this.net.sysctl(ns, kv);
   }
 
   private build(minimal: boolean): void {
     const { ns } = this;
-    const names = minimal ? [ns.lan, ns.n1, ns.client] : Object.values(ns);
-    for (const n of names) {
-      run('ip', ['netns', 'add', n]);
-      this.ip(n, 'link', 'set', 'lo', 'up');
-      this.sysctl(n, 'net.ipv6.conf.all.accept_dad=0');
-      this.sysctl(n, 'net.ipv6.conf.default.accept_dad=0');
-    }
+    const roles = (minimal ? ['lan', 'n1', 'client'] : Object.keys(ns)) as Role[];
+    for (const r of roles) this.net.netns(r, { noDad: true });
     // The LAN: one bridge in its own namespace, nodes and client attached.
     this.ip(ns.lan, 'link', 'add', 'lan', 'type', 'bridge');
     this.ip(ns.lan, 'link', 'set', 'lan', 'up');
@@ -228,18 +209,8 @@ export class Lab {
 
   /** Kill every process started here and inside the namespaces, then delete them. */
   destroySync(): void {
-    if (this.destroyed) return;
-    this.destroyed = true;
-    live.delete(this);
     for (const c of this.children) { try { c.kill('SIGKILL'); } catch { /* gone */ } }
-    for (const n of Object.values(this.ns)) {
-      let pids: string[] = [];
-      try { pids = run('ip', ['netns', 'pids', n]).split('\n').filter(Boolean); } catch { /* no such ns */ }
-      for (const pid of pids) { try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ } }
-    }
-    for (const n of Object.values(this.ns)) {
-      try { run('ip', ['netns', 'del', n]); } catch { /* not created */ }
-    }
+    this.net.destroy();
   }
 
   async destroy(): Promise<void> {
