@@ -5,9 +5,12 @@
 # so a prebuild needs none of them on the machine it loads on, and no glibc symbol newer than 2.28.
 # Usage: hack/prebuild/deps.sh x64|arm64      (prints the prefix; a second run reuses what it built)
 #
-# Sources: Debian bookworm's source packages (apt-get source, with a private apt state in the cache, so
-# the system's sources are untouched). A tree already unpacked at $cache/src/<name>-<version> is used
-# as is; that is also the way to supply a source that the mirror in use does not carry.
+# Sources: each library's release tarball at a pinned version and sha256 (the `sources` table below), as
+# the Debian archive serves it (pool/, the orig tarball of a bookworm, bullseye or trixie source
+# package), downloaded once into $cache/downloads/. A mirror that lacks a file (some carry only part of
+# the pool) leaves it to be put there by hand: the error names the file and its checksum, and the
+# checksum is checked however the file came. A tree already unpacked at $cache/src/<name>-<version> is
+# used as is.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 arch=${1:?usage: deps.sh x64|arm64}
@@ -37,31 +40,49 @@ printf '#!/bin/sh\nexec %q ranlib "$@"\n' "$zig" > "$cache/bin/ranlib"; chmod +x
 CC="$cache/bin/$arch-cc"; AR="$cache/bin/ar"; RANLIB="$cache/bin/ranlib"
 CFLAGS="-O2 -g0 -fPIC -fvisibility=hidden -fno-sanitize=all -D_GNU_SOURCE"
 
-apt_opts=(-o "Dir::Etc::SourceList=$cache/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-  -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt/cache" -o Debug::NoLocking=1)
-apt_updated=
-# src NAME DEBIAN_SOURCE: prints the unpacked source tree of NAME, fetching the Debian source if needed.
+# name version pool-path sha256. The Debian version is in brackets: libmnl 1.0.4-3 (bookworm), libnfnetlink
+# 1.0.1-3 (bullseye), libnftnl 1.2.4-2 (bookworm), libnetfilter-conntrack 1.1.0-1 (trixie), zlib
+# 1:1.2.13.dfsg-1, elfutils 0.188-2.1, libbpf 1.1.2-0+deb12u1 (bookworm). Each orig tarball is the
+# upstream release, renamed.
+sources=(
+  "libmnl 1.0.4 pool/main/libm/libmnl/libmnl_1.0.4.orig.tar.bz2 171f89699f286a5854b72b91d06e8f8e3683064c5901fb09d954a9ab6f551f81"
+  "libnfnetlink 1.0.1 pool/main/libn/libnfnetlink/libnfnetlink_1.0.1.orig.tar.bz2 f270e19de9127642d2a11589ef2ec97ef90a649a74f56cf9a96306b04817b51a"
+  "libnftnl 1.2.4 pool/main/libn/libnftnl/libnftnl_1.2.4.orig.tar.bz2 c0fe233be4cdfd703e7d5977ef8eb63fcbf1d0052b6044e1b23d47ca3562477f"
+  "libnetfilter_conntrack 1.1.0 pool/main/libn/libnetfilter-conntrack/libnetfilter-conntrack_1.1.0.orig.tar.xz 67edcb4eb826c2f8dc98af08dabff68f3b3d0fe6fb7d9d0ac1ee7ecce0fe694e"
+  "zlib 1.2.13 pool/main/z/zlib/zlib_1.2.13.dfsg.orig.tar.bz2 71feb7947e3c00ef125f83b79a4e529bde31171e5babe48b391f06758d1ab0a1"
+  "elfutils 0.188 pool/main/e/elfutils/elfutils_0.188.orig.tar.bz2 fb8b0e8d0802005b9a309c60c1d8de32dd2951b56f0c3a3cb56d21ce01595dff"
+  "libbpf 1.1.2 pool/main/libb/libbpf/libbpf_1.1.2.orig.tar.gz b50ab60637fb713db78aa98e6ca911ddf13c0799d498a1f6ec03ebffc7dca588"
+)
+mirror=${KPNG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# src NAME: prints the unpacked source tree of NAME at its pinned version, downloading it if needed.
 src() {
-  local name=$1 pkg=$2 d
-  d=$(find "$cache/src" -maxdepth 1 -type d -name "$name-[0-9]*" | sort -V | tail -1)
-  if [ -n "$d" ]; then echo "$d"; return; fi
-  if [ -z "$apt_updated" ]; then
-    mkdir -p "$cache/apt/lists/partial" "$cache/apt/cache/archives/partial"
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" > "$cache/apt/sources.list"
-    apt-get "${apt_opts[@]}" update -qq >&2
-    apt_updated=1
+  local name=$1 row version path sum file d
+  row=$(printf '%s\n' "${sources[@]}" | awk -v n="$name" '$1 == n') || true
+  [ -n "$row" ] || { echo "deps.sh: no pinned source for $name" >&2; return 1; }
+  read -r _ version path sum <<<"$row"
+  d="$cache/src/$name-$version"
+  if [ -d "$d" ]; then echo "$d"; return; fi
+  file="$cache/downloads/$(basename "$path")"
+  mkdir -p "$cache/downloads"
+  if [ ! -f "$file" ]; then
+    echo "prebuild: downloading $name $version ($path)" >&2
+    if ! curl -fsSL --retry 2 -o "$file.part" "$mirror/$path"; then
+      rm -f "$file.part"
+      echo "deps.sh: cannot download $name $version: $mirror/$path is not served (the mirror in use lacks it)." >&2
+      echo "deps.sh: put the file (the upstream $name-$version release tarball, renamed) at $file" >&2
+      echo "deps.sh: with sha256 $sum, or unpack its tree at $d" >&2
+      return 1
+    fi
+    mv "$file.part" "$file"
   fi
-  local tmp; tmp=$(mktemp -d "$cache/src/.dl-XXXX")
-  if ! (cd "$tmp" && apt-get "${apt_opts[@]}" source --download-only -qq "$pkg" >&2); then
-    echo "deps.sh: cannot fetch the Debian source of $pkg; unpack $name's source at $cache/src/$name-<version>" >&2
-    rm -rf "$tmp"; return 1
+  if ! echo "$sum  $file" | sha256sum -c --quiet - >/dev/null 2>&1; then
+    echo "deps.sh: $file does not have the pinned sha256 $sum (got $(sha256sum "$file" | cut -c1-64)); remove it to download it again" >&2
+    return 1
   fi
-  local orig; orig=$(ls "$tmp"/*.orig.tar.* | grep -v '\.asc$' | head -1)
-  tar -xf "$orig" -C "$tmp"
-  d=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -1)
-  local v; v=$(basename "$orig" | sed -E 's/^[^_]+_([0-9][^.]*(\.[0-9]+)*).*/\1/')
-  mv "$d" "$cache/src/$name-$v"; rm -rf "$tmp"
-  echo "$cache/src/$name-$v"
+  local tmp; tmp=$(mktemp -d "$cache/src/.unpack-XXXX")
+  tar -xf "$file" -C "$tmp"
+  mv "$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -1)" "$d"; rm -rf "$tmp"
+  echo "$d"
 }
 
 # ar_all NAME DIR CFLAGS...: compiles every .c under DIR into lib/libNAME.a.
@@ -79,6 +100,10 @@ pc() { # pc NAME VERSION LIBS [REQUIRES]: a pkg-config file for the static archi
 }
 ver() { basename "$1" | sed -E 's/^.*-([0-9][0-9.]*)$/\1/'; }
 
+# Every source first, so that one run names everything a mirror lacks.
+missing=()
+for row in "${sources[@]}"; do n=${row%% *}; src "$n" >/dev/null || missing+=("$n"); done
+if [ ${#missing[@]} -gt 0 ]; then echo "deps.sh: no source for ${missing[*]} (see above)" >&2; exit 1; fi
 echo "prebuild: building static libraries for $arch ($target) in $prefix" >&2
 # The makefiles' chatter goes to a log, shown when something fails.
 log=$cache/deps-$arch.log; : > "$log"
@@ -87,31 +112,31 @@ trap 'echo "deps.sh: failed; the last lines of $log:" >&2; tail -30 "$log" >&2' 
 # the compiler has symbol visibility (zig's clang has).
 empty=$cache/obj/config; mkdir -p "$empty"; echo '#define HAVE_VISIBILITY_HIDDEN 1' > "$empty/config.h"
 
-s=$(src libmnl libmnl)
+s=$(src libmnl)
 ar_all mnl "$s/src" -I"$s/include" -I"$empty"
 cp -r "$s/include/libmnl" "$prefix/include/"; pc libmnl "$(ver "$s")" -lmnl
 
-s=$(src libnfnetlink libnfnetlink)
+s=$(src libnfnetlink)
 ar_all nfnetlink "$s/src" -I"$s/include" -I"$empty"
 cp -r "$s/include/libnfnetlink" "$prefix/include/"; pc libnfnetlink "$(ver "$s")" -lnfnetlink
 
-s=$(src libnftnl libnftnl)
+s=$(src libnftnl)
 ar_all nftnl "$s/src" -I"$s/include" -I"$prefix/include" -I"$empty"
 cp -r "$s/include/libnftnl" "$prefix/include/"; pc libnftnl "$(ver "$s")" -lnftnl libmnl
 
-s=$(src libnetfilter_conntrack libnetfilter-conntrack)
+s=$(src libnetfilter_conntrack)
 # Both it and libnftnl define an internal __abi_breakage(): fine in shared libraries, a clash in one link.
 ar_all netfilter_conntrack "$s/src" -I"$s/include" -I"$prefix/include" -I"$empty" -D__abi_breakage=__nfct_abi_breakage
 cp -r "$s/include/libnetfilter_conntrack" "$prefix/include/"
 pc libnetfilter_conntrack "$(ver "$s")" -lnetfilter_conntrack "libnfnetlink libmnl"
 
-s=$(src zlib zlib)
+s=$(src zlib)
 obj_src=$(mktemp -d); cp "$s"/*.c "$obj_src/"
 ar_all z "$obj_src" -I"$s" -DHAVE_UNISTD_H -DHAVE_STDARG_H; rm -rf "$obj_src"
 cp "$s/zlib.h" "$s/zconf.h" "$prefix/include/"; pc zlib "$(ver "$s")" -lz
 
 # libelf: elfutils' own configure and makefiles (its sources depend on the config.h they write).
-s=$(src elfutils elfutils)
+s=$(src elfutils)
 b="$cache/obj/$arch/elfutils"; rm -rf "$b"; mkdir -p "$b"
 (cd "$b" && "$s/configure" -q --host="${target%%-linux*}-linux-gnu" --disable-debuginfod --disable-libdebuginfod \
    --disable-nls --without-bzlib --without-lzma --without-zstd \
@@ -122,7 +147,7 @@ cp "$s/libelf/libelf.h" "$s/libelf/gelf.h" "$s/libelf/nlist.h" "$prefix/include/
 [ -f "$b/libelf/elf.h" ] || cp "$s/libelf/elf.h" "$prefix/include/" 2>/dev/null || true
 pc libelf "$(ver "$s")" -lelf zlib
 
-s=$(src libbpf libbpf)
+s=$(src libbpf)
 b="$cache/obj/$arch/libbpf"; rm -rf "$b"; mkdir -p "$b"
 make -s -j"$jobs" -C "$s/src" BUILD_STATIC_ONLY=1 OBJDIR="$b" DESTDIR="$b/root" PREFIX=/ LIBDIR=/lib \
   CC="$CC" AR="$AR" CFLAGS="$CFLAGS -I$prefix/include" install >>"$log" 2>&1
