@@ -1,6 +1,7 @@
-# kpng node image: the kpng command, its native netlink addon (with the eBPF backend's BPF object
-# beside it), and Node 24 LTS. Built here without a daemon by hack/image/build.sh (buildah), which
-# passes a locally made base as NODE_IMAGE when no registry is reachable; `docker build .` needs no arguments.
+# kpng node image built from source, for builders with a registry: `docker build .` (no arguments; with
+# buildx, --platform linux/amd64,linux/arm64). The addon is compiled here against Debian's netfilter and
+# BPF libraries, which the run stage installs. `make image` builds the lean images instead (no shell,
+# the portable prebuilds, both architectures, a manifest list): docs/image.md.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build

@@ -16,7 +16,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy test test-guest demo bench clean image image-test cluster cluster-down conformance prebuilds install-test
+.PHONY: all deps build native controlplane kube-proxy test test-guest demo bench clean image image-host image-test cluster cluster-down conformance prebuilds install-test
 
 all: build
 
@@ -59,13 +59,19 @@ prebuilds: deps
 install-test: build prebuilds
 	@hack/prebuild/install-test.sh
 
-image: deps
+# amd64 and arm64 from the portable prebuilds, and the manifest list naming both (docs/install.md).
+image: build prebuilds
 	@hack/image/build.sh
 
-image-test: image build controlplane
+# This machine's architecture only (the portable prebuild when current, else build/Release): for the cluster.
+image-host: build
+	@KPNG_IMAGE_ARCHES=$$(dpkg --print-architecture) hack/image/build.sh
+
+# Both architectures' images: the host's in full, the other under qemu-user.
+image-test: image controlplane
 	@hack/image/test.sh
 
-cluster: build image
+cluster: build image-host
 	@hack/cluster/up.sh
 
 cluster-down:

@@ -45,7 +45,7 @@ start=$SECONDS
 "$repo/hack/cluster/build.sh"
 ginkgo="$cluster_bin/ginkgo"
 up_args=(--nodes "$nodes")
-if [[ $backend == upstream ]]; then up_args+=(--no-kpng); else (cd "$repo" && make -s image); fi
+if [[ $backend == upstream ]]; then up_args+=(--no-kpng); else (cd "$repo" && make -s image-host); fi
 if [[ $reuse == 1 && -e $cluster_state/up ]]; then
 	"$repo/hack/cluster/images.sh" "${up_args[@]:2}" >/dev/null
 	# Images rebuilt since the nodes started replace the ones they imported then.

