@@ -58,7 +58,7 @@ warm() {
 
 # root ARCH DIR: the image's root file system.
 make_root() {
-  local arch=$1 root=$2 narch node addon
+  local arch=$1 root=$2 narch node addon extra
   narch=$(node_arch "$arch")
   addon=$("$repo/hack/image/app.sh" "$arch" "$root/opt/kpng")
   extra=()

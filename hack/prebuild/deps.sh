@@ -40,10 +40,9 @@ printf '#!/bin/sh\nexec %q ranlib "$@"\n' "$zig" > "$cache/bin/ranlib"; chmod +x
 CC="$cache/bin/$arch-cc"; AR="$cache/bin/ar"; RANLIB="$cache/bin/ranlib"
 CFLAGS="-O2 -g0 -fPIC -fvisibility=hidden -fno-sanitize=all -D_GNU_SOURCE"
 
-# name version pool-path sha256. The Debian version is in brackets: libmnl 1.0.4-3 (bookworm), libnfnetlink
-# 1.0.1-3 (bullseye), libnftnl 1.2.4-2 (bookworm), libnetfilter-conntrack 1.1.0-1 (trixie), zlib
-# 1:1.2.13.dfsg-1, elfutils 0.188-2.1, libbpf 1.1.2-0+deb12u1 (bookworm). Each orig tarball is the
-# upstream release, renamed.
+# name version pool-path sha256, from these Debian source packages: libmnl 1.0.4-3, libnftnl 1.2.4-2,
+# zlib 1:1.2.13.dfsg-1, elfutils 0.188-2.1, libbpf 1.1.2-0+deb12u1 (bookworm), libnfnetlink 1.0.1-3
+# (bullseye), libnetfilter-conntrack 1.1.0-1 (trixie). Each orig tarball is the upstream release, renamed.
 sources=(
   "libmnl 1.0.4 pool/main/libm/libmnl/libmnl_1.0.4.orig.tar.bz2 171f89699f286a5854b72b91d06e8f8e3683064c5901fb09d954a9ab6f551f81"
   "libnfnetlink 1.0.1 pool/main/libn/libnfnetlink/libnfnetlink_1.0.1.orig.tar.bz2 f270e19de9127642d2a11589ef2ec97ef90a649a74f56cf9a96306b04817b51a"
