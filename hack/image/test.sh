@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Proves the built image of this machine's architecture (hack/image/build.sh) from its own filesystem, run the way the DaemonSets of
-# deploy/overlays/ (rendered with `kubectl kustomize`) run it: the image's entrypoint, env and working
-# directory, a read-only root, the ConfigMap mounted read-only at /var/lib/kube-proxy, and kube-proxy's
-# flags from the manifests. Each check prints
-# "ok" or "FAIL"; the script exits non-zero on the first failure.
+# Proves the built image of this machine's architecture (hack/image/build.sh) from its own filesystem,
+# run the way the DaemonSets of deploy/overlays/ (rendered with `kubectl kustomize`) run it: the
+# image's entrypoint, env and working directory, a read-only root, the ConfigMap mounted read-only at
+# /var/lib/kube-proxy, and kube-proxy's flags from the manifests. Each check prints "ok" or "FAIL";
+# the script exits non-zero on the first failure.
 #
 # The image's root is the buildah container's mount, bind-mounted read-only in a mount namespace of
 # its own, then chroot (no container runtime here). Kernel work runs in network namespace
