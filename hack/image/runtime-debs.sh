@@ -39,11 +39,10 @@ debs=()
 for p in "${packages[@]}"; do
   v=${candidate[$p]:-}
   [ -n "$v" ] && [ "$v" != "(none)" ] || { echo "image: no $p for $arch in Debian $suite" >&2; exit 1; }
-  f=$(ls "$state/archives/${p}_${v/*:/}_$arch.deb" 2>/dev/null || true)
-  if [ -z "$f" ]; then
-    (cd "$state/archives" && apt-get "${apt_opts[@]}" download "$p:$arch=$v" 2>/dev/null) ||
+  f="$state/archives/${p}_${v//:/%3a}_$arch.deb"   # apt-get download's name (an epoch's colon escaped)
+  if [ ! -f "$f" ]; then
+    (cd "$state/archives" && apt-get "${apt_opts[@]}" download "$p:$arch=$v" 2>/dev/null) && [ -f "$f" ] ||
       { echo "image: apt-get download $p:$arch=$v failed" >&2; exit 1; }
-    f=$(ls "$state/archives/${p}_${v/*:/}_$arch.deb")
   fi
   debs+=("$f")
 done
