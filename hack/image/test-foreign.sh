@@ -33,6 +33,15 @@ node -e "
   if (!e) throw new Error('no linux/$arch entry');
   if (e.digest !== '$digest') throw new Error('linux/$arch is ' + e.digest + ', the image is $digest');" 2>"$work/err" || fail "$manifest: $(cat "$work/err")"
 ok "$manifest lists linux/$arch as $tag ($(bah images --format '{{.Size}}' "$tag" | head -1))"
+# What a registry push sends: the list and every image, here into an OCI layout (no registry reachable).
+bah manifest push --all --quiet "$manifest" "oci:$work/oci:kpng" >/dev/null 2>"$work/err" || fail "buildah manifest push --all: $(cat "$work/err")"
+pushed=$(node -e "
+  const fs = require('fs'); const blob = (d) => JSON.parse(fs.readFileSync('$work/oci/blobs/sha256/' + d.split(':')[1], 'utf8'));
+  const list = blob(JSON.parse(fs.readFileSync('$work/oci/index.json', 'utf8')).manifests[0].digest);
+  console.log(list.manifests.map((m) => m.platform.os + '/' + m.platform.architecture + ' ' + (blob(m.digest).layers.reduce((n, l) => n + l.size, 0) / 1e6).toFixed(1) + ' MB').join(', '));")
+[[ "$pushed" == *"linux/$arch "* ]] || fail "the pushed manifest list lacks linux/$arch: $pushed"
+ok "buildah manifest push --all writes the list and its images (compressed: $pushed)"
+rm -rf "$work/oci"
 cfg_arch=$(bah inspect --type image --format '{{.OCIv1.Architecture}}' "$tag")
 [ "$cfg_arch" = "$arch" ] || fail "the image's config says architecture $cfg_arch"
 
