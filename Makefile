@@ -60,15 +60,19 @@ install-test: build prebuilds
 	@hack/prebuild/install-test.sh
 
 # amd64 and arm64 from the portable prebuilds, and the manifest list naming both (docs/install.md).
-image: build prebuilds
-	@hack/image/build.sh
+# Both architectures need the portable prebuilds; where their sources cannot be fetched (docs/install.md)
+# the image of this machine's architecture is still built, with the host-built addon, and said so.
+image: build
+	@if hack/prebuild/build.sh; then hack/image/build.sh; else \
+	  echo "image: no portable prebuilds (above): building $$(dpkg --print-architecture) only, with build/Release's addon" >&2; \
+	  KPNG_IMAGE_ARCHES=$$(dpkg --print-architecture) hack/image/build.sh; fi
 
 # This machine's architecture only (the portable prebuild when current, else build/Release): for the cluster.
 image-host: build
 	@KPNG_IMAGE_ARCHES=$$(dpkg --print-architecture) hack/image/build.sh
 
 # Both architectures' images: the host's in full, the other under qemu-user.
-image-test: image controlplane
+image-test: prebuilds image controlplane
 	@hack/image/test.sh
 
 cluster: build image-host
