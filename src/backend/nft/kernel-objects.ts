@@ -46,10 +46,9 @@ export class KernelObjects {
    * A full sync's ops (which start with resetTable) as a repair of this table: every chain and every
    * set but the affinity ones flushed, what the new state lacks (or has with another type or size)
    * deleted, then the full sync's own ops, whose adds of existing objects change nothing. After it
-   * the table holds what KernelObjects.of(fullOps) says.
+   * the table holds `want`, KernelObjects.of(fullOps) (the caller keeps it for the next sync).
    */
-  repair(fullOps: readonly Op[]): Op[] {
-    const want = KernelObjects.of(fullOps);
+  repair(fullOps: readonly Op[], want: KernelObjects): Op[] {
     const out: Op[] = [{ k: 'addTable' }];
     // Rules first: once no rule names a chain or set, the deletes below are allowed.
     for (const name of this.chains) out.push({ k: 'flushChain', name });

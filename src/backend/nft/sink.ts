@@ -64,8 +64,8 @@ export class NftDataplane implements Dataplane {
     const made: Partial<Record<Fam, KernelObjects>> = {};
     for (const fam of FAMS) {
       const ops = await fullSyncOpsChunked(this.models[fam], keyedServices(services), node, y);
-      made[fam] = KernelObjects.of(ops);
-      famOps.push({ fam, ops: this.objects[fam]?.repair(ops) ?? ops });
+      const want = (made[fam] = KernelObjects.of(ops));
+      famOps.push({ fam, ops: this.objects[fam]?.repair(ops, want) ?? ops });
     }
     // The kernel's encoder counts its own slices from its start: the time since our last turn would
     // add to its first one.
