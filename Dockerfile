@@ -6,7 +6,7 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      g++ make python3 pkg-config libnftnl-dev libmnl-dev libnetfilter-conntrack-dev libbpf-dev clang llvm \
+      g++ make python3 pkg-config libnftnl-dev libmnl-dev libbpf-dev clang llvm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Behind a TLS-intercepting proxy the builder mounts the proxy's CA file and names it here (npm reads it
@@ -24,7 +24,7 @@ COPY . .
 RUN hack/build-native.sh && npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
-RUN apt-get update && apt-get install -y --no-install-recommends libnftnl11 libmnl0 libnetfilter-conntrack3 libbpf1 \
+RUN apt-get update && apt-get install -y --no-install-recommends libnftnl11 libmnl0 libbpf1 \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/kpng
 COPY --from=build /src/package.json ./

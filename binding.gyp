@@ -4,8 +4,8 @@
     # hack/build-native.sh for a development build; a prebuild or an install from the npm tarball
     # (which holds no test/) builds the product addon alone.
     "kpng_test_native%": 0,
-    "kpng_cflags": ["-O2", "-Wall", "-Wno-missing-field-initializers", "<!@(pkg-config --cflags libnftnl libmnl libnetfilter_conntrack libbpf)"],
-    "kpng_libs": ["<!@(pkg-config --libs libnftnl libmnl libnetfilter_conntrack libbpf)"]
+    "kpng_cflags": ["-O2", "-Wall", "-Wno-missing-field-initializers", "<!@(pkg-config --cflags libnftnl libmnl libbpf)"],
+    "kpng_libs": ["<!@(pkg-config --libs libnftnl libmnl libbpf)"]
   },
   "target_defaults": {
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

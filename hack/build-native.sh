@@ -36,8 +36,8 @@ build_bpf() {
 if [ "${1:-}" = "--prebuild" ]; then exec hack/prebuild/build.sh; fi
 if [ "${1:-}" = "--bpf-only" ]; then build_bpf; exit 0; fi
 
-if ! pkg-config --exists libnftnl libmnl libnetfilter_conntrack libbpf 2>/dev/null; then
-  echo "build-native: missing libnftnl-dev / libmnl-dev / libnetfilter-conntrack-dev / libbpf-dev / pkg-config (run hack/install-deps.sh)" >&2
+if ! pkg-config --exists libnftnl libmnl libbpf 2>/dev/null; then
+  echo "build-native: missing libnftnl-dev / libmnl-dev / libbpf-dev / pkg-config (run hack/install-deps.sh)" >&2
   exit 1
 fi
 

@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(pkg-config g++ make python3 iproute2 nftables libnftnl-dev libmnl-dev
-  libnetfilter-conntrack-dev openssl clang llvm libbpf-dev
+  openssl clang llvm libbpf-dev
+  # conntrack: the conntrack clean-up test makes its entries with `conntrack -I`
+  conntrack
   # iptables (iptables-nft): the clean-up test runs upstream kube-proxy in iptables mode, which execs
   # iptables-restore; ipset: the clean-up test makes upstream IPVS mode's sets with it
   iptables ipset)

@@ -1,16 +1,19 @@
-// Conntrack cleanup over ctnetlink (libnetfilter_conntrack), on a worker thread: dump the family's
-// entries once, keep those matching any of the filters (all given fields of a filter must match),
-// delete them by tuple + id. kube-proxy does this when a UDP endpoint goes away (entries whose reply
-// source is the endpoint), when a UDP service IP/port appears (entries to the service with no endpoint
-// yet), and after a full sync (DNATed entries whose reply source is no longer an endpoint: `keep`).
+// Conntrack cleanup over ctnetlink, on a worker thread: dump the family's entries once, keep those
+// matching any of the filters (all given fields of a filter must match), delete them by original tuple
+// + id (+ zone) in one netlink batch. kube-proxy does this when a UDP endpoint goes away (entries whose
+// reply source is the endpoint), when a UDP service IP/port appears (entries to the service with no
+// endpoint yet), and after a full sync (DNATed entries whose reply source is no longer an endpoint:
+// `keep`). The messages are built here rather than through libnetfilter_conntrack, so the addon links
+// no conntrack library at all.
 #include "common.h"
+#include "netlink_batch.h"
 
 #include <arpa/inet.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <netinet/in.h>
-#include <libnetfilter_conntrack/libnetfilter_conntrack.h>
 
 #include <array>
-#include <memory>
 #include <vector>
 
 namespace kpng {
@@ -28,42 +31,84 @@ struct CtFilter {
   std::vector<std::array<uint8_t, 16>> keep;
 };
 
-bool AddrEq(const nf_conntrack* ct, bool v6, int attr4, int attr6, const uint8_t* want) {
-  const void* p = nfct_get_attr(ct, (nf_conntrack_attr)(v6 ? attr6 : attr4));
-  return p && memcmp(p, want, v6 ? 16 : 4) == 0;
+// The fields of one dumped entry the filters look at, and the raw attributes that name it for a delete.
+struct CtEntry {
+  uint8_t proto = 0;
+  bool hasOrigDst = false, hasReplySrc = false, hasDport = false, hasReplySport = false;
+  uint8_t origDst[16] = {}, replySrc[16] = {};
+  uint16_t dport = 0, replySport = 0;  // network order
+  const nlattr* tupleOrig = nullptr;
+  const nlattr* id = nullptr;
+  const nlattr* zone = nullptr;
+};
+
+// A tuple (CTA_TUPLE_ORIG or CTA_TUPLE_REPLY): the destination or source address and port wanted.
+void ReadTuple(const NlAttrView& tuple, bool v6, bool wantDst, CtEntry* e, bool orig) {
+  const uint16_t addrAttr = v6 ? (wantDst ? CTA_IP_V6_DST : CTA_IP_V6_SRC) : (wantDst ? CTA_IP_V4_DST : CTA_IP_V4_SRC);
+  const size_t alen = v6 ? 16 : 4;
+  ForEachAttr(tuple.data(), tuple.len(), [&](const NlAttrView& a) {
+    if (a.type() == CTA_TUPLE_IP) {
+      ForEachAttr(a.data(), a.len(), [&](const NlAttrView& ip) {
+        if (ip.type() != addrAttr || ip.len() != alen) return;
+        memcpy(orig ? e->origDst : e->replySrc, ip.data(), alen);
+        (orig ? e->hasOrigDst : e->hasReplySrc) = true;
+      });
+    } else if (a.type() == CTA_TUPLE_PROTO) {
+      ForEachAttr(a.data(), a.len(), [&](const NlAttrView& pa) {
+        if (pa.type() == CTA_PROTO_NUM && pa.len() >= 1) {
+          if (orig) e->proto = pa.data()[0];
+        } else if (pa.type() == (wantDst ? CTA_PROTO_DST_PORT : CTA_PROTO_SRC_PORT) && pa.len() == 2) {
+          memcpy(orig ? &e->dport : &e->replySport, pa.data(), 2);
+          (orig ? e->hasDport : e->hasReplySport) = true;
+        }
+      });
+    }
+  });
 }
 
-bool Matches(const nf_conntrack* ct, const CtFilter& f) {
-  if (nfct_get_attr_u8(ct, ATTR_L3PROTO) != f.family) return false;
-  if (nfct_get_attr_u8(ct, ATTR_L4PROTO) != f.proto) return false;
-  bool v6 = f.family == AF_INET6;
-  if (f.hasOrigDst && !AddrEq(ct, v6, ATTR_ORIG_IPV4_DST, ATTR_ORIG_IPV6_DST, f.origDst)) return false;
-  if (f.hasReplySrc && !AddrEq(ct, v6, ATTR_REPL_IPV4_SRC, ATTR_REPL_IPV6_SRC, f.replySrc)) return false;
-  if (f.hasDport && nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST) != f.dport) return false;
-  if (f.hasReplySport && nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC) != f.replySport) return false;
+bool ParseEntry(const nlmsghdr* h, bool v6, CtEntry* e) {
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return false;
+  const uint8_t* p = (const uint8_t*)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(nfgenmsg));
+  size_t n = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
+  ForEachAttr(p, n, [&](const NlAttrView& a) {
+    switch (a.type()) {
+      case CTA_TUPLE_ORIG: e->tupleOrig = a.a; ReadTuple(a, v6, true, e, true); break;
+      case CTA_TUPLE_REPLY: ReadTuple(a, v6, false, e, false); break;
+      case CTA_ID: e->id = a.a; break;
+      case CTA_ZONE: e->zone = a.a; break;
+      default: break;
+    }
+  });
+  return e->tupleOrig != nullptr;
+}
+
+bool Matches(const CtEntry& e, const CtFilter& f) {
+  if (e.proto != f.proto) return false;
+  const size_t n = f.family == AF_INET6 ? 16 : 4;
+  if (f.hasOrigDst && (!e.hasOrigDst || memcmp(e.origDst, f.origDst, n) != 0)) return false;
+  if (f.hasReplySrc && (!e.hasReplySrc || memcmp(e.replySrc, f.replySrc, n) != 0)) return false;
+  if (f.hasDport && (!e.hasDport || e.dport != f.dport)) return false;
+  if (f.hasReplySport && (!e.hasReplySport || e.replySport != f.replySport)) return false;
   if (f.hasKeep) {
-    size_t n = v6 ? 16 : 4;
-    const void* rs = nfct_get_attr(ct, (nf_conntrack_attr)(v6 ? ATTR_REPL_IPV6_SRC : ATTR_REPL_IPV4_SRC));
-    const void* od = nfct_get_attr(ct, (nf_conntrack_attr)(v6 ? ATTR_ORIG_IPV6_DST : ATTR_ORIG_IPV4_DST));
-    if (!rs || !od || memcmp(rs, od, n) == 0) return false;  // not DNATed
-    for (const auto& k : f.keep) if (memcmp(rs, k.data(), n) == 0) return false;
+    if (!e.hasReplySrc || !e.hasOrigDst || memcmp(e.replySrc, e.origDst, n) == 0) return false;  // not DNATed
+    for (const auto& k : f.keep) if (memcmp(e.replySrc, k.data(), n) == 0) return false;
   }
   return true;
 }
 
-struct DumpCtx {
-  const std::vector<CtFilter>* filters;
-  std::vector<nf_conntrack*> matches;
-  size_t seen = 0;
-};
+const uint16_t kCtGet = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+const uint16_t kCtDelete = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
 
-int DumpCb(enum nf_conntrack_msg_type, struct nf_conntrack* ct, void* data) {
-  DumpCtx* c = (DumpCtx*)data;
-  c->seen++;
-  for (const CtFilter& f : *c->filters) {
-    if (Matches(ct, f)) { c->matches.push_back(nfct_clone(ct)); break; }
-  }
-  return NFCT_CB_CONTINUE;
+void PutNfgen(NlMessages& m, uint8_t family) {
+  nfgenmsg g = {};
+  g.nfgen_family = family;
+  g.version = NFNETLINK_V0;
+  m.Payload(&g, sizeof(g));
+}
+
+// Copies a dumped attribute (nested ones included) into the message being built.
+void PutRaw(NlMessages& m, const nlattr* a) {
+  m.Put(a->nla_type, (const uint8_t*)a + NLA_HDRLEN, a->nla_len - NLA_HDRLEN);
 }
 
 class ConntrackDeleteWorker : public Napi::AsyncWorker {
@@ -73,29 +118,40 @@ class ConntrackDeleteWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    std::unique_ptr<nfct_handle, int (*)(nfct_handle*)> owned(nullptr, nfct_close);
-    {
-      NetnsGuard g(netns_);
-      if (g.error()) { err_ = g.error(); what_ = "setns"; return; }
-      owned.reset(nfct_open(CONNTRACK, 0));
-    }
-    nfct_handle* h = owned.get();
-    if (!h) { err_ = errno; what_ = "nfct_open"; return; }
-    DumpCtx ctx{&f_, {}, 0};
-    nfct_callback_register(h, NFCT_T_ALL, DumpCb, &ctx);
-    nfct_filter_dump* fd = nfct_filter_dump_create();
-    nfct_filter_dump_set_attr_u8(fd, NFCT_FILTER_DUMP_L3NUM, f_.empty() ? AF_INET : f_[0].family);
-    if (nfct_query(h, NFCT_Q_DUMP_FILTER, fd) < 0) { err_ = errno; what_ = "conntrack dump"; }
-    nfct_filter_dump_destroy(fd);
-    nfct_callback_unregister(h);
-    for (nf_conntrack* ct : ctx.matches) {
-      if (!err_) {
-        if (nfct_query(h, NFCT_Q_DESTROY, ct) == 0) deleted_++;
-        else if (errno != ENOENT) { err_ = errno; what_ = "conntrack delete"; }
+    const uint8_t family = f_.empty() ? AF_INET : f_[0].family;
+    const bool v6 = family == AF_INET6;
+    int fd0 = OpenNetlinkSocket(NETLINK_NETFILTER, netns_);
+    if (fd0 < 0) { err_ = -fd0; what_ = "conntrack socket"; return; }
+    UniqueFd fd(fd0);
+    // The dump request's family makes the kernel skip the other family's entries.
+    NlMessages req;
+    req.Begin(kCtGet, 0);
+    PutNfgen(req, family);
+    NlMessages del;
+    int e = RunDump(fd.get(), req, [&](const nlmsghdr* h) {
+      if (h->nlmsg_type != kCtGet && h->nlmsg_type != (NFNL_SUBSYS_CTNETLINK << 8 | IPCTNL_MSG_CT_NEW)) return;
+      scanned_++;
+      CtEntry ent;
+      if (!ParseEntry(h, v6, &ent)) return;
+      for (const CtFilter& f : f_) {
+        if (!Matches(ent, f)) continue;
+        del.Begin(kCtDelete, 0);
+        PutNfgen(del, family);
+        PutRaw(del, ent.tupleOrig);
+        if (ent.zone) PutRaw(del, ent.zone);
+        if (ent.id) PutRaw(del, ent.id);
+        break;
       }
-      nfct_destroy(ct);
+    });
+    if (e) { err_ = e; what_ = "conntrack dump"; return; }
+    if (del.count() == 0) return;
+    NlSendResult r = SendBatch(fd.get(), del);
+    if (r.sysErr) { err_ = r.sysErr; what_ = "conntrack delete: " + r.sysWhat; return; }
+    // ENOENT: the entry went meanwhile (it expired, or someone else removed it), not an error.
+    for (const NlFailure& f : r.failures) {
+      if (f.err != ENOENT && !err_) { err_ = f.err; what_ = "conntrack delete"; }
     }
-    scanned_ = ctx.seen;
+    deleted_ = del.count() - r.failures.size();
   }
 
   void OnOK() override {

@@ -2,8 +2,8 @@
 # Puts kpng's run-time files for one architecture in DEST (the image's /opt/kpng): package.json, bin/,
 # dist/src/ (JavaScript only), the production dependencies, and the addon with the BPF object beside it.
 #
-# The addon is the portable prebuild, prebuilds/linux-<arch>/ (`make prebuilds`: libnftnl, libmnl,
-# libnetfilter_conntrack and libbpf linked in). Where that cannot be made (hack/prebuild/deps.sh says
+# The addon is the portable prebuild, prebuilds/linux-<arch>/ (`make prebuilds`: libnftnl, libmnl's API
+# and libbpf linked in). Where that cannot be made (hack/prebuild/deps.sh says
 # why), the host's own build/Release/ stands in for the host's architecture; it links Debian's shared
 # libraries, so the script prints "host-build" and build.sh adds those libraries to the root.
 #

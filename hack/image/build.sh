@@ -63,7 +63,7 @@ make_root() {
   addon=$("$repo/hack/image/app.sh" "$arch" "$root/opt/kpng")
   extra=()
   # build/Release's addon (no portable prebuild, host architecture only) links Debian's libraries.
-  [ "$addon" = prebuild ] || extra=(libnftnl11 libmnl0 libnetfilter-conntrack3 libnfnetlink0 libbpf1 libelf1 zlib1g libzstd1)
+  [ "$addon" = prebuild ] || extra=(libnftnl11 libmnl0 libbpf1 libelf1 zlib1g libzstd1)
   echo "image: $arch: kpng's files ($addon) in $((SECONDS - start)) s" >&2
   "$repo/hack/image/runtime-debs.sh" "$arch" "$root" "${extra[@]}"
   node=$("$repo/hack/prebuild/node.sh" "$narch" "$node_version")/bin/node

@@ -2,7 +2,7 @@
 # `npm run prebuildify`: the portable prebuilds, prebuilds/linux-x64/ and prebuilds/linux-arm64/, each
 # the addon (N-API, one file for every Node version) with the BPF object beside it (native/ebpf.cc loads
 # it from the addon's directory). Both are cross-built here with zig's cc for glibc 2.28 and link
-# libnftnl, libmnl, libnetfilter_conntrack and libbpf (with libelf and zlib) in statically, with the C++
+# libnftnl, libmnl's API (native/mnl/) and libbpf (with libelf and zlib) in statically, with the C++
 # library too, so they load on any glibc Linux from 2.28 on (RHEL 8, Debian 10, Ubuntu 20.04) with
 # nothing installed but Node. hack/prebuild/check.sh verifies each result; the install test
 # (hack/prebuild/install-test.sh) proves it in Debian roots.

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Builds the C libraries the addon needs (libmnl, libnfnetlink, libnftnl, libnetfilter_conntrack, zlib,
-# libelf, libbpf) as static, position-independent archives for one architecture with zig's cc targeting
-# glibc 2.28, into $KPNG_PREBUILD_CACHE/<arch>/ (include/, lib/, lib/pkgconfig/). The addon links them in,
-# so a prebuild needs none of them on the machine it loads on, and no glibc symbol newer than 2.28.
+# Builds the C libraries the addon needs (libnftnl with libmnl's API beside it, zlib, libelf, libbpf) as
+# static, position-independent archives for one architecture with zig's cc targeting glibc 2.28, into
+# $KPNG_PREBUILD_CACHE/<arch>/ (include/, lib/, lib/pkgconfig/). The addon links them in, so a prebuild
+# needs none of them on the machine it loads on, and no glibc symbol newer than 2.28.
 # Usage: hack/prebuild/deps.sh x64|arm64      (prints the prefix; a second run reuses what it built)
 #
-# Sources: each library's release tarball at a pinned version and sha256 (the `sources` table below), as
-# the Debian archive serves it (pool/, the orig tarball of a bookworm, bullseye or trixie source
-# package), downloaded once into $cache/downloads/. A mirror that lacks a file (some carry only part of
-# the pool) leaves it to be put there by hand: the error names the file and its checksum, and the
-# checksum is checked however the file came. A tree already unpacked at $cache/src/<name>-<version> is
-# used as is.
+# Inputs, each pinned by sha256 (the `sources` table below) and downloaded once into $cache/downloads/
+# from the Debian archive's pool:
+# - zlib, elfutils and libbpf: their release tarballs (the orig tarballs of bookworm source packages),
+#   compiled here;
+# - libnftnl: the static archive Debian's libnftnl-dev package ships for the architecture (bookworm,
+#   built against glibc 2.36 but calling nothing newer than 2.28: check.sh verifies the result). The
+#   mirror reachable here serves the netfilter libraries' binary packages but not their source tarballs;
+# - libmnl's API: kpng's own native/mnl/mnl.c, compiled against the header of Debian's libmnl-dev.
+# The conntrack clean-up speaks ctnetlink itself (native/conntrack.cc): no conntrack library.
+# A file already in $cache/downloads is used if its checksum matches, however it came.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 arch=${1:?usage: deps.sh x64|arm64}
@@ -23,8 +27,8 @@ cache=${KPNG_PREBUILD_CACHE:-$HOME/.cache/kpng/prebuild}
 export ZIG_GLOBAL_CACHE_DIR=$cache/zig-cache ZIG_LOCAL_CACHE_DIR=$cache/zig-cache
 zig=$("$here/zig.sh")
 prefix=$cache/$arch
-# The recipe's own hash names the result: editing this file rebuilds, nothing else does.
-stamp="$prefix/.built-$(sha256sum "$0" | cut -c1-16)"
+# The recipe's hash (this file and native/mnl/) names the result: editing either rebuilds, nothing else does.
+stamp="$prefix/.built-$(cat "$0" "$here"/../../native/mnl/*.c | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then echo "$prefix"; exit 0; fi
 rm -rf "$prefix" && mkdir -p "$prefix/include" "$prefix/lib/pkgconfig" "$cache/src"
 jobs=${KPNG_PREBUILD_JOBS:-2}
@@ -40,17 +44,16 @@ printf '#!/bin/sh\nexec %q ranlib "$@"\n' "$zig" > "$cache/bin/ranlib"; chmod +x
 CC="$cache/bin/$arch-cc"; AR="$cache/bin/ar"; RANLIB="$cache/bin/ranlib"
 CFLAGS="-O2 -g0 -fPIC -fvisibility=hidden -fno-sanitize=all -D_GNU_SOURCE"
 
-# name version pool-path sha256, from these Debian source packages: libmnl 1.0.4-3, libnftnl 1.2.4-2,
-# zlib 1:1.2.13.dfsg-1, elfutils 0.188-2.1, libbpf 1.1.2-0+deb12u1 (bookworm), libnfnetlink 1.0.1-3
-# (bullseye), libnetfilter-conntrack 1.1.0-1 (trixie). Each orig tarball is the upstream release, renamed.
+# name version pool-path sha256. Tarballs: zlib 1:1.2.13.dfsg-1, elfutils 0.188-2.1, libbpf
+# 1.1.2-0+deb12u1 (bookworm), each the upstream release renamed. Packages: libnftnl-dev 1.2.4-2 and
+# libmnl-dev 1.0.4-3 (bookworm); libmnl-dev gives its header only, the same for every architecture.
 sources=(
-  "libmnl 1.0.4 pool/main/libm/libmnl/libmnl_1.0.4.orig.tar.bz2 171f89699f286a5854b72b91d06e8f8e3683064c5901fb09d954a9ab6f551f81"
-  "libnfnetlink 1.0.1 pool/main/libn/libnfnetlink/libnfnetlink_1.0.1.orig.tar.bz2 f270e19de9127642d2a11589ef2ec97ef90a649a74f56cf9a96306b04817b51a"
-  "libnftnl 1.2.4 pool/main/libn/libnftnl/libnftnl_1.2.4.orig.tar.bz2 c0fe233be4cdfd703e7d5977ef8eb63fcbf1d0052b6044e1b23d47ca3562477f"
-  "libnetfilter_conntrack 1.1.0 pool/main/libn/libnetfilter-conntrack/libnetfilter-conntrack_1.1.0.orig.tar.xz 67edcb4eb826c2f8dc98af08dabff68f3b3d0fe6fb7d9d0ac1ee7ecce0fe694e"
   "zlib 1.2.13 pool/main/z/zlib/zlib_1.2.13.dfsg.orig.tar.bz2 71feb7947e3c00ef125f83b79a4e529bde31171e5babe48b391f06758d1ab0a1"
   "elfutils 0.188 pool/main/e/elfutils/elfutils_0.188.orig.tar.bz2 fb8b0e8d0802005b9a309c60c1d8de32dd2951b56f0c3a3cb56d21ce01595dff"
   "libbpf 1.1.2 pool/main/libb/libbpf/libbpf_1.1.2.orig.tar.gz b50ab60637fb713db78aa98e6ca911ddf13c0799d498a1f6ec03ebffc7dca588"
+  "libnftnl-dev-x64 1.2.4 pool/main/libn/libnftnl/libnftnl-dev_1.2.4-2_amd64.deb 4cbc6f80695044abc6123af5d29cc2b481e2e48727d140564b911cafffdc977b"
+  "libnftnl-dev-arm64 1.2.4 pool/main/libn/libnftnl/libnftnl-dev_1.2.4-2_arm64.deb b28900e852a394eb267a1fcd7bf544307165bf406541078705f094bf4b3ddd45"
+  "libmnl-dev 1.0.4 pool/main/libm/libmnl/libmnl-dev_1.0.4-3_amd64.deb 20c6c2164ba23f05d3bf1aabb86a43b07043e76f74a15433af62121bbf4379eb"
 )
 mirror=${KPNG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # src NAME: prints the unpacked source tree of NAME at its pinned version, downloading it if needed.
@@ -68,7 +71,7 @@ src() {
     if ! curl -fsSL --retry 2 -o "$file.part" "$mirror/$path"; then
       rm -f "$file.part"
       echo "deps.sh: cannot download $name $version: $mirror/$path is not served (the mirror in use lacks it)." >&2
-      echo "deps.sh: put the file (the upstream $name-$version release tarball, renamed) at $file" >&2
+      echo "deps.sh: put that file at $file" >&2
       echo "deps.sh: with sha256 $sum, or unpack its tree at $d" >&2
       return 1
     fi
@@ -79,7 +82,10 @@ src() {
     return 1
   fi
   local tmp; tmp=$(mktemp -d "$cache/src/.unpack-XXXX")
-  tar -xf "$file" -C "$tmp"
+  case "$file" in
+    *.deb) mkdir -p "$tmp/$name-$version"; dpkg-deb -x "$file" "$tmp/$name-$version" ;;
+    *) tar -xf "$file" -C "$tmp" ;;
+  esac
   mv "$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -1)" "$d"; rm -rf "$tmp"
   echo "$d"
 }
@@ -99,35 +105,31 @@ pc() { # pc NAME VERSION LIBS [REQUIRES]: a pkg-config file for the static archi
 }
 ver() { basename "$1" | sed -E 's/^.*-([0-9][0-9.]*)$/\1/'; }
 
-# Every source first, so that one run names everything a mirror lacks.
+# Every input this architecture needs first, so that one run names everything a mirror lacks.
 missing=()
-for row in "${sources[@]}"; do n=${row%% *}; src "$n" >/dev/null || missing+=("$n"); done
+for n in zlib elfutils libbpf "libnftnl-dev-$arch" libmnl-dev; do src "$n" >/dev/null || missing+=("$n"); done
 if [ ${#missing[@]} -gt 0 ]; then echo "deps.sh: no source for ${missing[*]} (see above)" >&2; exit 1; fi
 echo "prebuild: building static libraries for $arch ($target) in $prefix" >&2
 # The makefiles' chatter goes to a log, shown when something fails.
 log=$cache/deps-$arch.log; : > "$log"
 trap 'echo "deps.sh: failed; the last lines of $log:" >&2; tail -30 "$log" >&2' ERR
-# The netfilter libraries include a config.h from configure; the one thing they read from it is whether
-# the compiler has symbol visibility (zig's clang has).
-empty=$cache/obj/config; mkdir -p "$empty"; echo '#define HAVE_VISIBILITY_HIDDEN 1' > "$empty/config.h"
+# libmnl's API (native/mnl/mnl.c) against libmnl-dev's header.
+s=$(src libmnl-dev)
+cp -r "$s/usr/include/libmnl" "$prefix/include/"
+ar_all mnl "$here/../../native/mnl" -I"$prefix/include"
+pc libmnl 1.0.4 -lmnl
 
-s=$(src libmnl)
-ar_all mnl "$s/src" -I"$s/include" -I"$empty"
-cp -r "$s/include/libmnl" "$prefix/include/"; pc libmnl "$(ver "$s")" -lmnl
-
-s=$(src libnfnetlink)
-ar_all nfnetlink "$s/src" -I"$s/include" -I"$empty"
-cp -r "$s/include/libnfnetlink" "$prefix/include/"; pc libnfnetlink "$(ver "$s")" -lnfnetlink
-
-s=$(src libnftnl)
-ar_all nftnl "$s/src" -I"$s/include" -I"$prefix/include" -I"$empty"
-cp -r "$s/include/libnftnl" "$prefix/include/"; pc libnftnl "$(ver "$s")" -lnftnl libmnl
-
-s=$(src libnetfilter_conntrack)
-# Both it and libnftnl define an internal __abi_breakage(): fine in shared libraries, a clash in one link.
-ar_all netfilter_conntrack "$s/src" -I"$s/include" -I"$prefix/include" -I"$empty" -D__abi_breakage=__nfct_abi_breakage
-cp -r "$s/include/libnetfilter_conntrack" "$prefix/include/"
-pc libnetfilter_conntrack "$(ver "$s")" -lnetfilter_conntrack "libnfnetlink libmnl"
+# libnftnl: Debian's archive, as built (position-independent code, fortified calls all in glibc 2.28).
+s=$(src "libnftnl-dev-$arch")
+cp -r "$s/usr/include/libnftnl" "$prefix/include/"
+cp "$s"/usr/lib/*-linux-gnu/libnftnl.a "$prefix/lib/libnftnl.a"
+if [ "$arch" = x64 ]; then
+  # x86-64 code built as PIE reads `stderr` PC-relative, which a shared object cannot resolve against
+  # libc: those references go to kpng_nftnl_stderr instead, which native/mnl/nftnl_stderr.c sets to
+  # stderr when the addon loads.
+  objcopy --redefine-sym stderr=kpng_nftnl_stderr "$prefix/lib/libnftnl.a"
+fi
+pc libnftnl 1.2.4 -lnftnl libmnl
 
 s=$(src zlib)
 obj_src=$(mktemp -d); cp "$s"/*.c "$obj_src/"

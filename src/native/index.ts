@@ -71,7 +71,7 @@ export function loadNative(): NativeAddon {
   }
   if (!addon) {
     loadError = new Error(
-      'kpng native addon is not built (needs libnftnl-dev, libmnl-dev, libnetfilter-conntrack-dev, pkg-config; ' +
+      'kpng native addon is not built (needs libnftnl-dev, libmnl-dev, libbpf-dev, pkg-config; ' +
       'run `make native` or `hack/build-native.sh`). Tried: ' + tried.join('; '));
     throw loadError;
   }

@@ -199,4 +199,42 @@ maybe('packets through rules programmed by the native addon', () => {
     // TCP entries (from the first test) are untouched by UDP cleanup
     expect(await conntrackDelete({ family: 'ip', proto: 'udp' }, { netns: cli.path })).toBe(0);
   });
+
+  test('conntrackDelete: keep lists, several filters, zones and IPv6, on entries made with conntrack -I', async () => {
+    const ct = (...a: string[]) => cli.exec('conntrack', a);
+    const insert = (src: string, dst: string, replySrc: string, extra: string[] = []) =>
+      ct('-I', '-p', 'udp', '-s', src, '-d', dst, '--sport', '1000', '--dport', '53',
+        '-r', replySrc, '-q', src, '--reply-port-src', '5353', '--reply-port-dst', '1000', '-t', '120', ...extra);
+    const udpEntries = (family = 'ipv4') => {
+      try { return ct('-L', '-f', family, '-p', 'udp').trim().split('\n').filter((l) => l.includes('udp')); } catch { return []; }
+    };
+    insert('10.0.0.1', '172.30.0.50', '10.99.0.7'); // DNATed to .7
+    insert('10.0.0.2', '172.30.0.50', '10.99.0.8'); // DNATed to .8
+    insert('10.0.0.3', '172.30.0.60', '172.30.0.60'); // not DNATed
+    insert('10.0.0.4', '172.30.0.50', '10.99.0.9', ['-w', '5']); // DNATed, in conntrack zone 5
+    ct('-I', '-p', 'udp', '-s', 'fd00::1', '-d', 'fd00:30::50', '--sport', '1000', '--dport', '53',
+      '-r', 'fd00:99::7', '-q', 'fd00::1', '--reply-port-src', '5353', '--reply-port-dst', '1000', '-t', '120');
+    expect(udpEntries()).toHaveLength(4);
+
+    // After a full sync: DNATed entries whose endpoint is not kept go, the zoned one included; the
+    // undnated one and the IPv6 one (another family) stay.
+    expect(await conntrackDelete({ family: 'ip', proto: 'udp', keepReplySrc: ['10.99.0.8'] }, { netns: cli.path })).toBe(2);
+    const left = udpEntries().join('\n');
+    expect(left).toContain('src=10.99.0.8');
+    expect(left).toContain('src=172.30.0.60');
+    expect(left).not.toContain('src=10.99.0.7');
+    expect(left).not.toContain('zone=5');
+    // One dump for several filters; an entry matching two is deleted once.
+    expect(await conntrackDelete([
+      { family: 'ip', proto: 'udp', replySrc: '10.99.0.8' },
+      { family: 'ip', proto: 'udp', origDst: '172.30.0.60', dport: 53 },
+      { family: 'ip', proto: 'udp', origDst: '172.30.0.60' },
+    ], { netns: cli.path })).toBe(2);
+    expect(udpEntries()).toHaveLength(0);
+    // IPv6: matched by its reply source, the port in network order.
+    expect(udpEntries('ipv6')).toHaveLength(1);
+    expect(await conntrackDelete({ family: 'ip6', proto: 'udp', replySrc: 'fd00:99::7', replySport: 5354 }, { netns: cli.path })).toBe(0);
+    expect(await conntrackDelete({ family: 'ip6', proto: 'udp', replySrc: 'fd00:99::7', replySport: 5353 }, { netns: cli.path })).toBe(1);
+    expect(udpEntries('ipv6')).toHaveLength(0);
+  });
 });
