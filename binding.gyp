@@ -42,7 +42,8 @@
           "sources": [
             "test/native/test_addon.cc",
             "test/native/nft_list_full.cc",
-            "native/nft_dump.cc"
+            "native/nft_dump.cc",
+            "native/netlink_batch.cc"
           ]
         }
       ]

@@ -110,10 +110,6 @@ inline double NowMs() {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-// Opens a NETLINK_NETFILTER socket (inside netns when given), with ext-ack and capped acks.
-// Returns fd or -errno. (nft_dump.cc)
-int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf);
-
 Napi::Value NftApply(const Napi::CallbackInfo& info);
 Napi::Value NftCloseSockets(const Napi::CallbackInfo& info);
 Napi::Value NftListChains(const Napi::CallbackInfo& info);

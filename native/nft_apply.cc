@@ -3,6 +3,7 @@
 // sendmsg: nfnetlink only treats the messages of one skb as one transaction), sends it from a worker
 // thread and maps every kernel error back to the op (and element) that caused it.
 #include "common.h"
+#include "netlink_batch.h"
 
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
@@ -435,7 +436,7 @@ class SocketPool {
         return fd;
       }
     }
-    return OpenNetfilterSocket(netns, 4 << 20, 0);
+    return OpenNetlinkSocket(NETLINK_NETFILTER, netns, 4 << 20, 0);
   }
   void Put(const std::string& key, int fd) {
     int evict = -1;

@@ -1,5 +1,4 @@
-// nf_tables netlink dumps and their records (nft_dump.h), and the netfilter socket every nf_tables call
-// opens.
+// nf_tables netlink dumps and their records (nft_dump.h).
 #include "nft_dump.h"
 
 #include <linux/netfilter.h>
@@ -18,27 +17,6 @@
 #include <ctime>
 
 namespace kpng {
-
-int OpenNetfilterSocket(const std::string& netns, int rcvbuf, int sndbuf) {
-  UniqueFd fd;
-  {
-    NetnsGuard g(netns);
-    if (g.error()) return -g.error();
-    fd.reset(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
-    if (fd < 0) return -errno;
-  }
-  sockaddr_nl sa = {};
-  sa.nl_family = AF_NETLINK;
-  if (bind(fd, (sockaddr*)&sa, sizeof(sa)) < 0) return -errno;
-  int one = 1;
-  setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
-  setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
-  if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-  if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-  return fd.release();
-}
 
 std::string UdataComment(const void* data, uint32_t len, uint8_t type) {
   const uint8_t* p = (const uint8_t*)data;

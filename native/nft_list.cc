@@ -2,6 +2,7 @@
 // chains and rules (no sets: a clean-up removes chains and the rules that jump to them), on a worker
 // thread. The full listing with sets and elements is the test addon's (test/native/).
 #include "nft_dump.h"
+#include "netlink_batch.h"
 
 #include <vector>
 
@@ -15,7 +16,7 @@ class ListTablesWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
   void Execute() override {
-    UniqueFd fd(OpenNetfilterSocket(netns_, 1 << 20, 0));
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 1 << 20, 0));
     if (fd < 0) { err_ = -fd; return; }
     err_ = DumpTables(fd, NftSeqBase(), tables_);
   }
@@ -42,7 +43,7 @@ class ListChainsWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    UniqueFd fd(OpenNetfilterSocket(netns_, 8 << 20, 0));
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 8 << 20, 0));
     if (fd < 0) { err_ = -fd; what_ = "netlink socket"; return; }
     uint32_t seq = NftSeqBase();
     if ((err_ = FindTable(fd, seq++, family_, table_, &table_rec_))) {

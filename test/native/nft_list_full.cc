@@ -2,6 +2,7 @@
 // data, verdicts, timeouts, comments), and rules with handles, comments and expressions. Decoded by
 // test/helpers/nft-list.ts; product code never lists sets, so none of this is in the product addon.
 #include "test_native.h"
+#include "netlink_batch.h"
 
 #include <linux/netfilter/nf_tables.h>
 
@@ -156,7 +157,7 @@ class ListWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    UniqueFd fd(OpenNetfilterSocket(netns_, 8 << 20, 0));
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 8 << 20, 0));
     if (fd < 0) { err_ = -fd; what_ = "netlink socket"; return; }
     uint32_t seq = NftSeqBase();
     if ((err_ = FindTable(fd, seq++, family_, table_, &table_rec_))) {
