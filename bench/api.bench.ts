@@ -30,6 +30,7 @@ import { ClusterStore } from '../src/store/cluster';
 import { ItemStore } from '../src/store/item-store';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
+import { ep, slice, svc } from '../test/shared/objects';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -53,22 +54,19 @@ const LIGHT = (args.decode ?? (CLIENTS > 100 ? 'light' : 'full')) === 'light';
 const BURST_FIRST = Math.floor(SERVICES / 2);
 const BURST_KEY = `svc/ns${BURST_FIRST % 50}/svc${BURST_FIRST}`;
 
-function slice(i: number, ports: number) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
-    metadata: { namespace: `ns${i % 50}`, name: `svc${i}-abcde`, labels: { 'kubernetes.io/service-name': `svc${i}` } },
-    addressType: 'IPv4', ports: [{ name: 'http', protocol: 'TCP', port: ports }],
-    endpoints: [0, 1, 2].map((k) => ({ addresses: [`10.${(i >> 8) & 255}.${i & 255}.${k + 1}`], conditions: { ready: true }, nodeName: `n${(i + k * 37) % NODES}` })),
-  };
-}
+const endpointSlice = (i: number, ports: number) => slice(`svc${i}-abcde`, `svc${i}`,
+  [0, 1, 2].map((k) => ep(`10.${(i >> 8) & 255}.${i & 255}.${k + 1}`, { ready: true, node: `n${(i + k * 37) % NODES}` })),
+  { ns: `ns${i % 50}`, ports: [{ name: 'http', protocol: 'TCP', port: ports }] });
 
 function makeCluster(): ClusterStore {
   const c = new ClusterStore({ log: silentLogger });
   for (let n = 0; n < NODES; n++) c.apply('Node', { metadata: { name: `n${n}`, labels: { 'topology.kubernetes.io/zone': `z${n % 3}` } } });
   for (let i = 0; i < SERVICES; i++) {
-    const ip = `10.96.${(i >> 8) & 255}.${i & 255}`;
-    c.apply('Service', { metadata: { namespace: `ns${i % 50}`, name: `svc${i}` }, spec: { type: i % 10 ? 'ClusterIP' : 'NodePort', clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: i % 10 ? undefined : 30000 + (i % 2000) }] } });
-    c.apply('EndpointSlice', slice(i, 8080));
+    c.apply('Service', svc(`svc${i}`, {
+      bare: true, ns: `ns${i % 50}`, type: i % 10 ? 'ClusterIP' : 'NodePort', clusterIPs: [`10.96.${(i >> 8) & 255}.${i & 255}`],
+      ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: i % 10 ? undefined : 30000 + (i % 2000) }],
+    }));
+    c.apply('EndpointSlice', endpointSlice(i, 8080));
   }
   c.markSynced();
   return c;
@@ -301,7 +299,7 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
 
   // One change: a service's endpoints move; every node's state for it changes.
   const t1 = performance.now();
-  store.apply('EndpointSlice', slice(42, 9090));
+  store.apply('EndpointSlice', endpointSlice(42, 9090));
   store.flush();
   await until(() => batches.every((b) => b >= 2));
   const tChange = performance.now() - t1;
@@ -313,7 +311,7 @@ async function scenario(shape: string, nodeOf: (i: number) => string, rows: Row[
   const batches2 = batches.reduce((a, b) => a + b, 0);
   const t2 = performance.now();
   for (let r = 0; r < 10; r++) {
-    for (let i = 0; i < 100; i++) store.apply('EndpointSlice', slice(BURST_FIRST + i, 7000 + r));
+    for (let i = 0; i < 100; i++) store.apply('EndpointSlice', endpointSlice(BURST_FIRST + i, 7000 + r));
     store.flush();
   }
   await until(() => last.every((n) => n!.port1000 === 7009));

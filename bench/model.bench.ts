@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { ClusterStore } from '../src/store/cluster';
 import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
+import { ep, slice, svc } from '../test/shared/objects';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -17,25 +18,16 @@ const NODES = 100;
 
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
 
-function service(i: number) {
-  return {
-    kind: 'Service', apiVersion: 'v1',
-    metadata: { namespace: `ns${i % 50}`, name: `svc-${i}`, resourceVersion: '1', labels: { app: `app-${i}` } },
-    spec: { type: i % 10 === 0 ? 'NodePort' : 'ClusterIP', clusterIP: `10.${96 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: i % 10 === 0 ? 30000 + (i % 2000) : undefined }] },
-  };
-}
+const service = (i: number, resourceVersion = '1', app = `app-${i}`) => svc(`svc-${i}`, {
+  bare: true, ns: `ns${i % 50}`, resourceVersion, labels: { app },
+  type: i % 10 === 0 ? 'NodePort' : 'ClusterIP', clusterIP: `10.${96 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`,
+  ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: i % 10 === 0 ? 30000 + (i % 2000) : undefined }],
+});
 
-function endpointSlice(i: number, gen: number, readyMask = 0x3ff) {
-  return {
-    kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', addressType: 'IPv4',
-    metadata: { namespace: `ns${i % 50}`, name: `svc-${i}-abcde`, labels: { 'kubernetes.io/service-name': `svc-${i}` }, resourceVersion: String(gen) },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-    endpoints: Array.from({ length: EPS }, (_, e) => {
-      const n = i * EPS + e;
-      return { addresses: [`10.${128 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}`], conditions: { ready: ((readyMask >> e) & 1) === 1 }, nodeName: `node-${n % NODES}` };
-    }),
-  };
-}
+const endpointSlice = (i: number, gen: number, readyMask = 0x3ff) => slice(`svc-${i}-abcde`, `svc-${i}`, Array.from({ length: EPS }, (_, e) => {
+  const n = i * EPS + e;
+  return ep(`10.${128 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}`, { ready: ((readyMask >> e) & 1) === 1, node: `node-${n % NODES}` });
+}), { ns: `ns${i % 50}`, resourceVersion: String(gen) });
 
 interface Row { services: number; endpoints: number; firstStateMs: number; eventsPerSec: number; changedPct: number; heapPerEndpoint: number; rss: number }
 
@@ -63,7 +55,7 @@ function run(n: number): Row {
   for (let k = 0; k < EVENTS; k++) {
     const i = (k * 7919) % n;
     if (k % 2 === 0) store.apply('EndpointSlice', endpointSlice(i, k + 2, 0x3ff ^ (1 << (k % EPS))));
-    else store.apply('Service', { ...service(i), metadata: { ...service(i).metadata, resourceVersion: String(k), labels: { app: `x${k}` } } });
+    else store.apply('Service', service(i, String(k), `x${k}`));
     store.flush();
     if (k % 100 === 0) sub.take();
   }

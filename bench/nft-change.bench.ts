@@ -23,6 +23,7 @@ import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps } from '../src/util/memory';
 import { NetLab } from '../test/shared/netlab';
+import { ep, ip4, slice, svc } from '../test/shared/objects';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -48,7 +49,6 @@ let made = 0;
 const netns = (): string => lab.netns(String(made++));
 const cleanup = (): void => lab.clear();
 
-const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 const f1 = (x: number) => x.toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
@@ -84,17 +84,11 @@ function timedKernel(nsPath: string, last: Split): NftKernel {
   };
 }
 
+/** Service s<i>'s slice: 10 endpoints from 10.128.0.0 + 16 i; change c > 0 swaps endpoint c % 10 for 10.100.0.0 + c. */
 function sliceOf(i: number, swap: number) {
   const epIP = (e: number) => ip4(((10 << 24) | (128 << 16)) + i * 16 + e);
-  return {
-    kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', addressType: 'IPv4',
-    metadata: { namespace: 'bench', name: `s${i}`, labels: { 'kubernetes.io/service-name': `s${i}` } },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-    endpoints: Array.from({ length: 10 }, (_, e) => ({
-      addresses: [swap > 0 && e === swap % 10 ? ip4(((10 << 24) | (100 << 16)) + swap) : epIP(e)],
-      conditions: { ready: true }, nodeName: `n${e % 3}`,
-    })),
-  };
+  return slice(`s${i}`, `s${i}`, Array.from({ length: 10 }, (_, e) =>
+    ep(swap > 0 && e === swap % 10 ? ip4(((10 << 24) | (100 << 16)) + swap) : epIP(e), { ready: true, node: `n${e % 3}` })), { ns: 'bench' });
 }
 
 async function run(n: number, last: boolean): Promise<(string | number)[]> {
@@ -105,7 +99,7 @@ async function run(n: number, last: boolean): Promise<(string | number)[]> {
   const state = new NodeState(store, 'n1');
   const sub = state.subscribe();
   for (let i = 0; i < n; i++) {
-    store.apply('Service', { kind: 'Service', metadata: { namespace: 'bench', name: `s${i}` }, spec: { clusterIP: ip4(((10 << 24) | (96 << 16)) + i + 1), ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+    store.apply('Service', svc(`s${i}`, { bare: true, ns: 'bench', clusterIP: ip4(((10 << 24) | (96 << 16)) + i + 1), ports: [{ name: 'http', port: 80, targetPort: 8080 }] }));
     store.apply('EndpointSlice', sliceOf(i, 0));
   }
   store.markSynced();

@@ -8,7 +8,7 @@
 // Run: npx tsc -p tsconfig.json && node dist/bench/nft-sync.bench.js [--sizes 1000,10000,50000] [--changes 300]
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import { EndpointList, IPFamily, normalizeItem, Protocol, Target, type Endpoint, type Item, type Service } from '../src/model/enls';
+import { EndpointList, type Endpoint, type Item, type Service } from '../src/model/enls';
 import { fullSyncOps, TableModel } from '../src/backend/nft/plan';
 import { toNftOps } from '../src/backend/nft/netlink';
 import { toNftText } from '../src/backend/nft/text';
@@ -21,7 +21,7 @@ import { NodeState } from '../src/store/node-state';
 import { silentLogger } from '../src/util/log';
 import { Lab, PODS } from '../test/e2e/lab/lab';
 import { NetLab } from '../test/shared/netlab';
-import { enlsNode, enlsService, ip4, stateView } from '../test/shared/objects';
+import { enlsNode, enlsService, ep, ip4, slice, stateView, svc } from '../test/shared/objects';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -34,7 +34,6 @@ const CHANGES = Number(arg('--changes', '300'));
 const NODE = enlsNode();
 const service = (i: number) => enlsService(i);
 const view = (items: Item[], revision = 1): StateView => stateView(NODE, items, revision);
-const cluster = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
 // Fresh namespaces, removed on exit.
 const lab = new NetLab('kb');
 let made = 0;
@@ -150,15 +149,12 @@ async function storeToKernel(): Promise<void> {
   const store = new ClusterStore({ log: silentLogger, model: modelOptions({ clusterCIDRs: ['10.244.0.0/16'] }) });
   const state = new NodeState(store, 'n1');
   const sub = state.subscribe();
-  const epIP = (i: number, e: number, gen: number) => ip4(((10 << 24) | (128 << 16)) + i * 16 + e + gen * 0);
-  const sliceOf = (i: number, swap: number) => ({
-    kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', addressType: 'IPv4',
-    metadata: { namespace: 'bench', name: `s${i}`, labels: { 'kubernetes.io/service-name': `s${i}` } },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-    endpoints: Array.from({ length: 10 }, (_, e) => ({ addresses: [e === swap % 10 && swap > 0 ? ip4(((10 << 24) | (200 << 16)) + swap) : epIP(i, e, 0)], conditions: { ready: true }, nodeName: `n${e % 3}` })),
-  });
+  // Service s<i>: 10 endpoints from 10.128.0.0 + 16 i; change c > 0 swaps endpoint c % 10 for 10.200.0.0 + c.
+  const epIP = (i: number, e: number) => ip4(((10 << 24) | (128 << 16)) + i * 16 + e);
+  const sliceOf = (i: number, swap: number) => slice(`s${i}`, `s${i}`, Array.from({ length: 10 }, (_, e) =>
+    ep(e === swap % 10 && swap > 0 ? ip4(((10 << 24) | (200 << 16)) + swap) : epIP(i, e), { ready: true, node: `n${e % 3}` })), { ns: 'bench' });
   for (let i = 0; i < n; i++) {
-    store.apply('Service', { kind: 'Service', metadata: { namespace: 'bench', name: `s${i}` }, spec: { clusterIP: ip4(((10 << 24) | (96 << 16)) + i + 1), ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+    store.apply('Service', svc(`s${i}`, { bare: true, ns: 'bench', clusterIP: ip4(((10 << 24) | (96 << 16)) + i + 1), ports: [{ name: 'http', port: 80, targetPort: 8080 }] }));
     store.apply('EndpointSlice', sliceOf(i, 0));
   }
   store.markSynced();
@@ -187,17 +183,9 @@ async function dataPath(): Promise<void> {
   const lab = await Lab.create();
   try {
     const nsPath = `/var/run/netns/${lab.ns.n1}`;
-    const target = normalizeItem({
-      key: 'svc/bench/target',
-      service: {
-        namespace: 'bench', name: 'target', type: 'ClusterIP', clusterIps: { v4: ['10.95.0.1'], v6: [] },
-        internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-        ports: [{
-          port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4,
-          clusterEndpoints: PODS.map((p) => ({ ip: p.v4, port: 8080, local: p.node === 'n1', terminating: false })),
-          clusterIp: { pod: cluster(false), node: cluster(true), other: cluster(true) },
-        }],
-      },
+    const target = enlsService(0, {
+      name: 'target', clusterIP: '10.95.0.1',
+      endpoints: PODS.map((p) => ({ ip: p.v4, port: 8080, local: p.node === 'n1', terminating: false })),
     });
     const rows: (string | number)[][] = [];
     for (const n of [10, 10000]) {

@@ -24,7 +24,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
 import { KpngChild, repoRoot, type StatsLine } from './kpng-child';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES, type EndpointSpec } from './objects';
+import { type EndpointSpec, newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../../test/shared/objects';
 import { helpIfAsked } from '../help';
 import { parseKlogLine, severityAndMessage } from '../../test/helpers/klog';
 
@@ -94,7 +94,7 @@ class Cluster {
   }
   sliceBody(s: Svc, annotations?: Record<string, string>): object {
     const spec: EndpointSpec[] = s.eps.map((e) => ({ ip: e.ip, ready: e.ready, serving: e.ready, nodeName: e.nodeName, zone: e.zone, pod: e.pod }));
-    return endpointSlice(s.slice, s.name, spec, { annotations });
+    return newEndpointSlice(s.slice, s.name, spec, { annotations });
   }
 }
 
@@ -145,11 +145,11 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     for (let i = 0; i < opts.nodes; i++) {
       const name = `n${i + 1}`;
-      await must(cp, 'POST', NODES, node(name, `zone-${String.fromCharCode(97 + (i % 3))}`));
+      await must(cp, 'POST', NODES, newNode(name, `zone-${String.fromCharCode(97 + (i % 3))}`));
       await must(cp, 'PATCH', `${NODES}/${name}/status`, nodeStatus([`192.168.0.${i + 1}`], new Date()));
     }
     await pool(cluster.svcs, opts.concurrency, async (s) => {
-      await must(cp, 'POST', SERVICES(NS), service(s.name, { labels: { app: s.name } }));
+      await must(cp, 'POST', SERVICES(NS), newService(s.name, { labels: { app: s.name } }));
       await must(cp, 'POST', SLICES(NS), cluster.sliceBody(s));
     });
     out(`created ${opts.nodes} nodes, ${opts.services} services, ${opts.services} endpointslices with ${opts.pods} endpoints in ${((performance.now() - t0) / 1000).toFixed(1)} s`);

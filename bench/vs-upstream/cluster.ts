@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import { parseObjectsText } from '../../src/source/objects-file';
 import type { ControlPlane } from '../../test/e2e/support/controlplane';
-import { endpointSlice, node, nodeStatus, NODES, service, SERVICES, SLICES } from '../events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../../test/shared/objects';
 import { ipv4Allocator, putAll, storedService, storedSlice, waitListed, type EtcdObject } from './etcd-fill';
 
 /** One EndpointSlice as the benchmark last wrote it (the body it PUTs back, changed). */
@@ -71,7 +71,7 @@ export async function createSynthetic(cp: ControlPlane, services: number, endpoi
   const nextIp = ipRange(244);
   const nodes = 10;
   for (let i = 0; i < nodes; i++) {
-    await must(cp, 'POST', NODES, node(`n${i + 1}`, `zone-${'abc'[i % 3]}`));
+    await must(cp, 'POST', NODES, newNode(`n${i + 1}`, `zone-${'abc'[i % 3]}`));
     await must(cp, 'PATCH', `${NODES}/n${i + 1}/status`, nodeStatus([`192.168.0.${i + 1}`], new Date()));
   }
   const cluster: Cluster = { node: 'n1', clusterIps: [], slices: [], services, endpoints: services * endpoints };
@@ -81,7 +81,7 @@ export async function createSynthetic(cp: ControlPlane, services: number, endpoi
       const k = podSeq++;
       return { ip: nextIp(), nodeName: `n${(k % nodes) + 1}`, zone: `zone-${'abc'[k % 3]}`, pod: `${name}-${k}` };
     });
-    const body = endpointSlice(`${name}-abcde`, name, eps);
+    const body = newEndpointSlice(`${name}-abcde`, name, eps);
     if (endpoints > 0) cluster.slices.push({ namespace: 'default', name: `${name}-abcde`, body });
     return body;
   };
@@ -102,7 +102,7 @@ export async function createSynthetic(cp: ControlPlane, services: number, endpoi
   }
   await pool(Array.from({ length: services }, (_, i) => i), concurrency, async (i) => {
     const name = `svc-${i}`;
-    const created = await must(cp, 'POST', SERVICES('default'), service(name));
+    const created = await must(cp, 'POST', SERVICES('default'), newService(name));
     cluster.clusterIps.push(...proxied(created));
     await must(cp, 'POST', SLICES('default'), sliceOf(name));
   });

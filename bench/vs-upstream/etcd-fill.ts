@@ -8,7 +8,7 @@
 // Both proxies read them through the API server, as they would any Service and EndpointSlice.
 import { randomUUID } from 'node:crypto';
 import type { ControlPlane } from '../../test/e2e/support/controlplane';
-import { service, SERVICES, SLICES } from '../events/objects';
+import { newService, SERVICES, SLICES } from '../../test/shared/objects';
 
 /** etcd's default limit of operations in one transaction (--max-txn-ops). */
 const TXN_OPS = 128;
@@ -33,7 +33,7 @@ const stamp = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 
 /** A Service as the API server stores it after defaulting and IP allocation (single-stack IPv4). */
 export function storedService(ns: string, name: string, clusterIP: string): EtcdObject {
-  const s = service(name) as any;
+  const s = newService(name) as any;
   s.metadata = { name, namespace: ns, uid: randomUUID(), creationTimestamp: stamp() };
   s.spec = {
     ...s.spec,

@@ -24,7 +24,7 @@ import { Lab } from '../../bench/vs-upstream/lab';
 import { buildKubeProxy, upstream } from '../../bench/vs-upstream/proxies';
 import { POD_CIDR } from '../../bench/vs-upstream/cluster';
 import { kpngMain, nodeBinary } from '../../bench/events/kpng-child';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 // Lab names its namespaces <prefix>-<id>-<tag>: this file's are klif-*.
 process.env.KPNG_BENCH_NETNS_PREFIX = 'klif';
@@ -132,8 +132,8 @@ describe('/healthz and /livez: kpng answers as upstream kube-proxy does', () => 
     bin = buildKubeProxy(); // cached after the first build
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'klif-health-'));
     cp = await startControlPlane({ log: () => {} });
-    await must('POST', SERVICES('default'), service('web'));
-    await must('POST', SLICES('default'), endpointSlice('web-1', 'web', [{ ip: '10.244.0.7', nodeName: 'n1' }]));
+    await must('POST', SERVICES('default'), newService('web'));
+    await must('POST', SLICES('default'), newEndpointSlice('web-1', 'web', [{ ip: '10.244.0.7', nodeName: 'n1' }]));
   }, 600_000);
 
   afterAll(async () => {
@@ -149,7 +149,7 @@ describe('/healthz and /livez: kpng answers as upstream kube-proxy does', () => 
     await compare('the Node does not exist', pair, (hz, lz) => hz.code === 503 && lz.code === 200);
 
     // The Node appears without addresses (upstream exits when the node IPs it started with change).
-    await must('POST', NODES, { ...node('n1', 'zone-a'), metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'zone-a' }, finalizers: [FINALIZER] } });
+    await must('POST', NODES, { ...newNode('n1', 'zone-a'), metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'zone-a' }, finalizers: [FINALIZER] } });
     await compare('the Node exists, both synced', pair, (hz, lz) => hz.code === 200 && lz.code === 200 && hz.status !== undefined);
 
     await must('PATCH', `${NODES}/n1`, { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' }] } });
@@ -176,7 +176,7 @@ describe('/healthz and /livez: kpng answers as upstream kube-proxy does', () => 
   }, 400_000);
 
   test('before the first sync: Services and EndpointSlices forbidden, the Node readable', async () => {
-    await must('POST', NODES, node('n2', 'zone-a'));
+    await must('POST', NODES, newNode('n2', 'zone-a'));
     await must('PATCH', `${NODES}/n2/status`, nodeStatus(['192.168.1.2'], new Date()));
     // A service account that may read Nodes and nothing else.
     await must('POST', '/api/v1/namespaces/default/serviceaccounts', { metadata: { name: 'klif-nodes-only' } });

@@ -5,7 +5,7 @@
 // the same parse result (model/parse.ts), and the same fields the ops observers read (labels,
 // annotations, deletion timestamp, taints).
 import { startControlPlane, type ControlPlane } from './support/controlplane';
-import { endpointSlice, NODES, node, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, SERVICES, SLICES } from '../shared/objects';
 import { decodeList, decodeStatus, decodeWatchEvent, FrameSplitter, PROTOBUF, type ProtoKind } from '../../src/source/kube/protobuf';
 import { parseEndpointSlice, parseNode, parseService } from '../../src/model/parse';
 import { nodeEligible } from '../../src/health/node-eligibility';
@@ -55,19 +55,19 @@ describe('protobuf and JSON give kpng the same objects (real API server)', () =>
   beforeAll(async () => {
     cp = await startControlPlane({ log: () => {}, serviceClusterIPRange: '10.96.0.0/16,fd00:10:96::/112' });
     // Nodes: addresses of every type and family, a taint, a label set; one being deleted (a finalizer holds it).
-    await ok(cp, 'POST', NODES, node('n1', 'zone-a', { 'kubernetes.io/os': 'linux' }));
+    await ok(cp, 'POST', NODES, newNode('n1', 'zone-a', { 'kubernetes.io/os': 'linux' }));
     await ok(cp, 'PATCH', `${NODES}/n1/status`, { status: { addresses: [
       { type: 'Hostname', address: 'n1' }, { type: 'InternalIP', address: '192.168.1.1' },
       { type: 'InternalIP', address: 'fd00::1' }, { type: 'ExternalIP', address: '203.0.113.1' },
     ] } });
-    await ok(cp, 'POST', NODES, { ...node('n2', 'zone-b'), spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' }] } });
+    await ok(cp, 'POST', NODES, { ...newNode('n2', 'zone-b'), spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' }] } });
     await ok(cp, 'POST', NODES, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n3', finalizers: ['kpng.test/hold'] } });
     await ok(cp, 'DELETE', `${NODES}/n3`, undefined);
 
     // Services of every shape kpng reads, and two it skips quietly.
-    await ok(cp, 'POST', SERVICES(NS), service('plain', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }] }));
+    await ok(cp, 'POST', SERVICES(NS), newService('plain', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }] }));
     await ok(cp, 'POST', SERVICES(NS), {
-      ...service('np', { type: 'NodePort', internalTrafficPolicy: 'Local' }),
+      ...newService('np', { type: 'NodePort', internalTrafficPolicy: 'Local' }),
       spec: { type: 'NodePort', internalTrafficPolicy: 'Local', selector: { app: 'np' }, ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
         externalIPs: ['203.0.113.5', '2001:db8::5'], sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } },
     });
@@ -80,14 +80,14 @@ describe('protobuf and JSON give kpng the same objects (real API server)', () =>
     await ok(cp, 'PATCH', `${SERVICES(NS)}/lb/status`, { status: { loadBalancer: { ingress: [
       { ip: '192.0.2.10' }, { ip: '192.0.2.11', ipMode: 'Proxy' }, { ip: '192.0.2.12', ipMode: 'VIP' }, { hostname: 'lb.example.com' },
     ] } } });
-    await ok(cp, 'POST', SERVICES(NS), { ...service('dual'), spec: { selector: { app: 'dual' }, ipFamilyPolicy: 'RequireDualStack', ipFamilies: ['IPv6', 'IPv4'], ports: [{ port: 80, protocol: 'TCP' }] } });
-    await ok(cp, 'POST', SERVICES(NS), service('headless', { clusterIP: 'None' }));
+    await ok(cp, 'POST', SERVICES(NS), { ...newService('dual'), spec: { selector: { app: 'dual' }, ipFamilyPolicy: 'RequireDualStack', ipFamilies: ['IPv6', 'IPv4'], ports: [{ port: 80, protocol: 'TCP' }] } });
+    await ok(cp, 'POST', SERVICES(NS), newService('headless', { clusterIP: 'None' }));
     await ok(cp, 'POST', SERVICES(NS), { apiVersion: 'v1', kind: 'Service', metadata: { name: 'ext' }, spec: { type: 'ExternalName', externalName: 'example.com' } });
-    await ok(cp, 'POST', SERVICES(NS), service('other', { labels: { 'service.kubernetes.io/service-proxy-name': 'someone-else' } }));
+    await ok(cp, 'POST', SERVICES(NS), newService('other', { labels: { 'service.kubernetes.io/service-proxy-name': 'someone-else' } }));
 
     // Slices: conditions set and unset, hints, several addresses, IPv6, FQDN, a port without a number.
     await ok(cp, 'POST', SLICES(NS), {
-      ...endpointSlice('plain-a', 'plain', [], { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': '2026-11-27T00:00:00Z' } }),
+      ...newEndpointSlice('plain-a', 'plain', [], { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': '2026-11-27T00:00:00Z' } }),
       endpoints: [
         { addresses: ['10.244.1.1'], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1', zone: 'zone-a',
           hints: { forZones: [{ name: 'zone-a' }, { name: 'zone-b' }], forNodes: [{ name: 'n1' }] } },
@@ -97,10 +97,10 @@ describe('protobuf and JSON give kpng the same objects (real API server)', () =>
       ],
       ports: [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'dns', port: 5353, protocol: 'UDP' }, { name: 'all' }],
     });
-    await ok(cp, 'POST', SLICES(NS), endpointSlice('dual-6', 'dual', [{ ip: 'fd00:244::1', nodeName: 'n1' }, { ip: 'fd00:244::2', ready: false, terminating: true }], { addressType: 'IPv6', ports: [{ port: 80 }] }));
-    await ok(cp, 'POST', SLICES(NS), endpointSlice('dual-4', 'dual', [{ ip: '10.244.2.1', pod: 'dual-0' }], { ports: [{ port: 80 }] }));
-    await ok(cp, 'POST', SLICES(NS), { ...endpointSlice('fqdn', 'plain', []), addressType: 'FQDN', endpoints: [{ addresses: ['db.example.com'] }] });
-    await ok(cp, 'POST', SLICES(NS), endpointSlice('lb-a', 'lb', [{ ip: '10.244.3.1', nodeName: 'n2', zone: 'zone-b' }], { ports: [{ name: 'https', port: 8443 }] }));
+    await ok(cp, 'POST', SLICES(NS), newEndpointSlice('dual-6', 'dual', [{ ip: 'fd00:244::1', nodeName: 'n1' }, { ip: 'fd00:244::2', ready: false, terminating: true }], { addressType: 'IPv6', ports: [{ port: 80 }] }));
+    await ok(cp, 'POST', SLICES(NS), newEndpointSlice('dual-4', 'dual', [{ ip: '10.244.2.1', pod: 'dual-0' }], { ports: [{ port: 80 }] }));
+    await ok(cp, 'POST', SLICES(NS), { ...newEndpointSlice('fqdn', 'plain', []), addressType: 'FQDN', endpoints: [{ addresses: ['db.example.com'] }] });
+    await ok(cp, 'POST', SLICES(NS), newEndpointSlice('lb-a', 'lb', [{ ip: '10.244.3.1', nodeName: 'n2', zone: 'zone-b' }], { ports: [{ name: 'https', port: 8443 }] }));
   }, 120_000);
 
   afterAll(async () => {

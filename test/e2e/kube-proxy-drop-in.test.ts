@@ -10,7 +10,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { Lab } from '../../bench/vs-upstream/lab';
 import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 import { KUBE_PROXY_FLAGS } from '../../src/cli/kube-proxy-flag-table';
 import { KPNG, ROOT } from '../helpers/cli';
 import { waitFor } from '../helpers/wait';
@@ -70,10 +70,10 @@ describe('against a real API server, in a network namespace', () => {
   beforeAll(async () => {
     cp = await startControlPlane({ log: () => {} });
     const ok = async (p: Promise<{ status: number; text: string; body?: any }>) => { const r = await p; if (r.status >= 300) throw new Error(`HTTP ${r.status}: ${r.text.slice(0, 200)}`); return r.body; };
-    await ok(cp.request('POST', NODES, node('n1', 'zone-a')));
+    await ok(cp.request('POST', NODES, newNode('n1', 'zone-a')));
     await ok(cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date())));
-    clusterIP = (await ok(cp.request('POST', SERVICES('default'), service('web')))).spec.clusterIP;
-    await ok(cp.request('POST', SLICES('default'), endpointSlice('web-abc', 'web', [{ ip: '10.244.1.5' }])));
+    clusterIP = (await ok(cp.request('POST', SERVICES('default'), newService('web')))).spec.clusterIP;
+    await ok(cp.request('POST', SLICES('default'), newEndpointSlice('web-abc', 'web', [{ ip: '10.244.1.5' }])));
   }, 180_000);
   afterEach(async () => { await lab?.stop(); lab = undefined; });
   afterAll(async () => cp?.stop(), 60_000);

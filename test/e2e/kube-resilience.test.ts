@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { KpngChild, kpngOnce, traceState } from '../../bench/events/kpng-child';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 const NS = 'default';
 
@@ -19,8 +19,8 @@ describe('kube source resilience', () => {
   const children: KpngChild[] = [];
 
   const mk = async (name: string, ips: string[]) => {
-    await ok(cp.request('POST', SERVICES(NS), service(name)), `create svc ${name}`);
-    await ok(cp.request('POST', SLICES(NS), endpointSlice(`${name}-1`, name, ips.map((ip) => ({ ip })))), `create slice ${name}`);
+    await ok(cp.request('POST', SERVICES(NS), newService(name)), `create svc ${name}`);
+    await ok(cp.request('POST', SLICES(NS), newEndpointSlice(`${name}-1`, name, ips.map((ip) => ({ ip })))), `create slice ${name}`);
   };
   const del = (path: string) => ok(cp.request('DELETE', path), `delete ${path}`);
   const setEndpoints = (slice: string, ips: string[]) =>
@@ -43,7 +43,7 @@ describe('kube source resilience', () => {
 
   beforeAll(async () => {
     cp = await startControlPlane({ log: () => {} });
-    await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
+    await ok(cp.request('POST', NODES, newNode('n1', 'zone-a')), 'create node');
     await ok(cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date())), 'node status');
   }, 180_000);
 

@@ -4,7 +4,7 @@
 // server-side label selectors are kube-proxy's; the first sync already holds every object.
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { KpngChild, kpngOnce, traceState } from '../../bench/events/kpng-child';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 const NS = 'default';
 
@@ -29,12 +29,12 @@ describe('kube source (kpng kube) against a real API server', () => {
 
   beforeAll(async () => {
     cp = await startControlPlane({ log: () => {} });
-    await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
+    await ok(cp.request('POST', NODES, newNode('n1', 'zone-a')), 'create node');
     await patch(`${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()), 'node status');
     // Objects that exist before kpng starts: they must all be in the first sync.
     for (let i = 0; i < 5; i++) {
-      await create('svc', service(`pre-${i}`));
-      await create('slice', endpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }]));
+      await create('svc', newService(`pre-${i}`));
+      await create('slice', newEndpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }]));
     }
     // Paginated lists (not the watch-list, test/e2e/kube-watch-list.test.ts) with page size 2: the
     // initial lists take several pages (limit/continue).
@@ -78,22 +78,22 @@ describe('kube source (kpng kube) against a real API server', () => {
   });
 
   test('creates, updates and deletes of Services and EndpointSlices reach the sink', async () => {
-    await create('svc', service('web', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }] }));
+    await create('svc', newService('web', { ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }] }));
     await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=reject 53/UDP cluster-ip=reject');
 
-    await create('slice', endpointSlice('web-1', 'web', [{ ip: '10.244.0.5' }, { ip: '10.244.0.6', ready: false, serving: false }], {
+    await create('slice', newEndpointSlice('web-1', 'web', [{ ip: '10.244.0.5' }, { ip: '10.244.0.6', ready: false, serving: false }], {
       ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
     }));
     await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.5:8080] 53/UDP cluster-ip=cluster[10.244.0.5:5353]');
 
     // Readiness flips: .6 becomes ready, .5 terminates (not ready, still serving, terminating).
-    await patch(`${SLICES(NS)}/web-1`, endpointSlice('web-1', 'web', [{ ip: '10.244.0.5', ready: false, serving: true, terminating: true }, { ip: '10.244.0.6' }], {
+    await patch(`${SLICES(NS)}/web-1`, newEndpointSlice('web-1', 'web', [{ ip: '10.244.0.5', ready: false, serving: true, terminating: true }, { ip: '10.244.0.6' }], {
       ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
     }), 'flip readiness');
     await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.6:8080] 53/UDP cluster-ip=cluster[10.244.0.6:5353]');
 
     // A second slice for the same service (pod replacement: a new IP elsewhere).
-    await create('slice', endpointSlice('web-2', 'web', [{ ip: '10.244.2.7' }], { ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }] }));
+    await create('slice', newEndpointSlice('web-2', 'web', [{ ip: '10.244.2.7' }], { ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }] }));
     await kpng.waitForItem('svc/default/web', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.0.6:8080,10.244.2.7:8080] 53/UDP cluster-ip=cluster[10.244.0.6:5353,10.244.2.7:5353]');
 
     // Service port change.
@@ -110,8 +110,8 @@ describe('kube source (kpng kube) against a real API server', () => {
   }, 60_000);
 
   test('updates that change nothing a proxy uses (labels, annotations, heartbeats) produce no revision', async () => {
-    await create('svc', service('quiet'));
-    await create('slice', endpointSlice('quiet-1', 'quiet', [{ ip: '10.244.3.1' }]));
+    await create('svc', newService('quiet'));
+    await create('slice', newEndpointSlice('quiet-1', 'quiet', [{ ip: '10.244.3.1' }]));
     await kpng.waitForItem('svc/default/quiet', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.3.1:8080]');
     // The item's Set and the `sync rev=` line that closes its revision can arrive in two reads:
     // count from that revision, not the one before it.
@@ -135,7 +135,7 @@ describe('kube source (kpng kube) against a real API server', () => {
     await patch(`${NODES}/n1`, { metadata: { labels: { 'node.kubernetes.io/noise': 'x' } } }, 'node label');
 
     // Sentinels, one per watch (each watch delivers in order): a real change of each kind.
-    await create('svc', service('sentinel'));
+    await create('svc', newService('sentinel'));
     await patch(`${SLICES(NS)}/quiet-1`, { endpoints: [{ addresses: ['10.244.3.2'], conditions: { ready: true } }] }, 'slice sentinel');
     await patch(`${NODES}/n1`, { metadata: { labels: { 'topology.kubernetes.io/zone': 'zone-b' } } }, 'node sentinel');
     await kpng.waitForItem('svc/default/sentinel', 'ClusterIP 80/TCP cluster-ip=reject');
@@ -160,11 +160,11 @@ describe('kube source (kpng kube) against a real API server', () => {
   }, 30_000);
 
   test("kube-proxy's label selectors: service-proxy-name and headless objects are not watched", async () => {
-    await create('svc', service('other-proxy', { labels: { 'service.kubernetes.io/service-proxy-name': 'someone-else' } }));
-    await create('svc', service('mine'));
+    await create('svc', newService('other-proxy', { labels: { 'service.kubernetes.io/service-proxy-name': 'someone-else' } }));
+    await create('svc', newService('mine'));
     // A slice marked headless (as the EndpointSlice controller marks those of headless services).
-    await create('slice', endpointSlice('mine-headless', 'mine', [{ ip: '10.244.4.9' }], { labels: { 'service.kubernetes.io/headless': '' } }));
-    await create('slice', endpointSlice('mine-1', 'mine', [{ ip: '10.244.4.1' }]));
+    await create('slice', newEndpointSlice('mine-headless', 'mine', [{ ip: '10.244.4.9' }], { labels: { 'service.kubernetes.io/headless': '' } }));
+    await create('slice', newEndpointSlice('mine-1', 'mine', [{ ip: '10.244.4.1' }]));
     await kpng.waitForItem('svc/default/mine', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.4.1:8080]');
     expect(kpng.state.has('svc/default/other-proxy')).toBe(false);
 
@@ -177,7 +177,7 @@ describe('kube source (kpng kube) against a real API server', () => {
   }, 30_000);
 
   test('--service-proxy-name NAME also proxies services labelled NAME, not those of others', async () => {
-    await create('svc', service('named', { labels: { 'service.kubernetes.io/service-proxy-name': 'kpng-x' } }));
+    await create('svc', newService('named', { labels: { 'service.kubernetes.io/service-proxy-name': 'kpng-x' } }));
     const r = await kpngOnce(cp.kubeconfigPath, 'n1', ['--to', 'trace', '--service-proxy-name', 'kpng-x']);
     expect(r.code).toBe(0);
     const st = traceState(r.stdout);

@@ -4,7 +4,7 @@
 // Both give the same complete first sync, and later changes arrive on the watch.
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { KpngChild } from '../../bench/events/kpng-child';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 const NS = 'default';
 
@@ -33,11 +33,11 @@ async function sliceReads(cp: ControlPlane): Promise<{ watchLists: number; lists
 async function scenario(apiServerArgs: string[], kpngArgs: string[] = []): Promise<{ cp: ControlPlane; kpng: KpngChild; reads: { watchLists: number; lists: number } }> {
   const cp = await startControlPlane({ log: () => {}, apiServerArgs });
   try {
-    await ok(cp.request('POST', NODES, node('n1', 'zone-a')), 'create node');
+    await ok(cp.request('POST', NODES, newNode('n1', 'zone-a')), 'create node');
     await ok(cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date())), 'node status');
     for (let i = 0; i < 5; i++) {
-      await ok(cp.request('POST', SERVICES(NS), service(`pre-${i}`)), 'create service');
-      await ok(cp.request('POST', SLICES(NS), endpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }])), 'create slice');
+      await ok(cp.request('POST', SERVICES(NS), newService(`pre-${i}`)), 'create service');
+      await ok(cp.request('POST', SLICES(NS), newEndpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }])), 'create slice');
     }
     const before = await sliceReads(cp);
     const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug', ...kpngArgs], env: {} });
@@ -56,8 +56,8 @@ async function expectCompleteAndLive(cp: ControlPlane, kpng: KpngChild): Promise
   expect(kpng.syncs[0].changes).toBe(7); // node + kubernetes + 5 services
   for (let i = 0; i < 5; i++) expect(kpng.state.get(`svc/default/pre-${i}`)).toBe(`ClusterIP 80/TCP cluster-ip=cluster[10.244.1.${i + 1}:8080]`);
   expect(kpng.state.get('node')).toBe('node n1 zone=zone-a addresses=192.168.1.1');
-  await ok(cp.request('POST', SERVICES(NS), service('later')), 'create service');
-  await ok(cp.request('POST', SLICES(NS), endpointSlice('later-abc', 'later', [{ ip: '10.244.2.1' }])), 'create slice');
+  await ok(cp.request('POST', SERVICES(NS), newService('later')), 'create service');
+  await ok(cp.request('POST', SLICES(NS), newEndpointSlice('later-abc', 'later', [{ ip: '10.244.2.1' }])), 'create slice');
   await kpng.waitForItem('svc/default/later', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.2.1:8080]', 30_000);
 }
 

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Lab } from '../../bench/vs-upstream/lab';
 import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 import { KPNG } from '../helpers/cli';
 import { waitFor } from '../helpers/wait';
 import { NetLab } from '../shared/netlab';
@@ -82,10 +82,10 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
   try {
     cp = await startControlPlane({ log: () => {} });
     const ok = async (p: Promise<{ status: number; text: string; body?: any }>) => { const r = await p; if (r.status >= 300) throw new Error(`HTTP ${r.status}: ${r.text.slice(0, 200)}`); return r.body; };
-    await ok(cp.request('POST', NODES, node('n1', 'zone-a')));
+    await ok(cp.request('POST', NODES, newNode('n1', 'zone-a')));
     await ok(cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date())));
-    const clusterIP: string = (await ok(cp.request('POST', SERVICES('default'), service('web')))).spec.clusterIP;
-    await ok(cp.request('POST', SLICES('default'), endpointSlice('web-abc', 'web', [{ ip: POD_IP, nodeName: 'n1' }])));
+    const clusterIP: string = (await ok(cp.request('POST', SERVICES('default'), newService('web')))).spec.clusterIP;
+    await ok(cp.request('POST', SLICES('default'), newEndpointSlice('web-abc', 'web', [{ ip: POD_IP, nodeName: 'n1' }])));
 
     lab = await Lab.create('kmig', Number(new URL(cp.server).port));
     const inNode = (args: string[]) => sh('ip', ['netns', 'exec', lab!.netns, ...args]);

@@ -15,7 +15,7 @@ import { Lab } from '../../bench/vs-upstream/lab';
 import { onLines } from '../../bench/vs-upstream/kernel';
 import { kpngMain, nodeBinary } from '../../bench/events/kpng-child';
 import { ipv4Allocator, putAll, storedService, storedSlice, waitListed } from '../../bench/vs-upstream/etcd-fill';
-import { endpointSlice, NODES, node, nodeStatus, service, SERVICES, SLICES } from '../../bench/events/objects';
+import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 // Lab names its namespaces <prefix>-<tag>: this file's are klif-*.
 process.env.KPNG_BENCH_NETNS_PREFIX = 'klif';
@@ -107,11 +107,11 @@ describe('SIGTERM ends kpng in every state and leaves its rules', () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'klif-sigterm-'));
     cp = await startControlPlane({ log: () => {}, serviceClusterIPRange: '10.96.0.0/12' });
     apiPort = Number(new URL(cp.server).port);
-    await must('POST', NODES, node('n1', 'zone-a'));
+    await must('POST', NODES, newNode('n1', 'zone-a'));
     await must('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()));
-    const svc = await must('POST', SERVICES('default'), service('web'));
+    const svc = await must('POST', SERVICES('default'), newService('web'));
     clusterIP = svc.spec.clusterIP;
-    await must('POST', SLICES('default'), endpointSlice('web-1', 'web', [{ ip: '10.244.0.7', nodeName: 'n1' }]));
+    await must('POST', SLICES('default'), newEndpointSlice('web-1', 'web', [{ ip: '10.244.0.7', nodeName: 'n1' }]));
   }, 180_000);
 
   afterAll(async () => {
@@ -204,7 +204,7 @@ describe('SIGTERM ends kpng in every state and leaves its rules', () => {
     const objects = [];
     for (let i = 0; i < n; i++) {
       objects.push(storedService('default', `big-${i}`, ip()));
-      objects.push(storedSlice('default', endpointSlice(`big-${i}-1`, `big-${i}`, [{ ip: `10.245.${i >> 8}.${i & 255}`, nodeName: 'n1' }, { ip: `10.246.${i >> 8}.${i & 255}`, nodeName: 'n2' }])));
+      objects.push(storedSlice('default', newEndpointSlice(`big-${i}-1`, `big-${i}`, [{ ip: `10.245.${i >> 8}.${i & 255}`, nodeName: 'n1' }, { ip: `10.246.${i >> 8}.${i & 255}`, nodeName: 'n2' }])));
     }
     await putAll(cp.etcdEndpoint, objects);
     await waitListed(cp, 'default', n + 2, n + 1); // and the kubernetes and web Services, web's slice
