@@ -7,10 +7,8 @@
 // Rows: ipvs (direct), ipvs+aggregator (companion table and IPVS messages through an Aggregator as
 // producer "kpng", min interval 0: the aggregator's own cost, no waiting), nft.
 // Run: node dist/bench/ipvs-sync.bench.js [--services 10000] [--endpoints 10] [--changes 20]
-import { execFileSync } from 'node:child_process';
-import * as crypto from 'node:crypto';
 import * as os from 'node:os';
-import { EndpointList, IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Service } from '../src/model/enls';
+import { EndpointList, type Service } from '../src/model/enls';
 import type { Dataplane, SyncReport } from '../src/backend/kernel/dataplane';
 import { IpvsDataplane } from '../src/backend/ipvs/dataplane';
 import { NftDataplane } from '../src/backend/nft/sink';
@@ -18,6 +16,8 @@ import { nativeKernel } from '../src/backend/nft';
 import { Aggregator } from '../src/aggregator/aggregator';
 import { nativeTransport } from '../src/aggregator/transport';
 import { ipvsApply } from '../src/native/ipvs';
+import { NetLab, nsPath } from '../test/shared/netlab';
+import { enlsNode, enlsService, ip4 } from '../test/shared/objects';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -27,39 +27,22 @@ const arg = (name: string, def: string) => { const i = args.indexOf(name); retur
 const SERVICES = Number(arg('--services', '10000'));
 const ENDPOINTS = Number(arg('--endpoints', '10'));
 const CHANGES = Number(arg('--changes', '20'));
-const NODE: NodeInfo = { name: 'n1', zone: '', addresses: [], podBridgeInterface: '', podInterfaceNamePrefix: '', podCidrs: { v4: ['10.244.0.0/16'], v6: [] }, nodePortAddresses: { v4: [], v6: [] } };
+// Node n1 with no node-port addresses (the rows compare cluster IPs only).
+const NODE = enlsNode({ v4: [], v6: [] });
 
-const id = crypto.randomBytes(3).toString('hex');
-const created: string[] = [];
+// Fresh namespaces on the lab fixture (KPNG_LAB_PREFIX names them), removed on exit.
+const lab = new NetLab('kbi-bench');
+let made = 0;
 function netns(): string {
-  const n = `kbi-b${id}-${created.length}`;
-  execFileSync('ip', ['netns', 'add', n]);
-  created.push(n);
+  const n = lab.netns(String(made++));
   // IPVS refuses real servers it cannot route to (EINVAL): a default route through a dummy link.
-  for (const cmd of [['link', 'add', 'd0', 'type', 'dummy'], ['link', 'set', 'd0', 'up'], ['link', 'set', 'lo', 'up'], ['route', 'add', 'default', 'dev', 'd0']]) {
-    execFileSync('ip', ['-n', n, ...cmd]);
-  }
-  return `/var/run/netns/${n}`;
+  lab.ip(n, 'link', 'add', 'd0', 'type', 'dummy');
+  lab.ip(n, 'link', 'set', 'd0', 'up');
+  lab.ip(n, 'route', 'add', 'default', 'dev', 'd0');
+  return nsPath(n);
 }
-process.on('exit', () => { for (const n of created) { try { execFileSync('ip', ['netns', 'del', n]); } catch { /* gone */ } } });
 
-const ip4 = (n: number) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
-const cluster = (masquerade: boolean) => ({ target: Target.CLUSTER, masquerade });
-
-function service(i: number): Service {
-  const eps = Array.from({ length: ENDPOINTS }, (_, k) => ({ ip: ip4(((10 << 24) | (200 << 16)) + ((i * ENDPOINTS + k) % 65000) + 1), port: 8080, local: false, terminating: false }));
-  return normalizeItem({
-    key: `svc/bench/s${i}`,
-    service: {
-      namespace: 'bench', name: `s${i}`, type: 'ClusterIP', clusterIps: { v4: [ip4(((10 << 24) | (96 << 16)) + i + 1)], v6: [] },
-      internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster',
-      ports: [{
-        port: { name: 'http', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: eps,
-        clusterIp: { pod: cluster(false), node: cluster(true), other: cluster(true) },
-      }],
-    },
-  }).service!;
-}
+const service = (i: number): Service => enlsService(i, { endpoints: ENDPOINTS }).service!;
 
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 const f1 = (x: number) => x.toFixed(1);
