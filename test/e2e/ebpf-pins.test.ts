@@ -9,6 +9,7 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
+import { useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 
@@ -148,30 +149,15 @@ d('eBPF backend: a restart over any pin state', () => {
   let kpng: Kpng | undefined;
   let cgA = '';
 
-  beforeAll(async () => {
-    lab = new Lab();
-    try {
+  useEbpfLab({
+    async setUp() {
+      lab = new Lab();
       await lab.setup();
       cgA = lab.cgroup('a');
       kpng = new Kpng(lab, cgA);
       await kpng.firstSync();
-    } catch (e) {
-      await kpng?.stop();
-      await lab.destroy();
-      throw e;
-    }
-  }, 60000);
-
-  afterAll(async () => {
-    await kpng?.stop();
-    await lab?.destroy();
-    expect(fs.existsSync(lab.pinDir)).toBe(false);
-  }, 30000);
-
-  afterEach(() => {
-    const s = expect.getState();
-    // eslint-disable-next-line no-console
-    if (s.assertionCalls !== s.numPassingAsserts) console.log(`kpng log:\n${kpng?.log}`);
+    },
+    lab: () => lab, kpng: () => kpng, removed: () => [lab.pinDir],
   });
 
   test('the cgroup removed and recreated elsewhere (severed links): the new cgroup is balanced after one sync', async () => {

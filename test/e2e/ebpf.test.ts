@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
 import { sh } from '../helpers/netns';
+import { useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 
@@ -222,33 +223,17 @@ d('eBPF backend: socket load balancing with real connections', () => {
     await kpng!.waitSyncs(before + 1);
   };
 
-  beforeAll(async () => {
-    lab = new EbpfLab();
-    try {
+  useEbpfLab({
+    async setUp() {
+      lab = new EbpfLab();
       lab.setup();
       await lab.startServers();
       lab.writeState(ALL);
       // TCP destroy is opt-in (the default lets connections drain, below): on here for its test.
       kpng = new KpngProcess(lab, ['--ebpf-destroy-tcp']);
       await kpng.waitSyncs(1);
-    } catch (e) {
-      await kpng?.stop();
-      await lab.destroy();
-      throw e;
-    }
-  }, 60000);
-
-  afterAll(async () => {
-    await kpng?.stop();
-    await lab?.destroy();
-    expect(fs.existsSync(lab.pinDir)).toBe(false);
-    expect(fs.existsSync(lab.cgroup)).toBe(false);
-  }, 30000);
-
-  afterEach(() => {
-    const s = expect.getState();
-    // eslint-disable-next-line no-console
-    if (s.assertionCalls !== s.numPassingAsserts) console.log(`kpng log:\n${kpng?.log}`);
+    },
+    lab: () => lab, kpng: () => kpng, removed: () => [lab.pinDir, lab.cgroup],
   });
 
   test('control: outside the attach cgroup the service address is unreachable (no route out)', async () => {
@@ -436,29 +421,14 @@ d('eBPF backend: --ebpf-host-netns-only, and a kernel without socket destroy', (
   const dnatSources = (proto: 'tcp' | 'udp'): string[] =>
     conntrack(['-L', '-p', proto, '-d', '10.96.0.10']).split('\n').filter(Boolean).map((l) => /src=(\S+)/.exec(l)![1]);
 
-  beforeAll(async () => {
-    lab = new EbpfLab();
-    try {
+  useEbpfLab({
+    async setUp() {
+      lab = new EbpfLab();
       lab.setup();
       await lab.startServers();
       lab.writeState([...ALL, LONG]);
-    } catch (e) {
-      await lab.destroy();
-      throw e;
-    }
-  }, 60000);
-
-  afterAll(async () => {
-    await kpng?.stop();
-    await lab?.destroy();
-    expect(fs.existsSync(lab.pinDir)).toBe(false);
-    expect(fs.existsSync(lab.cgroup)).toBe(false);
-  }, 30000);
-
-  afterEach(() => {
-    const s = expect.getState();
-    // eslint-disable-next-line no-console
-    if (s.assertionCalls !== s.numPassingAsserts) console.log(`kpng log:\n${kpng?.log}`);
+    },
+    lab: () => lab, kpng: () => kpng, removed: () => [lab.pinDir, lab.cgroup],
   });
 
   test('control: without the option, a routed pod in the attach cgroup is balanced at connect() (no DNAT, no conntrack entry)', async () => {
