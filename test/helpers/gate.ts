@@ -35,29 +35,25 @@ function tool(cmd: string, args: string[], pkg: string): Need {
   return { what: `\`${cmd}\``, met: r.status === 0, fix: `install ${pkg} (hack/install-deps.sh does)` };
 }
 
+/** Whether `load` succeeds; when it throws, its message says how to get what is missing. */
+function loads(what: string, load: () => unknown): Need {
+  try {
+    load();
+    return { what, met: true, fix: '' };
+  } catch (e) {
+    return { what, met: false, fix: (e as Error).message };
+  }
+}
+
 export const need = {
   root: (): Need => ({ what: 'root', met: process.getuid?.() === 0, fix: 'run the tests as root (network namespaces, nftables, BPF need it)' }),
   tool,
   /** What test/helpers/netns.ts's namespaces need: root, iproute2 and nft. */
   netns: (): Need[] => [need.root(), tool('ip', ['netns', 'list'], 'iproute2'), tool('nft', ['--version'], 'nftables')],
   ipset: (): Need => tool('ipset', ['--version'], 'ipset'),
-  native: (): Need => {
-    try {
-      loadNative();
-      return { what: 'the native addon', met: true, fix: '' };
-    } catch (e) {
-      return { what: 'the native addon', met: false, fix: (e as Error).message };
-    }
-  },
+  native: (): Need => loads('the native addon', loadNative),
   /** The test addon (test/native/: the full nftables listing, libnftnl's ids), built with the product's. */
-  testNative: (): Need => {
-    try {
-      loadTestNative();
-      return { what: 'the test addon', met: true, fix: '' };
-    } catch (e) {
-      return { what: 'the test addon', met: false, fix: (e as Error).message };
-    }
-  },
+  testNative: (): Need => loads('the test addon', loadTestNative),
   /** A file that `make build` makes (dist/, build/Release/...). */
   built: (file: string): Need => ({ what: path.relative(ROOT, file), met: fs.existsSync(file), fix: 'run `make build` (the BPF object also needs clang: hack/install-deps.sh)' }),
   cgroup2: (): Need => {
