@@ -12,7 +12,7 @@ cache=${KPNG_PREBUILD_CACHE:-$HOME/.cache/kpng/prebuild}
 dir=$cache/node-$version-linux-$arch
 if [ ! -x "$dir/bin/node" ]; then
   echo "prebuild: fetching node-linux-$arch@$version from the npm registry" >&2
-  tmp=$(mktemp -d "$cache/.node-XXXX")
+  mkdir -p "$cache" && tmp=$(mktemp -d "$cache/.node-XXXX")
   (cd "$tmp" && npm pack --silent "node-linux-$arch@$version" >/dev/null && tar -xzf ./*.tgz)
   rm -rf "$dir" && mv "$tmp/package" "$dir" && rm -rf "$tmp"
 fi
