@@ -46,7 +46,7 @@ test('full sync first, then only the changed services with their old and new ENL
   c.add(...udp(['10.244.2.2']));
   await sink.apply(await next(), c.state);
   expect(dp.calls[1]).toEqual({ kind: 'update', keys: ['svc/default/dns:old>new'] });
-  expect(deleted[1]).toEqual([{ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.2.1' }]);
+  expect(deleted[1]).toEqual([{ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.2.1', replySport: 5353 }]);
 
   c.add(node('n1', 'zone-b'));
   await sink.apply(await next(), c.state);
@@ -165,8 +165,16 @@ describe('stale UDP conntrack filters from ENLS changes', () => {
 
   test('a removed endpoint: its entries to every service address and to the node port', () => {
     expect(staleUdpFilters(dnsItem(['10.244.2.1', '10.244.2.2']), dnsItem(['10.244.2.2']))).toEqual([
-      { family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.2.1' },
-      { family: 'ip', proto: 'udp', dport: 30053, replySrc: '10.244.2.1' },
+      { family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.2.1', replySport: 5353 },
+      { family: 'ip', proto: 'udp', dport: 30053, replySrc: '10.244.2.1', replySport: 5353 },
+    ]);
+  });
+  test('a target port change: the same pod, its entries to the old port (upstream e2e: Conntrack, UDP service target port changes)', () => {
+    const dnsOnPort = (port: number) => cluster('n1', [svc('dns', { ports: [{ name: 'dns', protocol: 'UDP', port: 53, nodePort: 30053 }], type: 'NodePort' }),
+      slice('dns-1', 'dns', [ep('10.244.2.1', { node: 'n2' })], { ports: [{ name: 'dns', protocol: 'UDP', port }] })]).state.get('svc/default/dns')!.service!;
+    expect(staleUdpFilters(dnsOnPort(8080), dnsOnPort(9090))).toEqual([
+      { family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.2.1', replySport: 8080 },
+      { family: 'ip', proto: 'udp', dport: 30053, replySrc: '10.244.2.1', replySport: 8080 },
     ]);
   });
   test('a port that gains its first endpoint: entries of the refused flow', () => {

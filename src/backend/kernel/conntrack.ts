@@ -14,15 +14,15 @@ interface UdpDestinations {
   port: number;
   /** 0 when there is no node port. */
   nodePort: number;
-  /** Endpoint addresses some client class is DNATed to. */
-  endpoints: Set<string>;
+  /** Endpoints (address and target port) some client class is DNATed to, by `address port`. */
+  endpoints: Map<string, { ip: string; port: number }>;
 }
 
-function used(sp: ServicePort): Set<string> {
-  const out = new Set<string>();
+function used(sp: ServicePort): Map<string, { ip: string; port: number }> {
+  const out = new Map<string, { ip: string; port: number }>();
   const routes = [sp.clusterIp, sp.externalIp, sp.loadBalancerIp, sp.nodePort].filter((r): r is Routes => r !== null);
   for (const rs of routes) {
-    for (const r of [rs.pod, rs.node, rs.other]) for (const e of routeEndpoints(sp, r)) out.add(e.ip);
+    for (const r of [rs.pod, rs.node, rs.other]) for (const e of routeEndpoints(sp, r)) out.set(`${e.ip} ${e.port}`, { ip: e.ip, port: e.port });
   }
   return out;
 }
@@ -45,16 +45,21 @@ function udpPorts(svc: Service | null): Map<string, UdpDestinations> {
   return out;
 }
 
-/** Entries made stale by one service's change: to endpoints no longer used; to ports that gained endpoints. */
+/**
+ * Entries made stale by one service's change: to endpoints no longer used (an endpoint is its address
+ * and target port: a target port change leaves the pod but strands its flows); to ports that gained
+ * endpoints.
+ */
 export function staleUdpFilters(oldSvc: Service | null, newSvc: Service | null): ConntrackFilter[] {
   const out: ConntrackFilter[] = [];
   const olds = udpPorts(oldSvc), news = udpPorts(newSvc);
   for (const [id, o] of olds) {
-    const keep = news.get(id)?.endpoints ?? new Set<string>();
-    for (const ep of o.endpoints) {
-      if (keep.has(ep)) continue;
-      for (const vip of o.vips) out.push({ family: o.fam, proto: 'udp', origDst: vip, dport: o.port, replySrc: ep });
-      if (o.nodePort) out.push({ family: o.fam, proto: 'udp', dport: o.nodePort, replySrc: ep });
+    const keep = news.get(id)?.endpoints;
+    for (const [key, ep] of o.endpoints) {
+      if (keep?.has(key)) continue;
+      const gone = { replySrc: ep.ip, replySport: ep.port };
+      for (const vip of o.vips) out.push({ family: o.fam, proto: 'udp', origDst: vip, dport: o.port, ...gone });
+      if (o.nodePort) out.push({ family: o.fam, proto: 'udp', dport: o.nodePort, ...gone });
     }
   }
   for (const [id, n] of news) {
@@ -74,7 +79,7 @@ export function addFullSyncUdpFilters(svc: Service, out: ConntrackFilter[]): voi
   // Most services have no UDP port: skipped without building their (empty) map.
   if (!hasUdpPort(svc)) return;
   for (const d of udpPorts(svc).values()) {
-    const keepReplySrc = [...d.endpoints];
+    const keepReplySrc = [...new Set([...d.endpoints.values()].map((e) => e.ip))];
     for (const vip of d.vips) out.push({ family: d.fam, proto: 'udp', origDst: vip, dport: d.port, keepReplySrc });
     if (d.nodePort) out.push({ family: d.fam, proto: 'udp', dport: d.nodePort, keepReplySrc });
   }

@@ -78,7 +78,7 @@ describe('nft sink', () => {
     const slotAdd = inc.find((o) => o.k === 'addElems' && o.set.startsWith('picks-vip-')) as Extract<Op, { k: 'addElems' }>;
     expect(slotAdd.elems).toEqual([{ t: 'pick', addr: '10.96.0.1', proto: 'udp', port: 53, i: 1, epAddr: '10.244.1.9', epPort: 5353 }]);
     // The removed UDP endpoint's conntrack entries go.
-    expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2' });
+    expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2', replySport: 5353 });
   });
 
   test('over several changes the kernel picks exactly the endpoints (slot state kept when not in key order)', async () => {
