@@ -42,9 +42,9 @@ struct CtEntry {
   const nlattr* zone = nullptr;
 };
 
-// A tuple (CTA_TUPLE_ORIG or CTA_TUPLE_REPLY): the destination or source address and port wanted.
-void ReadTuple(const NlAttrView& tuple, bool v6, bool wantDst, CtEntry* e, bool orig) {
-  const uint16_t addrAttr = v6 ? (wantDst ? CTA_IP_V6_DST : CTA_IP_V6_SRC) : (wantDst ? CTA_IP_V4_DST : CTA_IP_V4_SRC);
+// The original tuple's destination address and port, or the reply tuple's source address and port.
+void ReadTuple(const NlAttrView& tuple, bool v6, bool orig, CtEntry* e) {
+  const uint16_t addrAttr = v6 ? (orig ? CTA_IP_V6_DST : CTA_IP_V6_SRC) : (orig ? CTA_IP_V4_DST : CTA_IP_V4_SRC);
   const size_t alen = v6 ? 16 : 4;
   ForEachAttr(tuple.data(), tuple.len(), [&](const NlAttrView& a) {
     if (a.type() == CTA_TUPLE_IP) {
@@ -57,7 +57,7 @@ void ReadTuple(const NlAttrView& tuple, bool v6, bool wantDst, CtEntry* e, bool 
       ForEachAttr(a.data(), a.len(), [&](const NlAttrView& pa) {
         if (pa.type() == CTA_PROTO_NUM && pa.len() >= 1) {
           if (orig) e->proto = pa.data()[0];
-        } else if (pa.type() == (wantDst ? CTA_PROTO_DST_PORT : CTA_PROTO_SRC_PORT) && pa.len() == 2) {
+        } else if (pa.type() == (orig ? CTA_PROTO_DST_PORT : CTA_PROTO_SRC_PORT) && pa.len() == 2) {
           memcpy(orig ? &e->dport : &e->replySport, pa.data(), 2);
           (orig ? e->hasDport : e->hasReplySport) = true;
         }
@@ -72,8 +72,8 @@ bool ParseEntry(const nlmsghdr* h, bool v6, CtEntry* e) {
   size_t n = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
   ForEachAttr(p, n, [&](const NlAttrView& a) {
     switch (a.type()) {
-      case CTA_TUPLE_ORIG: e->tupleOrig = a.a; ReadTuple(a, v6, true, e, true); break;
-      case CTA_TUPLE_REPLY: ReadTuple(a, v6, false, e, false); break;
+      case CTA_TUPLE_ORIG: e->tupleOrig = a.a; ReadTuple(a, v6, true, e); break;
+      case CTA_TUPLE_REPLY: ReadTuple(a, v6, false, e); break;
       case CTA_ID: e->id = a.a; break;
       case CTA_ZONE: e->zone = a.a; break;
       default: break;
@@ -97,6 +97,7 @@ bool Matches(const CtEntry& e, const CtFilter& f) {
 }
 
 const uint16_t kCtGet = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+const uint16_t kCtNew = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW;
 const uint16_t kCtDelete = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
 
 void PutNfgen(NlMessages& m, uint8_t family) {
@@ -129,7 +130,7 @@ class ConntrackDeleteWorker : public Napi::AsyncWorker {
     PutNfgen(req, family);
     NlMessages del;
     int e = RunDump(fd.get(), req, [&](const nlmsghdr* h) {
-      if (h->nlmsg_type != kCtGet && h->nlmsg_type != (NFNL_SUBSYS_CTNETLINK << 8 | IPCTNL_MSG_CT_NEW)) return;
+      if (h->nlmsg_type != kCtGet && h->nlmsg_type != kCtNew) return;
       scanned_++;
       CtEntry ent;
       if (!ParseEntry(h, v6, &ent)) return;

@@ -18,7 +18,6 @@
 
 #include <libmnl/libmnl.h>
 
-
 /* ---- messages ---- */
 
 struct nlmsghdr *mnl_nlmsg_put_header(void *buf) {
@@ -76,7 +75,7 @@ struct mnl_nlmsg_batch {
   char *buf;
   size_t limit;   /* the buffer's size */
   size_t used;    /* bytes of the messages accepted so far */
-  bool overflow;  /* the current message did not fit: it stays at `cur` for batch_reset */
+  bool overflow;  /* the message at buf + used did not fit: batch_reset moves it to the front */
 };
 
 struct mnl_nlmsg_batch *mnl_nlmsg_batch_start(void *buf, size_t limit) {
@@ -273,7 +272,7 @@ void mnl_attr_nest_cancel(struct nlmsghdr *nlh, struct nlattr *start) {
 /* ---- replies: a buffer of messages from recvfrom, through callbacks ---- */
 
 int mnl_cb_run2(const void *buf, size_t numbytes, unsigned int seq, unsigned int portid, mnl_cb_t cb_data,
-                       void *data, mnl_cb_t *cb_ctl_array, unsigned int cb_ctl_array_len) {
+                void *data, mnl_cb_t *cb_ctl_array, unsigned int cb_ctl_array_len) {
   const struct nlmsghdr *nlh = buf;
   int left = (int)numbytes;
   int ret = MNL_CB_OK;
@@ -312,7 +311,7 @@ int mnl_cb_run2(const void *buf, size_t numbytes, unsigned int seq, unsigned int
 }
 
 int mnl_cb_run(const void *buf, size_t numbytes, unsigned int seq, unsigned int portid, mnl_cb_t cb_data,
-                      void *data) {
+               void *data) {
   return mnl_cb_run2(buf, numbytes, seq, portid, cb_data, data, NULL, 0);
 }
 

@@ -63,6 +63,11 @@ static void set_accept(struct nftnl_expr *e) {
   nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, NF_ACCEPT);
 }
 
+/* Starts an IPv4 nf_tables message asking for an ack at the batch's current position. */
+static struct nlmsghdr *begin(struct mnl_nlmsg_batch *b, uint16_t type, uint16_t flags, unsigned int *seq) {
+  return nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), type, NFPROTO_IPV4, flags | NLM_F_ACK, (*seq)++);
+}
+
 /* One transaction; returns 0 or the errno of the first refused message. */
 static int send_batch(unsigned int *seq, int with_bad_rule) {
   struct mnl_nlmsg_batch *b = mnl_nlmsg_batch_start(buf, sizeof(buf));
@@ -72,7 +77,7 @@ static int send_batch(unsigned int *seq, int with_bad_rule) {
 
   struct nftnl_table *t = nftnl_table_alloc();
   nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
-  nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), NFT_MSG_NEWTABLE, NFPROTO_IPV4, NLM_F_CREATE | NLM_F_ACK, (*seq)++);
+  nlh = begin(b, NFT_MSG_NEWTABLE, NLM_F_CREATE, seq);
   nftnl_table_nlmsg_build_payload(nlh, t);
   mnl_nlmsg_batch_next(b);
   nftnl_table_free(t);
@@ -84,7 +89,7 @@ static int send_batch(unsigned int *seq, int with_bad_rule) {
   nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
   nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, -7);
   nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
-  nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), NFT_MSG_NEWCHAIN, NFPROTO_IPV4, NLM_F_CREATE | NLM_F_ACK, (*seq)++);
+  nlh = begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, seq);
   nftnl_chain_nlmsg_build_payload(nlh, c);
   mnl_nlmsg_batch_next(b);
   nftnl_chain_free(c);
@@ -106,10 +111,10 @@ static int send_batch(unsigned int *seq, int with_bad_rule) {
     nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, &a, sizeof(a));
     nftnl_set_elem_add(s, e);
   }
-  nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), NFT_MSG_NEWSET, NFPROTO_IPV4, NLM_F_CREATE | NLM_F_ACK, (*seq)++);
+  nlh = begin(b, NFT_MSG_NEWSET, NLM_F_CREATE, seq);
   nftnl_set_nlmsg_build_payload(nlh, s);
   mnl_nlmsg_batch_next(b);
-  nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), NFT_MSG_NEWSETELEM, NFPROTO_IPV4, NLM_F_CREATE | NLM_F_ACK, (*seq)++);
+  nlh = begin(b, NFT_MSG_NEWSETELEM, NLM_F_CREATE, seq);
   nftnl_set_elems_nlmsg_build_payload(nlh, s);
   mnl_nlmsg_batch_next(b);
   nftnl_set_free(s);
@@ -121,7 +126,7 @@ static int send_batch(unsigned int *seq, int with_bad_rule) {
   add_expr(r, "lookup", set_lookup);
   add_expr(r, "counter", NULL);
   add_expr(r, "immediate", set_accept);
-  nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), NFT_MSG_NEWRULE, NFPROTO_IPV4, NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, (*seq)++);
+  nlh = begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, seq);
   nftnl_rule_nlmsg_build_payload(nlh, r);
   mnl_nlmsg_batch_next(b);
   nftnl_rule_free(r);
