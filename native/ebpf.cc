@@ -498,11 +498,18 @@ class OpenWorker : public Napi::AsyncWorker {
   std::string socketDestroyOff_;
 };
 
+// One batched update or delete. The keys and values are read in place from the caller's Buffers,
+// which the group holds (references, released on the main thread with the worker) until it is done:
+// a full sync's batches are tens of MB, not copied.
 struct Group {
   std::string map;
   bool update = true;
   uint32_t count = 0;
-  std::vector<uint8_t> keys, values;
+  Napi::Reference<Napi::Buffer<uint8_t>> keysRef, valuesRef;
+  const uint8_t* keys = nullptr;
+  size_t keysLen = 0;
+  const uint8_t* values = nullptr;
+  size_t valuesLen = 0;
 };
 
 int MapFd(Loaded* st, const std::string& name, std::string* what) {
@@ -552,7 +559,7 @@ class ApplyWorker : public Napi::AsyncWorker {
     if (fd < 0) { Fail(g, 0, -fd, what); return; }
     bpf_map* m = bpf_object__find_map_by_name(st_->obj, gr.map.c_str());
     size_t ks = bpf_map__key_size(m), vs = bpf_map__value_size(m);
-    if (gr.keys.size() != ks * gr.count || (gr.update && gr.values.size() != vs * gr.count)) {
+    if (gr.keysLen != ks * gr.count || (gr.update && gr.valuesLen != vs * gr.count)) {
       Fail(g, 0, EINVAL, gr.map + ": key/value buffers do not match the map's sizes (" + std::to_string(ks) + "/" + std::to_string(vs) + ")");
       return;
     }
@@ -561,16 +568,16 @@ class ApplyWorker : public Napi::AsyncWorker {
     o.elem_flags = BPF_ANY;
     uint32_t n = gr.count;
     syscalls_++;
-    int r = gr.update ? bpf_map_update_batch(fd, gr.keys.data(), gr.values.data(), &n, &o)
-                      : bpf_map_delete_batch(fd, gr.keys.data(), &n, &o);
+    int r = gr.update ? bpf_map_update_batch(fd, gr.keys, gr.values, &n, &o)
+                      : bpf_map_delete_batch(fd, gr.keys, &n, &o);
     if (r == 0) return;
     // Batches stop at the first failing element (a delete of a missing key, or a kernel without batch
     // support): finish element by element from there, ignoring keys already gone.
     uint32_t start = (errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP) ? 0 : std::min(n, gr.count);
     for (uint32_t i = start; i < gr.count; i++) {
       syscalls_++;
-      int rr = gr.update ? bpf_map_update_elem(fd, &gr.keys[i * ks], &gr.values[i * vs], BPF_ANY)
-                         : bpf_map_delete_elem(fd, &gr.keys[i * ks]);
+      int rr = gr.update ? bpf_map_update_elem(fd, gr.keys + i * ks, gr.values + i * vs, BPF_ANY)
+                         : bpf_map_delete_elem(fd, gr.keys + i * ks);
       if (rr != 0 && !(!gr.update && errno == ENOENT)) { Fail(g, i, errno, std::string(gr.update ? "update " : "delete ") + gr.map); return; }
     }
   }
@@ -935,11 +942,15 @@ Napi::Value EbpfMapApply(const Napi::CallbackInfo& info) {
     gr.count = count.As<Napi::Number>().Uint32Value();
     if (!keys.IsBuffer()) { bad("keys: a Buffer"); return env.Undefined(); }
     auto kb = keys.As<Napi::Buffer<uint8_t>>();
-    gr.keys.assign(kb.Data(), kb.Data() + kb.Length());
+    gr.keys = kb.Data();
+    gr.keysLen = kb.Length();
+    gr.keysRef = Napi::Persistent(kb);
     if (gr.update) {
       if (!values.IsBuffer()) { bad("values: a Buffer (update)"); return env.Undefined(); }
       auto vb = values.As<Napi::Buffer<uint8_t>>();
-      gr.values.assign(vb.Data(), vb.Data() + vb.Length());
+      gr.values = vb.Data();
+      gr.valuesLen = vb.Length();
+      gr.valuesRef = Napi::Persistent(vb);
     }
     groups.push_back(std::move(gr));
   }

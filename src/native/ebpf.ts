@@ -93,7 +93,12 @@ export class EbpfLoader {
     for (const g of groups) {
       if (!Number.isInteger(g.count) || g.count < 0) throw new TypeError(`ebpf map group ${g.map}: bad count ${g.count}`);
     }
-    return addon().ebpfMapApply(this.info.handle, groups.filter((g) => g.count > 0));
+    const sent = groups.filter((g) => g.count > 0);
+    return addon().ebpfMapApply(this.info.handle, sent).catch((e: EbpfApplyError) => {
+      // A full hash map refuses a new key with E2BIG, whose text ("Argument list too long") says nothing of it.
+      if (e.code === 'E2BIG' && sent[e.group]?.op === 'update') e.message += ` (the map is full: its max entries are --ebpf-map-entries)`;
+      throw e;
+    });
   }
 
   dump(map: string): Promise<EbpfDump> {

@@ -10,7 +10,7 @@ import { modelOptions, type RawModelOptions } from '../../src/model/options';
 import { formatDump, stateObject } from '../../src/sink/dump';
 import { fullSyncOps, TableModel } from '../../src/backend/nft/plan';
 import { toNftText } from '../../src/backend/nft/text';
-import { newPlan, planService as planSocketLB } from '../../src/backend/ebpf/plan';
+import { planEntries, planService as planSocketLB } from '../../src/backend/ebpf/plan';
 import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from '../../src/backend/ebpf/maps';
 import { actionName, CLASSES, nodePortAddrs, planService as planIpvs, type Fam } from '../../src/backend/ipvs/plan';
 import { cluster, type Obj } from './k8s';
@@ -39,11 +39,16 @@ const hostPort = (addr: string, port: number) => (addr.includes(':') ? `[${addr}
 
 /** The socket-LB maps of a state, one line per service address as a connect() would resolve it. */
 function socketLB(services: Service[], node: NodeInfo | undefined): string {
-  const plan = newPlan();
+  const plan = { heads: new Map<string, string>(), slots: new Map<string, number>(), backends: new Map<number, string>() };
   let nextBackend = 1, nextService = 1;
   const serviceIds = new Map<string, number>();
   const ids = { backend: () => nextBackend++, service: (k: string) => serviceIds.get(k) ?? (serviceIds.set(k, nextService), nextService++) };
-  for (const svc of services) planSocketLB(svc, ids, node, plan);
+  for (const svc of services) {
+    const p = planEntries(planSocketLB(svc, ids, node));
+    for (const [k, v] of p.heads) plan.heads.set(k, v);
+    for (const [k, v] of p.slots) plan.slots.set(k, v);
+    for (const [k, v] of p.backends) plan.backends.set(k, v);
+  }
   const lines: string[] = [];
   for (const [k, v] of plan.heads) {
     const key = decodeSvcKey(Buffer.from(k, 'latin1'));

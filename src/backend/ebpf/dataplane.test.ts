@@ -126,18 +126,38 @@ test('services that do not fit in the service map are left out (nft serves them)
   expect(fake.svc.size).toBeLessThanOrEqual(10);
 });
 
-test('a restarted dataplane takes over the pinned maps: new ids above the old ones, stale entries removed, the rest untouched', async () => {
+test('a restarted dataplane takes over the pinned maps and their ids: it writes only what changed, removes what is stale', async () => {
   const { fake, dp } = mk();
-  await dp.fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 })], undefined, 1);
-  const before = fake.resolve();
+  await dp.fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 }), svc('old', [ep('10.244.9.9')], { ip: '10.96.0.9' })], undefined, 1);
+  const idOf = (ip: string) => [...fake.be].find(([, v]) => decodeBackend(v).addr === ip)?.[0];
+  const headOf = () => [...fake.svc].map(([k, v]) => [decodeSvcKey(Buffer.from(k, 'hex')), decodeSvcValue(v)] as const).find(([k]) => k.slot === 0 && k.addr === '10.96.0.1')![1];
+  const kept = idOf('10.244.1.10')!, svcId = headOf().svcId, top = Math.max(...fake.be.keys());
+  // A new process over the same maps: the same state again writes nothing.
+  const writes = fake.groups.length;
+  await new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}).fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 }), svc('old', [ep('10.244.9.9')], { ip: '10.96.0.9' })], undefined, 1);
+  expect(fake.groups.length).toBe(writes);
+  // Another one, after a service went and an endpoint came while nothing ran.
   const dp2 = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {});
   await dp2.fullSync([svc('a', [ep('10.244.1.10'), ep('10.244.1.11')], { affinity: 60 })], undefined, 1);
-  expect(before).toEqual({ '10.96.0.1:80': '10.244.1.10:8080' });
   expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.1.11:8080' });
-  expect([...fake.be.keys()].every((id) => id > 1)).toBe(true);   // id 1 (old process) is gone, never reused
-  const head = [...fake.svc].map(([k, v]) => [decodeSvcKey(Buffer.from(k, 'hex')), decodeSvcValue(v)] as const).find(([k]) => k.slot === 0)![1];
-  expect(head.affinitySeconds).toBe(60);
-  expect(head.svcId).toBeGreaterThan(1);
+  // The new backend and slot, the count; then old's slot 0, its slot, its backend.
+  expect(order(fake.groups[fake.groups.length - 1])).toEqual(['update be:1', 'update svc:1', 'update svc:1', 'delete svc:1', 'delete svc:1', 'delete be:1']);
+  expect(idOf('10.244.1.10')).toBe(kept);
+  expect(idOf('10.244.1.11')).toBeGreaterThan(top);   // never an id the maps had
+  expect(headOf()).toMatchObject({ affinitySeconds: 60, svcId });
+  // Its own next change keeps the ids it took over.
+  await dp2.update([{ key: 'svc/ns/a', old: svc('a', [ep('10.244.1.10'), ep('10.244.1.11')], { affinity: 60 }), new: svc('a', [ep('10.244.1.10')], { affinity: 60 }) }], undefined, 2);
+  expect(order(fake.groups[fake.groups.length - 1])).toEqual(['update svc:1', 'delete svc:1', 'delete be:1']);
+  expect(idOf('10.244.1.10')).toBe(kept);
+});
+
+test('a service address that moves from a removed service to a new one in the same update stays', async () => {
+  const { fake, dp } = mk();
+  const a = svc('a', [ep('10.244.1.10')]);
+  await dp.fullSync([a], undefined, 1);
+  await dp.update([{ key: 'svc/ns/b', old: null, new: svc('b', [ep('10.244.2.10')]) }, { key: 'svc/ns/a', old: a, new: null }], undefined, 2);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.2.10:8080' });
+  expect(fake.be.size).toBe(1);
 });
 
 test('a failed batch rejects; the next full sync converges from what the kernel holds', async () => {

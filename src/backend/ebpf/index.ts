@@ -67,7 +67,7 @@ export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
   };
   const ebpf = new EbpfDataplane(open, opts.log, opts.mapEntries ?? DEFAULT_MAP_ENTRIES, { destroyTcp: opts.destroyTcp === true });
   const nft = new NftDataplane(opts.nftTable, kernel);
-  return new KernelSink(new CombinedDataplane('ebpf', [ebpf, nft]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
+  return new KernelSink(new CombinedDataplane('ebpf', [nft, ebpf]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }
 
 /** `--ebpf-cleanup`: detaches the programs pinned under pinDir and removes the pins, then ignores the

@@ -37,115 +37,108 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
 }
 
 /*
- * The dataplane keeps the maps' keys and values as byte strings: one character per byte (latin1), read
- * back by Buffer.from(s, 'latin1'). At 10k services x 10 endpoints it holds ~110k keys: a 24-character
- * string takes 40 bytes of heap, its hex text 64, a Buffer of its own ~400 (an ArrayBuffer and a
- * backing store each). They are made from arrays of byte values by String.fromCharCode, which gives a
- * flat one-byte string (concatenated parts would keep a tree of them alive, 32 bytes a node) without
- * a Buffer's bounds checks and toString: those were half of the planner's time in the interpreter,
- * where kpng runs below 4,000 objects.
+ * The dataplane keeps each service's entries as byte strings (one character per byte, latin1), several
+ * entries end to end in one string: a service of 10 endpoints is a handful of strings rather than
+ * dozens of small objects, and a full sync copies them into the batch buffers whole. The bytes are
+ * written into a scratch buffer (ByteWriter) and read out once per string.
  */
 
 /** The slot of a service-map key (a byte string). */
-export const slotOfKey = (k: string): number => k.charCodeAt(20) | (k.charCodeAt(21) << 8);
+export const slotOfKey = (k: string, o = 0): number => k.charCodeAt(o + 20) | (k.charCodeAt(o + 21) << 8);
 
 /** slotOfKey(k) === 0: the key of a service address's entry itself (its count, affinity, flags). */
-export const isHeadKey = (k: string): boolean => k.charCodeAt(20) === 0 && k.charCodeAt(21) === 0;
+export const isHeadKey = (k: string, o = 0): boolean => k.charCodeAt(o + 20) === 0 && k.charCodeAt(o + 21) === 0;
 
-/** Whether a service-map key is a TCP service address's (byte 18: IPPROTO_TCP). */
-export const isTcpKey = (k: string): boolean => k.charCodeAt(18) === 6;
+/** Whether a service-map key (or its first 19 bytes) is a TCP service address's (byte 18: IPPROTO_TCP). */
+export const isTcpKey = (k: string, o = 0): boolean => k.charCodeAt(o + 18) === 6;
 
 /** The address, port and protocol of a service-map key (bytes 0-18), as the kpng_gone key holds them. */
-export const vipProtoOfKey = (k: string): string => k.slice(0, 19);
+export const vipProtoOfKey = (k: string, o = 0): string => k.slice(o, o + 19);
 
 /** A little-endian u32 of a byte string. */
-const u32At = (s: string, o: number): number =>
+export const u32At = (s: string, o: number): number =>
   (s.charCodeAt(o) | (s.charCodeAt(o + 1) << 8) | (s.charCodeAt(o + 2) << 16)) + s.charCodeAt(o + 3) * 0x1000000;
 
-/** The byte string of byte values. */
-const bytes = (c: number[]): string => String.fromCharCode.apply(null, c);
+/** The service id (affinity key) of an svc value byte string (at offset o). */
+export const svcIdOfValue = (v: string, o = 0): number => u32At(v, o + 12);
 
-/** A little-endian u32 into c[o..o+3]. */
-function putU32(c: number[], o: number, v: number): void {
-  c[o] = v & 255;
-  c[o + 1] = (v >>> 8) & 255;
-  c[o + 2] = (v >>> 16) & 255;
-  c[o + 3] = (v >>> 24) & 255;
+/** Bytes appended to a buffer that grows as needed; read back as a byte string or a Buffer. */
+export class ByteWriter {
+  private b: Buffer;
+  /** Bytes written. */
+  n = 0;
+  constructor(size = 1024) { this.b = Buffer.alloc(size); }
+  reset(): this { this.n = 0; return this; }
+  /** Makes room for `k` more bytes. */
+  reserve(k: number): void {
+    if (this.n + k <= this.b.length) return;
+    const b = Buffer.alloc(Math.max(this.n + k, this.b.length * 2));
+    this.b.copy(b, 0, 0, this.n);
+    this.b = b;
+  }
+  u8(v: number): void { this.reserve(1); this.b[this.n++] = v; }
+  u16be(v: number): void { this.reserve(2); this.b[this.n++] = (v >> 8) & 255; this.b[this.n++] = v & 255; }
+  u16le(v: number): void { this.reserve(2); this.b[this.n++] = v & 255; this.b[this.n++] = (v >> 8) & 255; }
+  u32le(v: number): void { this.reserve(4); this.b.writeUInt32LE(v >>> 0, this.n); this.n += 4; }
+  zeros(k: number): void { this.reserve(k); this.b.fill(0, this.n, this.n + k); this.n += k; }
+  /** An address in the maps' 16-byte field (IPv4: 4 bytes, then zeros). */
+  addr16(addr: string): void {
+    this.reserve(16);
+    if (addr.includes(':')) {
+      this.b.set(ipv6(addr), this.n);
+    } else {
+      writeIPv4(this.b, this.n, addr);
+      this.b.fill(0, this.n + 4, this.n + 16);
+    }
+    this.n += 16;
+  }
+  /** `len` bytes of byte string s from `from` (all of s by default). */
+  latin1(s: string, from = 0, len = s.length - from): void {
+    this.reserve(len);
+    if (from === 0 && len === s.length) {
+      if (this.b.write(s, this.n, len, 'latin1') !== len) throw new Error('ebpf: a byte string short of its length');
+    } else {
+      for (let i = 0; i < len; i++) this.b[this.n + i] = s.charCodeAt(from + i);
+    }
+    this.n += len;
+  }
+  /** Another writer's bytes. */
+  append(w: ByteWriter): void {
+    this.reserve(w.n);
+    w.b.copy(this.b, this.n, 0, w.n);
+    this.n += w.n;
+  }
+  /** Bytes [from, to) as a byte string. */
+  text(from = 0, to = this.n): string { return this.b.toString('latin1', from, to); }
+  /** The bytes written (a view: valid until the next write). */
+  bytes(): Buffer { return this.b.subarray(0, this.n); }
 }
 
-/** An address in the maps' 16-byte field at c[0..15] (IPv4: 4 bytes, then zeros). */
-function putAddr16(c: number[], addr: string): void {
-  if (addr.includes(':')) {
-    const b = ipv6(addr);
-    for (let i = 0; i < 16; i++) c[i] = b[i];
-    return;
-  }
-  writeIPv4(c, 0, addr);
-  for (let i = 4; i < 16; i++) c[i] = 0;
+/** A service-map key: address, port, protocol, family, slot (as encodeSvcKey). */
+export function writeSvcKey(w: ByteWriter, addr: string, port: number, proto: number, slot: number): void {
+  w.addr16(addr);
+  w.u16be(port);
+  w.u8(proto);
+  w.u8(famOf(addr));
+  w.u16le(slot);
+  w.zeros(2);
 }
 
-const valueCodes = new Array<number>(SVC_VALUE_SIZE).fill(0);
-
-/** encodeSvcValue as a byte string. */
-export function svcValueBytes(v: SvcValue): string {
-  putU32(valueCodes, 0, v.backendId);
-  putU32(valueCodes, 4, v.count);
-  putU32(valueCodes, 8, v.affinitySeconds);
-  putU32(valueCodes, 12, v.svcId);
-  putU32(valueCodes, 16, v.flags);
-  return bytes(valueCodes);
+/** A service-map value (as encodeSvcValue). */
+export function writeSvcValue(w: ByteWriter, v: SvcValue): void {
+  w.u32le(v.backendId);
+  w.u32le(v.count);
+  w.u32le(v.affinitySeconds);
+  w.u32le(v.svcId);
+  w.u32le(v.flags);
 }
 
-/** The service id (affinity key) of an svc value byte string. */
-export const svcIdOfValue = (v: string): number => u32At(v, 12);
-
-/**
- * A service address's keys: write the address, port and protocol once (`at`), then the key of each
- * slot (`slotKey`), as encodeSvcKey(...).toString('latin1') would give.
- */
-export class SvcKeyWriter {
-  private readonly c = new Array<number>(SVC_KEY_SIZE).fill(0);
-  at(addr: string, port: number, proto: number): this {
-    putAddr16(this.c, addr);
-    this.c[16] = (port >> 8) & 255;
-    this.c[17] = port & 255;
-    this.c[18] = proto;
-    this.c[19] = famOf(addr);
-    return this;
-  }
-  slotKey(slot: number): string {
-    this.c[20] = slot & 255;
-    this.c[21] = (slot >> 8) & 255;
-    return bytes(this.c);
-  }
-}
-
-/**
- * A backend: `at` writes its address and port; `value()` is encodeBackend(...) as a byte string, and
- * `endpointKey(servicePort, proto)` names it within one service: the value's bytes, then the service
- * port and protocol (the dataplane keeps a backend's id under that key while the endpoint stays).
- */
-export class BackendWriter {
-  private readonly v = new Array<number>(BACKEND_VALUE_SIZE).fill(0);
-  private readonly k = new Array<number>(BACKEND_VALUE_SIZE + 3).fill(0);
-  at(addr: string, port: number): this {
-    putAddr16(this.v, addr);
-    this.v[16] = (port >> 8) & 255;
-    this.v[17] = port & 255;
-    this.v[18] = famOf(addr);
-    this.v[19] = 0;
-    for (let i = 0; i < BACKEND_VALUE_SIZE; i++) this.k[i] = this.v[i];
-    return this;
-  }
-  value(): string {
-    return bytes(this.v);
-  }
-  endpointKey(servicePort: number, proto: number): string {
-    this.k[BACKEND_VALUE_SIZE] = (servicePort >> 8) & 255;
-    this.k[BACKEND_VALUE_SIZE + 1] = servicePort & 255;
-    this.k[BACKEND_VALUE_SIZE + 2] = proto;
-    return bytes(this.k);
-  }
+/** A backend-map value (as encodeBackend). */
+export function writeBackend(w: ByteWriter, addr: string, port: number): void {
+  w.addr16(addr);
+  w.u16be(port);
+  w.u8(famOf(addr));
+  w.u8(0);
 }
 
 /*
@@ -181,10 +174,6 @@ export async function packLatin1<K>(keys: readonly K[], width: number, y: Yielde
   }
   return b;
 }
-
-/** Service-map values of slots >= 1: only the backend id (`idOf(key)`) set. */
-export const slotValuesBuffer = <K>(keys: readonly K[], idOf: (k: K) => number, y: Yielder): Promise<Buffer> =>
-  packU32(keys, SVC_VALUE_SIZE, y, idOf);
 
 export function encodeSvcValue(v: SvcValue): Buffer {
   const b = Buffer.alloc(SVC_VALUE_SIZE);

@@ -1,7 +1,7 @@
 // The socket LB's plan for node ports: entries on the node's addresses where node ports answer.
 import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Route, type Service } from '../../model/enls';
 import { decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from './maps';
-import { nodePortAddrs, planService, serviceEntries, serviceEntriesAtMost, type Ids, type PlanMaps } from './plan';
+import { nodePortAddrs, planEntries, planService, serviceEntries, serviceEntriesAtMost, type Ids } from './plan';
 
 const r = (target: Target): Route => ({ target, masquerade: false });
 const node = (addresses: string[], v4: string[], v6: string[] = ['::/0']): NodeInfo =>
@@ -27,7 +27,7 @@ const ids: Ids = { backend: () => next++, service: () => next++ };
 /** "addr:port" -> count (slot 0 entries), or -1 when refused. */
 const heads = (s: Service, n?: NodeInfo) => {
   const out = new Map<string, number>();
-  for (const [k, v] of (planService(s, ids, n) as PlanMaps).heads) {
+  for (const [k, v] of planEntries(planService(s, ids, n)).heads) {
     const key = decodeSvcKey(Buffer.from(k, 'latin1'));
     expect(key.slot).toBe(0);
     const val = decodeSvcValue(Buffer.from(v, 'latin1'));
@@ -52,7 +52,7 @@ describe('ebpf plan: node ports', () => {
         const s = svc(t);
         expect(serviceEntriesAtMost(s, nd)).toBeGreaterThanOrEqual(serviceEntries(s, nd));
         // As many entries as planService writes.
-        expect(serviceEntries(s, nd)).toBe((planService(s, ids, nd) as PlanMaps).heads.size + (planService(s, ids, nd) as PlanMaps).slots.size);
+        expect(serviceEntries(s, nd)).toBe(planService(s, ids, nd).entries);
       }
     }
     expect(serviceEntriesAtMost(svc(Target.CLUSTER), n)).toBe(4 * 2); // 4 addresses x (slot 0 + 1 backend)

@@ -11,37 +11,64 @@
 //   does, and failing at once is kinder than a timeout.
 import { IPFamily, Protocol, Target, ofFamily, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service } from '../../model/enls';
 import { isDnat, nodePortAddresses, pickEndpoints } from '../../model/views';
-import { BackendWriter, FLAG_REFUSE, SvcKeyWriter, svcValueBytes } from './maps';
+import { BACKEND_VALUE_SIZE, ByteWriter, FLAG_REFUSE, SVC_KEY_SIZE, SVC_VALUE_SIZE, u32At, writeBackend, writeSvcKey, writeSvcValue } from './maps';
 
 export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UDP]: 17, [Protocol.SCTP]: 132 };
 
 export interface Ids {
   /**
-   * A backend id for an endpoint of one service port, named by its endpoint key (BackendWriter): stable
-   * while it stays, never reused. Asked once per endpoint key and plan.
+   * A backend id for an endpoint of one service port, named by its endpoint key (the backend's value,
+   * then the service port and protocol: ENDPOINT_KEY_SIZE bytes), first planned for the service address
+   * `vip` (a key's first 19 bytes: address, port, protocol). Stable while it stays, never reused.
+   * Asked once per endpoint key and plan.
    */
-  backend(endpointKey: string): number;
+  backend(endpointKey: string, vip: string): number;
   /** A service id (affinity key) for one service address (its slot 0 key). */
   service(headKey: string): number;
 }
 
-/** What a plan writes into: a Map, or a view of one that records what was written. */
-export interface PlanMap<K, V> { has(k: K): boolean; set(k: K, v: V): unknown }
+/** An endpoint key: a backend value, then the service port (2 bytes) and protocol. */
+export const ENDPOINT_KEY_SIZE = BACKEND_VALUE_SIZE + 3;
 
-/** A plan's entries; keys and values are byte strings (maps.ts). */
-export interface EbpfPlan {
-  /** Slot 0 of each service address: key -> svc value (count, affinity, service id, flags). */
-  heads: PlanMap<string, string>;
-  /** Slots >= 1: key -> backend id. */
-  slots: PlanMap<string, number>;
-  /** Backend id -> encoded backend. */
-  backends: PlanMap<number, string>;
+/**
+ * One service's entries in the two maps, in one byte string of fixed-size records, section after
+ * section (a service of 10 endpoints is one string of ~600 bytes rather than dozens of small objects,
+ * and a full sync copies each section into its batch buffer whole):
+ *   slot 0 keys (24 bytes each) | their values (20) | keys of slots >= 1 (24) | their backend ids (4)
+ *   | backend ids (4) | backend values (20) | each backend's service port and protocol (3)
+ * Ids are little-endian u32s, as the maps hold them.
+ */
+export class ServicePlan {
+  constructor(readonly bytes: string, readonly heads: number, readonly slots: number, readonly backends: number) {}
+
+  /** Service-map entries (slot 0s and the other slots). */
+  get entries(): number { return this.heads + this.slots; }
+
+  get headValuesAt(): number { return this.heads * SVC_KEY_SIZE; }
+  get slotKeysAt(): number { return this.heads * (SVC_KEY_SIZE + SVC_VALUE_SIZE); }
+  get slotIdsAt(): number { return this.slotKeysAt + this.slots * SVC_KEY_SIZE; }
+  get backendIdsAt(): number { return this.slotIdsAt + this.slots * 4; }
+  get backendValuesAt(): number { return this.backendIdsAt + this.backends * 4; }
+  get backendPortsAt(): number { return this.backendValuesAt + this.backends * BACKEND_VALUE_SIZE; }
+
+  /** Bytes [from, to) of the plan. */
+  section(from: number, to: number): string { return this.bytes.slice(from, to); }
+
+  headKey(j: number): string { return this.bytes.slice(j * SVC_KEY_SIZE, (j + 1) * SVC_KEY_SIZE); }
+  headValue(j: number): string { const o = this.headValuesAt + j * SVC_VALUE_SIZE; return this.bytes.slice(o, o + SVC_VALUE_SIZE); }
+  slotKey(j: number): string { const o = this.slotKeysAt + j * SVC_KEY_SIZE; return this.bytes.slice(o, o + SVC_KEY_SIZE); }
+  slotId(j: number): number { return u32At(this.bytes, this.slotIdsAt + j * 4); }
+  backendId(i: number): number { return u32At(this.bytes, this.backendIdsAt + i * 4); }
+  backendValue(i: number): string { const o = this.backendValuesAt + i * BACKEND_VALUE_SIZE; return this.bytes.slice(o, o + BACKEND_VALUE_SIZE); }
+  /** The endpoint key of the i-th backend (its value, then its service port and protocol). */
+  endpointKey(i: number): string { const o = this.backendPortsAt + i * 3; return this.backendValue(i) + this.bytes.slice(o, o + 3); }
+  /** Backend id -> its index among the plan's backends. */
+  backendIndex(): Map<number, number> {
+    const m = new Map<number, number>();
+    for (let i = 0; i < this.backends; i++) m.set(this.backendId(i), i);
+    return m;
+  }
 }
-
-/** An EbpfPlan in plain Maps: a new plan, the dataplane's desired maps, the kernel's as dumped. */
-export interface PlanMaps { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> }
-
-export const newPlan = (): PlanMaps => ({ heads: new Map(), slots: new Map(), backends: new Map() });
 
 /** The endpoints a route sends to, null when the route refuses, undefined when unspecified (not a socket-LB destination). */
 function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): Endpoint[] | null | undefined {
@@ -52,8 +79,11 @@ function routeEndpoints(route: Route, cluster: Endpoint[], local: Endpoint[]): E
 /** The node's addresses of a family where node ports answer, never loopback ones (none without a node item). */
 export const nodePortAddrs = (node: NodeInfo | undefined, family: IPFamily): string[] => nodePortAddresses(node, family, node?.addresses ?? []);
 
-const keys = new SvcKeyWriter();
-const backend = new BackendWriter();
+/** Scratch writers of planService, one per section of a ServicePlan (reset for each service). */
+const w = {
+  headKeys: new ByteWriter(), headValues: new ByteWriter(), slotKeys: new ByteWriter(), slotIds: new ByteWriter(),
+  backendIds: new ByteWriter(), backendValues: new ByteWriter(), backendPorts: new ByteWriter(), key: new ByteWriter(64), plan: new ByteWriter(),
+};
 
 /** One service port's destination the socket LB answers: its addresses, port, and the endpoints (null: refused). */
 interface Dest { proto: number; addrs: string[]; port: number; eps: Endpoint[] | null; sp: Service['ports'][number] }
@@ -103,46 +133,62 @@ export function serviceEntriesAtMost(svc: Service, node?: NodeInfo): number {
   return n;
 }
 
-/**
- * The service's entries, added to `out` (a new plan by default; the dataplane passes its desired maps,
- * so that entries are written once, not into a plan each and then copied). Each service-map key set is
- * pushed to `svcKeys` when given. A backend id already in out.backends keeps its value: an id stands for
- * one (service port, endpoint), so its encoding cannot have changed.
- */
-export function planService(svc: Service, ids: Ids, node?: NodeInfo, out: EbpfPlan = newPlan(), svcKeys?: string[]): EbpfPlan {
+/** The service's entries in the maps, with backend and service ids from `ids`. */
+export function planService(svc: Service, ids: Ids, node?: NodeInfo): ServicePlan {
+  for (const x of Object.values(w)) x.reset();
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   /** Backend ids of an endpoint list, by list: the same backends serve every address of the port. */
   const idsOf = new Map<Endpoint[], number[]>();
   /** Ids already given in this plan, by endpoint key: a port's cluster and local lists share endpoints. */
   const given = new Map<string, number>();
+  let heads = 0, slots = 0;
   for (const { proto, addrs, port, eps, sp } of destinations(svc, node)) {
     const list = eps ?? [];
     let backendIds = idsOf.get(list);
     if (!backendIds) {
-      backendIds = list.map((e) => {
-        backend.at(e.ip, e.port);
-        const k = backend.endpointKey(sp.port.port, proto);
+      writeSvcKey(w.key.reset(), addrs[0], port, proto, 0);
+      const vip = w.key.text(0, 19);
+      backendIds = [];
+      for (const e of list) {
+        writeBackend(w.key.reset(), e.ip, e.port);
+        w.key.u16be(sp.port.port);
+        w.key.u8(proto);
+        const k = w.key.text();
         let id = given.get(k);
-        if (id === undefined) given.set(k, (id = ids.backend(k)));
-        if (!out.backends.has(id)) out.backends.set(id, backend.value());
-        return id;
-      });
+        if (id === undefined) {
+          given.set(k, (id = ids.backend(k, vip)));
+          w.backendIds.u32le(id);
+          w.backendValues.latin1(k, 0, BACKEND_VALUE_SIZE);
+          w.backendPorts.latin1(k, BACKEND_VALUE_SIZE, 3);
+        }
+        backendIds.push(id);
+      }
       idsOf.set(list, backendIds);
     }
     for (const addr of addrs) {
-      keys.at(addr, port, proto);
       for (let i = 0; i < backendIds.length; i++) {
-        const k = keys.slotKey(i + 1);
-        out.slots.set(k, backendIds[i]);
-        svcKeys?.push(k);
+        writeSvcKey(w.slotKeys, addr, port, proto, i + 1);
+        w.slotIds.u32le(backendIds[i]);
       }
-      const head = keys.slotKey(0);
-      svcKeys?.push(head);
-      out.heads.set(head, svcValueBytes({
-        backendId: 0, count: backendIds.length, affinitySeconds: affinity, svcId: ids.service(head),
+      slots += backendIds.length;
+      const at = w.headKeys.n;
+      writeSvcKey(w.headKeys, addr, port, proto, 0);
+      writeSvcValue(w.headValues, {
+        backendId: 0, count: backendIds.length, affinitySeconds: affinity, svcId: ids.service(w.headKeys.text(at, at + SVC_KEY_SIZE)),
         flags: eps === null || backendIds.length === 0 ? FLAG_REFUSE : 0,
-      }));
+      });
+      heads++;
     }
   }
-  return out;
+  for (const x of [w.headKeys, w.headValues, w.slotKeys, w.slotIds, w.backendIds, w.backendValues, w.backendPorts]) w.plan.append(x);
+  return new ServicePlan(w.plan.text(), heads, slots, given.size);
+}
+
+/** A plan's entries decoded into maps keyed as the kernel's are (tests, debugging). */
+export function planEntries(p: ServicePlan): { heads: Map<string, string>; slots: Map<string, number>; backends: Map<number, string> } {
+  const heads = new Map<string, string>(), slots = new Map<string, number>(), backends = new Map<number, string>();
+  for (let j = 0; j < p.heads; j++) heads.set(p.headKey(j), p.headValue(j));
+  for (let j = 0; j < p.slots; j++) slots.set(p.slotKey(j), p.slotId(j));
+  for (let i = 0; i < p.backends; i++) backends.set(p.backendId(i), p.backendValue(i));
+  return { heads, slots, backends };
 }

@@ -1,0 +1,288 @@
+// What one sync sends to the socket LB's maps: the entries that differ between what the maps hold (a
+// service's previous plan, or the kernel's maps as dumped) and the new plans, in the six groups of the
+// safe order (dataplane.ts), and the backends each service address lost (their sockets are destroyed).
+import type { EbpfDump, EbpfMapGroup } from '../../native/ebpf';
+import type { Yielder } from '../../util/yielder';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, isHeadKey, packLatin1, packU32, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
+import type { ServicePlan } from './plan';
+
+/** The first 19 bytes of a service-map key: its service address, port and protocol. */
+const VIP_SIZE = 19;
+
+/** The maps as dumped from the kernel: service-map key -> value, backend id -> value (byte strings). */
+export interface KernelMaps { svc: Map<string, string>; be: Map<number, string>; maxService: number; maxBackend: number }
+
+export async function readKernel(svc: EbpfDump, be: EbpfDump, y: Yielder): Promise<KernelMaps> {
+  const out: KernelMaps = { svc: new Map(), be: new Map(), maxService: 0, maxBackend: 0 };
+  for (let i = 0; i < svc.count; i++) {
+    if ((i & 1023) === 0 && y.due()) await y.turn();
+    const k = svc.keys.toString('latin1', i * SVC_KEY_SIZE, (i + 1) * SVC_KEY_SIZE);
+    const v = svc.values.toString('latin1', i * svc.valueSize, i * svc.valueSize + SVC_VALUE_SIZE);
+    out.svc.set(k, v);
+    if (isHeadKey(k)) out.maxService = Math.max(out.maxService, svcIdOfValue(v));
+  }
+  for (let i = 0; i < be.count; i++) {
+    if ((i & 1023) === 0 && y.due()) await y.turn();
+    const id = be.keys.readUInt32LE(i * 4);
+    out.be.set(id, be.values.toString('latin1', i * be.valueSize, i * be.valueSize + BACKEND_VALUE_SIZE));
+    out.maxBackend = Math.max(out.maxBackend, id);
+  }
+  return out;
+}
+
+/**
+ * The ids the maps already hold, for a process that starts over pinned maps: the same service address
+ * and endpoint keep their backend id, and the same service address its service id, so a restart
+ * rewrites nothing that did not change (and needs no room for a second copy of every backend).
+ */
+export class Adoption {
+  private readonly backends = new Map<string, number>();
+  private readonly taken = new Set<number>();
+  private readonly takenServices = new Set<number>();
+  constructor(private readonly kernel: KernelMaps) {
+    for (const [k, v] of kernel.svc) {
+      if (isHeadKey(k)) continue;
+      const id = u32At(v, 0), b = kernel.be.get(id);
+      if (b !== undefined) this.backends.set(k.slice(0, VIP_SIZE) + b, id);
+    }
+  }
+  /** The kernel's id of this endpoint at this service address, once (undefined: none, or already given). */
+  backend(vip: string, endpointKey: string): number | undefined {
+    const id = this.backends.get(vip + endpointKey.slice(0, BACKEND_VALUE_SIZE));
+    if (id === undefined || this.taken.has(id)) return undefined;
+    this.taken.add(id);
+    return id;
+  }
+  service(headKey: string): number | undefined {
+    const v = this.kernel.svc.get(headKey);
+    const id = v === undefined ? undefined : svcIdOfValue(v);
+    if (id === undefined || this.takenServices.has(id)) return undefined;
+    this.takenServices.add(id);
+    return id;
+  }
+}
+
+/** The entries one sync writes and deletes, and the backends each service address lost. */
+export class MapChanges {
+  beUp: number[] = [];
+  beUpValues: string[] = [];
+  slotUp: string[] = [];
+  slotUpIds: number[] = [];
+  headUp: string[] = [];
+  headUpValues: string[] = [];
+  headDel: string[] = [];
+  slotDel: string[] = [];
+  beDel: number[] = [];
+  /** Service address (19 bytes) -> the backend values it had and no longer has (for socket destroy). */
+  gone = new Map<string, Set<string>>();
+
+  /** `track(vip)`: whether the sockets of a service address's lost backends are to be destroyed. */
+  constructor(private readonly track: (vip: string) => boolean) {}
+
+  lost(vip: string, backend: string | undefined): void {
+    if (backend === undefined || !this.track(vip)) return;
+    let s = this.gone.get(vip);
+    if (!s) this.gone.set(vip, (s = new Set()));
+    s.add(backend);
+  }
+
+  /** What the plan still sends to a service address is not lost (a backend may have moved to another slot). */
+  keep(plan: ServicePlan): void {
+    if (this.gone.size === 0) return;
+    let index: Map<number, number> | undefined;
+    for (let j = 0; j < plan.slots; j++) {
+      const at = plan.slotKeysAt + j * SVC_KEY_SIZE;
+      const s = this.gone.get(plan.section(at, at + VIP_SIZE));
+      if (!s) continue;
+      index ??= plan.backendIndex();
+      s.delete(plan.backendValue(index.get(plan.slotId(j))!));
+    }
+  }
+
+  /**
+   * A key both written and deleted in one sync (a service address that moved from a removed service to
+   * a new one in the same batch) is written: the deletes come after the writes.
+   */
+  private dropRewritten(): void {
+    if (this.slotDel.length === 0 && this.headDel.length === 0) return;
+    const up = new Set([...this.slotUp, ...this.headUp]);
+    this.slotDel = this.slotDel.filter((k) => !up.has(k));
+    this.headDel = this.headDel.filter((k) => !up.has(k));
+    const ids = new Set(this.beUp);
+    this.beDel = this.beDel.filter((id) => !ids.has(id));
+  }
+
+  /** The groups in the safe order (empty ones left out). */
+  async groups(y: Yielder): Promise<EbpfMapGroup[]> {
+    this.dropRewritten();
+    const svc = async (op: 'update' | 'delete', keys: string[], values?: Buffer): Promise<EbpfMapGroup> =>
+      ({ map: SVC_MAP, op, count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k), ...(values ? { values } : {}) });
+    const groups = [
+      {
+        map: BACKEND_MAP, op: 'update' as const, count: this.beUp.length, keys: await packU32(this.beUp, 4, y, (id) => id),
+        values: await packLatin1(this.beUpValues, BACKEND_VALUE_SIZE, y, (v) => v),
+      },
+      // Slot values: only the backend id set.
+      await svc('update', this.slotUp, await packU32(this.slotUpIds, SVC_VALUE_SIZE, y, (id) => id)),
+      await svc('update', this.headUp, await packLatin1(this.headUpValues, SVC_VALUE_SIZE, y, (v) => v)),
+      await svc('delete', this.headDel), await svc('delete', this.slotDel),
+      { map: BACKEND_MAP, op: 'delete' as const, count: this.beDel.length, keys: await packU32(this.beDel, 4, y, (id) => id) },
+    ];
+    return groups.filter((g) => g.count > 0);
+  }
+}
+
+/** A plan's slot keys -> backend ids, and slot 0 keys -> values. */
+function slotsOf(p: ServicePlan): Map<string, number> {
+  const m = new Map<string, number>();
+  for (let j = 0; j < p.slots; j++) m.set(p.slotKey(j), p.slotId(j));
+  return m;
+}
+function headsOf(p: ServicePlan): Map<string, string> {
+  const m = new Map<string, string>();
+  for (let j = 0; j < p.heads; j++) m.set(p.headKey(j), p.headValue(j));
+  return m;
+}
+
+/** A service's entries that changed from its previous plan (`old`) to its new one (`next`; none: removed). */
+export function diffPlans(old: ServicePlan | undefined, next: ServicePlan | undefined, out: MapChanges): void {
+  const oldSlots = old ? slotsOf(old) : new Map<string, number>();
+  const oldHeads = old ? headsOf(old) : new Map<string, string>();
+  const oldIndex = old ? old.backendIndex() : new Map<number, number>();
+  const oldLeft = new Set(oldIndex.keys());
+  const oldValue = (id: number) => old!.backendValue(oldIndex.get(id)!);
+  if (next) {
+    for (let j = 0; j < next.slots; j++) {
+      const k = next.slotKey(j), id = next.slotId(j);
+      const was = oldSlots.get(k);
+      if (was !== undefined) {
+        oldSlots.delete(k);
+        if (was === id) continue;
+        out.lost(k.slice(0, VIP_SIZE), oldValue(was));
+      }
+      out.slotUp.push(k);
+      out.slotUpIds.push(id);
+    }
+    for (let j = 0; j < next.heads; j++) {
+      const k = next.headKey(j), v = next.headValue(j);
+      const was = oldHeads.get(k);
+      oldHeads.delete(k);
+      if (was === v) continue;
+      out.headUp.push(k);
+      out.headUpValues.push(v);
+    }
+    // A backend id keeps its value (an id stands for one endpoint of one service port): only new ids are written.
+    for (let i = 0; i < next.backends; i++) {
+      const id = next.backendId(i);
+      if (oldLeft.delete(id)) continue;
+      out.beUp.push(id);
+      out.beUpValues.push(next.backendValue(i));
+    }
+  }
+  for (const k of oldHeads.keys()) out.headDel.push(k);
+  for (const [k, id] of oldSlots) {
+    out.slotDel.push(k);
+    out.lost(k.slice(0, VIP_SIZE), oldValue(id));
+  }
+  for (const id of oldLeft) out.beDel.push(id);
+  if (next) out.keep(next);
+}
+
+/**
+ * The plans' entries that differ from the kernel's maps (which it consumes): a full sync after a restart
+ * or a failed batch converges the maps from whatever they hold.
+ */
+export async function diffKernel(plans: ServicePlan[], kernel: KernelMaps, out: MapChanges, y: Yielder): Promise<void> {
+  // Service-map entries first: a slot's previous backend is read from the kernel's backend map.
+  for (let p = 0; p < plans.length; p++) {
+    if ((p & 63) === 0 && y.due()) await y.turn();
+    const plan = plans[p];
+    for (let j = 0; j < plan.slots; j++) {
+      const k = plan.slotKey(j), id = plan.slotId(j);
+      const was = kernel.svc.get(k);
+      if (was !== undefined) {
+        kernel.svc.delete(k);
+        const wasId = u32At(was, 0);
+        if (wasId === id) continue;
+        out.lost(k.slice(0, VIP_SIZE), kernel.be.get(wasId));
+      }
+      out.slotUp.push(k);
+      out.slotUpIds.push(id);
+    }
+    for (let j = 0; j < plan.heads; j++) {
+      const k = plan.headKey(j), v = plan.headValue(j);
+      const was = kernel.svc.get(k);
+      kernel.svc.delete(k);
+      if (was === v) continue;
+      out.headUp.push(k);
+      out.headUpValues.push(v);
+    }
+  }
+  for (const [k, v] of kernel.svc) {
+    if (isHeadKey(k)) {
+      out.headDel.push(k);
+    } else {
+      out.slotDel.push(k);
+      out.lost(k.slice(0, VIP_SIZE), kernel.be.get(u32At(v, 0)));
+    }
+  }
+  if (out.gone.size > 0) {
+    for (let p = 0; p < plans.length; p++) {
+      if ((p & 63) === 0 && y.due()) await y.turn();
+      out.keep(plans[p]);
+    }
+  }
+  for (let p = 0; p < plans.length; p++) {
+    if ((p & 63) === 0 && y.due()) await y.turn();
+    const plan = plans[p];
+    for (let i = 0; i < plan.backends; i++) {
+      const id = plan.backendId(i), v = plan.backendValue(i);
+      const was = kernel.be.get(id);
+      kernel.be.delete(id);
+      if (was === v) continue;
+      out.beUp.push(id);
+      out.beUpValues.push(v);
+    }
+  }
+  for (const id of kernel.be.keys()) out.beDel.push(id);
+}
+
+/**
+ * Every entry of the plans, written straight into the batch buffers: the full sync into empty maps (a
+ * node's first start), where nothing is compared and nothing is deleted.
+ */
+export async function everything(plans: ServicePlan[], y: Yielder): Promise<EbpfMapGroup[]> {
+  let nb = 0, ns = 0, nh = 0;
+  for (const p of plans) { nb += p.backends; ns += p.slots; nh += p.heads; }
+  const beKeys = Buffer.allocUnsafe(nb * 4), beValues = Buffer.allocUnsafe(nb * BACKEND_VALUE_SIZE);
+  const slotKeys = Buffer.allocUnsafe(ns * SVC_KEY_SIZE), slotValues = Buffer.alloc(ns * SVC_VALUE_SIZE);
+  const headKeys = Buffer.allocUnsafe(nh * SVC_KEY_SIZE), headValues = Buffer.allocUnsafe(nh * SVC_VALUE_SIZE);
+  let b = 0, s = 0, h = 0;
+  for (let p = 0; p < plans.length; p++) {
+    if ((p & 63) === 0 && y.due()) await y.turn();
+    const plan = plans[p];
+    beKeys.write(plan.section(plan.backendIdsAt, plan.backendValuesAt), b * 4, 'latin1');
+    beValues.write(plan.section(plan.backendValuesAt, plan.backendPortsAt), b * BACKEND_VALUE_SIZE, 'latin1');
+    b += plan.backends;
+    slotKeys.write(plan.section(plan.slotKeysAt, plan.slotIdsAt), s * SVC_KEY_SIZE, 'latin1');
+    // Slot values: only the backend id set.
+    for (let j = 0; j < plan.slots; j++) slotValues.writeUInt32LE(plan.slotId(j), (s + j) * SVC_VALUE_SIZE);
+    s += plan.slots;
+    headKeys.write(plan.section(0, plan.headValuesAt), h * SVC_KEY_SIZE, 'latin1');
+    headValues.write(plan.section(plan.headValuesAt, plan.slotKeysAt), h * SVC_VALUE_SIZE, 'latin1');
+    h += plan.heads;
+  }
+  const groups: EbpfMapGroup[] = [
+    { map: BACKEND_MAP, op: 'update', count: nb, keys: beKeys, values: beValues },
+    { map: SVC_MAP, op: 'update', count: ns, keys: slotKeys, values: slotValues },
+    { map: SVC_MAP, op: 'update', count: nh, keys: headKeys, values: headValues },
+  ];
+  return groups.filter((g) => g.count > 0);
+}
+
+/** kpng_gone keys (backend value + service address, port, protocol + a pad byte) of the lost backends. */
+export function goneKeys(gone: Map<string, Set<string>>): Buffer[] {
+  const out: Buffer[] = [];
+  for (const [vip, bs] of gone) for (const b of bs) out.push(Buffer.from(b + vip + '\0', 'latin1'));
+  return out;
+}
