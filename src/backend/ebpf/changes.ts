@@ -144,6 +144,15 @@ function headsOf(p: ServicePlan): Map<string, string> {
   return m;
 }
 
+/** Adds k and v to the writes unless `have` holds the same value under k; takes k out of `have` (what is left there goes). */
+function compare<K>(have: Map<K, string>, k: K, v: string, keys: K[], values: string[]): void {
+  const was = have.get(k);
+  have.delete(k);
+  if (was === v) return;
+  keys.push(k);
+  values.push(v);
+}
+
 /** A service's entries that changed from its previous plan (`old`) to its new one (`next`; none: removed). */
 export function diffPlans(old: ServicePlan | undefined, next: ServicePlan | undefined, out: MapChanges): void {
   const oldSlots = old ? slotsOf(old) : new Map<string, number>();
@@ -163,14 +172,7 @@ export function diffPlans(old: ServicePlan | undefined, next: ServicePlan | unde
       out.slotUp.push(k);
       out.slotUpIds.push(id);
     }
-    for (let j = 0; j < next.heads; j++) {
-      const k = next.headKey(j), v = next.headValue(j);
-      const was = oldHeads.get(k);
-      oldHeads.delete(k);
-      if (was === v) continue;
-      out.headUp.push(k);
-      out.headUpValues.push(v);
-    }
+    for (let j = 0; j < next.heads; j++) compare(oldHeads, next.headKey(j), next.headValue(j), out.headUp, out.headUpValues);
     // A backend id keeps its value (an id stands for one endpoint of one service port): only new ids are written.
     for (let i = 0; i < next.backends; i++) {
       const id = next.backendId(i);
@@ -209,14 +211,7 @@ export async function diffKernel(plans: ServicePlan[], kernel: KernelMaps, out: 
       out.slotUp.push(k);
       out.slotUpIds.push(id);
     }
-    for (let j = 0; j < plan.heads; j++) {
-      const k = plan.headKey(j), v = plan.headValue(j);
-      const was = kernel.svc.get(k);
-      kernel.svc.delete(k);
-      if (was === v) continue;
-      out.headUp.push(k);
-      out.headUpValues.push(v);
-    }
+    for (let j = 0; j < plan.heads; j++) compare(kernel.svc, plan.headKey(j), plan.headValue(j), out.headUp, out.headUpValues);
   }
   for (const [k, v] of kernel.svc) {
     if (isHeadKey(k)) {
@@ -235,14 +230,7 @@ export async function diffKernel(plans: ServicePlan[], kernel: KernelMaps, out: 
   for (let p = 0; p < plans.length; p++) {
     if ((p & 63) === 0 && y.due()) await y.turn();
     const plan = plans[p];
-    for (let i = 0; i < plan.backends; i++) {
-      const id = plan.backendId(i), v = plan.backendValue(i);
-      const was = kernel.be.get(id);
-      kernel.be.delete(id);
-      if (was === v) continue;
-      out.beUp.push(id);
-      out.beUpValues.push(v);
-    }
+    for (let i = 0; i < plan.backends; i++) compare(kernel.be, plan.backendId(i), plan.backendValue(i), out.beUp, out.beUpValues);
   }
   for (const id of kernel.be.keys()) out.beDel.push(id);
 }

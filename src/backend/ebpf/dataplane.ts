@@ -282,7 +282,8 @@ export class EbpfDataplane implements Dataplane {
     const t0 = performance.now();
     // At 50k services the maps hold over a million entries: every loop below gives the event loop a
     // turn every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync
-    // at a time). A stop ends the sync at the next turn, before the maps are written.
+    // at a time). A stop ends the sync at the next turn: over maps that hold something, before they
+    // are written; into empty maps, with the chunks sent so far written (the next start converges).
     const y = new Yielder(undefined, signal);
     // What the kernel has (the previous process's state after a restart; empty on a node's first start).
     const svcDump = await lb.dump(SVC_MAP);
