@@ -3,7 +3,7 @@
 // safe order (dataplane.ts), and the backends each service address lost (their sockets are destroyed).
 import type { EbpfDump, EbpfMapGroup } from '../../native/ebpf';
 import type { Yielder } from '../../util/yielder';
-import { BACKEND_MAP, BACKEND_VALUE_SIZE, isHeadKey, packLatin1, packU32, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, ByteWriter, isHeadKey, packLatin1, packU32, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
 import type { ServicePlan } from './plan';
 
 /** The first 19 bytes of a service-map key: its service address, port and protocol. */
@@ -31,34 +31,53 @@ export async function readKernel(svc: EbpfDump, be: EbpfDump, y: Yielder): Promi
 }
 
 /**
- * The ids the maps already hold, for a process that starts over pinned maps: the same service address
- * and endpoint keep their backend id, and the same service address its service id, so a restart
- * rewrites nothing that did not change (and needs no room for a second copy of every backend).
+ * The ids the maps already hold, for a full sync over maps that hold something (a restart, a resync):
+ * the same service address and endpoint keep their backend id, and the same service address its
+ * service id, so a resync rewrites nothing that did not change (and a restart needs no room for a
+ * second copy of every backend). Read per service address, when a plan first asks for it.
  */
 export class Adoption {
-  private readonly backends = new Map<string, number>();
+  /** Per slot 0 key: the kernel's backend value -> id of its slots. */
+  private readonly byHead = new Map<string, Map<string, number>>();
   private readonly taken = new Set<number>();
   private readonly takenServices = new Set<number>();
-  constructor(private readonly kernel: KernelMaps) {
-    for (const [k, v] of kernel.svc) {
-      if (isHeadKey(k)) continue;
-      const id = u32At(v, 0), b = kernel.be.get(id);
-      if (b !== undefined) this.backends.set(k.slice(0, VIP_SIZE) + b, id);
-    }
-  }
+  private readonly key = new ByteWriter(SVC_KEY_SIZE);
+  constructor(private readonly kernel: KernelMaps) {}
+
   /** The kernel's id of this endpoint at this service address, once (undefined: none, or already given). */
-  backend(vip: string, endpointKey: string): number | undefined {
-    const id = this.backends.get(vip + endpointKey.slice(0, BACKEND_VALUE_SIZE));
+  backend(headKey: string, endpointKey: string): number | undefined {
+    let ids = this.byHead.get(headKey);
+    if (!ids) this.byHead.set(headKey, (ids = this.slotsOf(headKey)));
+    const id = ids.get(endpointKey.slice(0, BACKEND_VALUE_SIZE));
     if (id === undefined || this.taken.has(id)) return undefined;
     this.taken.add(id);
     return id;
   }
+
   service(headKey: string): number | undefined {
     const v = this.kernel.svc.get(headKey);
     const id = v === undefined ? undefined : svcIdOfValue(v);
     if (id === undefined || this.takenServices.has(id)) return undefined;
     this.takenServices.add(id);
     return id;
+  }
+
+  /** The backends of a service address's slots 1..count in the kernel's maps. */
+  private slotsOf(headKey: string): Map<string, number> {
+    const out = new Map<string, number>();
+    const head = this.kernel.svc.get(headKey);
+    if (head === undefined) return out;
+    const key = this.key.reset();
+    key.latin1(headKey);
+    for (let slot = 1, count = u32At(head, 4); slot <= count; slot++) {
+      key.n = 20;
+      key.u16le(slot);
+      key.n = SVC_KEY_SIZE;
+      const v = this.kernel.svc.get(key.text());
+      const b = v === undefined ? undefined : this.kernel.be.get(u32At(v, 0));
+      if (b !== undefined) out.set(b, u32At(v!, 0));
+    }
+    return out;
   }
 }
 

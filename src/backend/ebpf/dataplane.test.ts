@@ -160,6 +160,15 @@ test('a service address that moves from a removed service to a new one in the sa
   expect(fake.be.size).toBe(1);
 });
 
+test('an update diffs against what the dataplane planned, whatever the change names as old', async () => {
+  const { fake, dp } = mk();
+  await dp.fullSync([svc('a', [ep('10.244.1.10')])], undefined, 1);
+  const notApplied = svc('a', [ep('10.244.1.10'), ep('10.244.1.11')]);
+  await dp.update([{ key: 'svc/ns/a', old: notApplied, new: svc('a', [ep('10.244.1.12')]) }], undefined, 2);
+  expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.12:8080' });
+  expect(fake.be.size).toBe(1);
+});
+
 test('a failed batch rejects; the next full sync converges from what the kernel holds', async () => {
   const { fake, dp } = mk();
   const a = svc('a', [ep('10.244.1.10')]);

@@ -18,7 +18,7 @@ import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { Adoption, diffKernel, diffPlans, everything, goneKeys, MapChanges, readKernel } from './changes';
-import { BACKEND_MAP, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue } from './maps';
+import { BACKEND_MAP, ByteWriter, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
 import { planService, serviceEntries, serviceEntriesAtMost, type Ids, type ServicePlan } from './plan';
 
 /** Entries (both maps) a chunk of a first full sync holds: about 1.5 MB of batch buffers. */
@@ -45,12 +45,53 @@ class ChunkedWrite {
   }
 }
 
+/**
+ * A planned service as the dataplane keeps it: the service (the same object the KernelSink keeps as
+ * applied), the ids its plan was given in the order planService asked for them (backend ids, then
+ * service ids: little-endian u32s in a byte string), and its counts. Its plan is made again from these
+ * when needed (a few µs a service) rather than kept (about 600 bytes a 10-endpoint service).
+ */
+class Planned {
+  private constructor(readonly svc: Service, readonly ids: string, readonly heads: number, readonly slots: number, readonly backends: number) {}
+
+  static of(svc: Service, p: ServicePlan): Planned {
+    const w = idsWriter.reset();
+    w.latin1(p.bytes, p.backendIdsAt, p.backends * 4);
+    // svc_value.svc_id, bytes 12-15 of each slot 0 value.
+    for (let j = 0; j < p.heads; j++) w.latin1(p.bytes, p.headValuesAt + j * SVC_VALUE_SIZE + 12, 4);
+    return new Planned(svc, w.text(), p.heads, p.slots, p.backends);
+  }
+
+  get entries(): number { return this.heads + this.slots; }
+
+  /** The ids again, in the order they were given (`fresh` once they run out: a plan that differs). */
+  replaying(fresh: Ids): Ids {
+    let b = 0, h = 0;
+    return {
+      backend: (k, head) => (b < this.backends ? u32At(this.ids, 4 * b++) : fresh.backend(k, head)),
+      service: (k) => (h < this.heads ? u32At(this.ids, 4 * (this.backends + h++)) : fresh.service(k)),
+    };
+  }
+
+  /** Whether a plan made with replaying() is this one's again (the same service and node give it). */
+  same(p: ServicePlan): boolean {
+    return p.backends === this.backends && p.heads === this.heads && p.slots === this.slots && p.section(p.backendIdsAt, p.backendValuesAt) === this.ids.slice(0, 4 * this.backends);
+  }
+}
+
+const idsWriter = new ByteWriter(256);
+
 export class EbpfDataplane implements Dataplane {
   readonly name = 'ebpf';
   private lb: EbpfLoader | undefined;
-  /** Each planned service's entries, by service key: after a sync that succeeded, what the kernel holds. */
-  private plans = new Map<string, ServicePlan>();
-  /** Service-map entries of all plans. */
+  /**
+   * What was planned for each service, by service key: after a sync that succeeded, the kernel holds
+   * their entries. Only the ids are kept: an update makes the service's previous plan again from the
+   * service as the KernelSink applied it (its `old`), which costs a few µs and saves the entries'
+   * bytes (about 600 a 10-endpoint service).
+   */
+  private planned = new Map<string, Planned>();
+  /** Service-map entries of all planned services. */
   private entries = 0;
   /**
    * Services that did not fit in the service map (--ebpf-map-entries), by key. They have no entry, so
@@ -87,11 +128,11 @@ export class EbpfDataplane implements Dataplane {
   get overflowed(): number { return this.overflow.size; }
 
   /**
-   * Plans the service if its entries fit beside the others' (the plans map holds them; the service's
-   * own previous plan is already out of it), with the ids of `old` or, over pinned maps a new process
-   * found, the kernel's; otherwise records it as overflowed and returns undefined.
+   * Plans the service if its entries fit beside the others' (its own previous plan already out of the
+   * count), with the ids of `old` or of the kernel's maps (`adopt`, a full sync over maps that hold
+   * something); otherwise records it as overflowed and returns undefined.
    */
-  private planIfFits(key: string, svc: Service, old?: ServicePlan, adopt?: Adoption): ServicePlan | undefined {
+  private planIfFits(key: string, svc: Service, ids: () => Ids): ServicePlan | undefined {
     const room = this.capacity - this.entries;
     // The exact count walks the service's destinations, as planService does next: only near the top.
     if (serviceEntriesAtMost(svc, this.node) > room && serviceEntries(svc, this.node) > room) {
@@ -99,19 +140,24 @@ export class EbpfDataplane implements Dataplane {
       return undefined;
     }
     this.overflow.delete(key);
-    const plan = planService(svc, this.ids(old, adopt), this.node);
-    this.plans.set(key, plan);
+    const plan = planService(svc, ids(), this.node);
+    this.planned.set(key, Planned.of(svc, plan));
     this.entries += plan.entries;
     return plan;
   }
 
-  /** Takes a service's plan out (its entries are about to be removed or replaced). */
-  private unplan(key: string): ServicePlan | undefined {
-    const plan = this.plans.get(key);
-    if (plan) {
-      this.plans.delete(key);
-      this.entries -= plan.entries;
-    }
+  /**
+   * Takes a service out of the planned ones (its entries are about to be removed or replaced) and
+   * returns its previous plan, made again with the ids it had (`node`: the node it was planned with).
+   */
+  private unplan(key: string, node = this.node): ServicePlan | undefined {
+    const was = this.planned.get(key);
+    if (!was) return undefined;
+    this.planned.delete(key);
+    this.entries -= was.entries;
+    const plan = planService(was.svc, was.replaying(this.ids()), node);
+    // Never seen: the service and node it was planned with give the same plan.
+    if (!was.same(plan)) throw new NeedsFullSync(`the socket LB's previous plan of ${key} could not be made again`);
     return plan;
   }
 
@@ -229,10 +275,10 @@ export class EbpfDataplane implements Dataplane {
    * Ids for planning one service: an endpoint or address it had before (`old`) keeps its id, then one
    * the kernel's maps hold (`adopt`: a new process over pinned maps), else a new one.
    */
-  private ids(old: ServicePlan | undefined, adopt: Adoption | undefined): Ids {
+  private ids(old?: ServicePlan, adopt?: Adoption): Ids {
     let oldBackends: Map<string, number> | undefined, oldServices: Map<string, number> | undefined;
     return {
-      backend: (k, vip) => {
+      backend: (k, head) => {
         if (old) {
           if (!oldBackends) {
             oldBackends = new Map();
@@ -241,7 +287,7 @@ export class EbpfDataplane implements Dataplane {
           const id = oldBackends.get(k);
           if (id !== undefined) return id;
         } else if (adopt) {
-          const id = adopt.backend(vip, k);
+          const id = adopt.backend(head, k);
           if (id !== undefined) return id;
         }
         return this.nextBackend++;
@@ -277,8 +323,6 @@ export class EbpfDataplane implements Dataplane {
   private async fullSyncOnce(services: Service[], node: NodeInfo | undefined, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     const lb = await this.loader();
     signal?.throwIfAborted();
-    // A node item change always comes as a full sync (KernelSink): updates plan with this one.
-    this.node = node;
     const t0 = performance.now();
     // At 50k services the maps hold over a million entries: every loop below gives the event loop a
     // turn every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync
@@ -294,22 +338,38 @@ export class EbpfDataplane implements Dataplane {
       this.nextService = Math.max(this.nextService, kernel.maxService + 1);
       this.nextBackend = Math.max(this.nextBackend, kernel.maxBackend + 1);
     }
-    // This process's ids are kept while still used (through the previous plans), so a periodic resync
-    // rewrites nothing; a new process takes over the ids the pinned maps hold.
-    const old = this.plans;
-    const adopt = kernel && old.size === 0 ? new Adoption(kernel) : undefined;
-    this.plans = new Map();
+    // Ids are kept: a service planned before keeps its own (an unchanged one is planned again with the
+    // same ids, a changed one keeps those of the endpoints that stay), and one this process has not
+    // planned takes the ids the maps hold (a new process takes its predecessor's maps over as they
+    // are). So a periodic resync rewrites nothing, and neither does a restart where nothing changed.
+    const adopt = kernel ? new Adoption(kernel) : undefined;
+    const nodeBefore = this.node;
+    const before = this.planned;
+    this.planned = new Map();
     this.entries = 0;
+    // A node item change always comes as a full sync (KernelSink): updates plan with this one.
+    this.node = node;
     this.overflow.clear();
     // Into empty maps (a node's first start) nothing is compared or deleted: services are written as
     // they are planned, a chunk at a time, each chunk's batch in the kernel while the next is planned.
     const chunks = kernel ? undefined : new ChunkedWrite(lb);
+    const plans: ServicePlan[] = [];
     let chunk: ServicePlan[] = [], chunkEntries = 0, i = 0;
     for (const svc of services) {
       if ((++i & 63) === 0 && y.due()) await y.turn();
       const key = serviceKey(svc.namespace, svc.name);
-      const plan = this.planIfFits(key, svc, old.get(key), adopt);
-      if (!chunks || !plan) continue;
+      const was = before.get(key);
+      const plan = this.planIfFits(key, svc, () => {
+        if (!was) return this.ids(undefined, adopt);
+        if (was.svc === svc && node === nodeBefore) return was.replaying(this.ids());
+        const old = planService(was.svc, was.replaying(this.ids()), nodeBefore);
+        return this.ids(was.same(old) ? old : undefined, adopt);
+      });
+      if (!plan) continue;
+      if (!chunks) {
+        plans.push(plan);
+        continue;
+      }
       chunk.push(plan);
       chunkEntries += plan.entries + plan.backends;
       if (chunkEntries < CHUNK_ENTRIES) continue;
@@ -325,7 +385,7 @@ export class EbpfDataplane implements Dataplane {
       r = await chunks.done();
     } else {
       const ch = new MapChanges(this.destroys);
-      await diffKernel([...this.plans.values()], kernel!, ch, y);
+      await diffKernel(plans, kernel!, ch, y);
       r = await this.send(lb, await ch.groups(y), ch.gone, waiting);
     }
     this.fullSynced = true;
@@ -349,12 +409,12 @@ export class EbpfDataplane implements Dataplane {
       this.overflow.delete(c.key);
       // Endpoints that stay keep their ids; ids of endpoints that left are freed for good (never
       // reused: affinity entries may still name them).
-      const next = c.new ? this.planIfFits(c.key, c.new, old) : undefined;
+      const next = c.new ? this.planIfFits(c.key, c.new, () => this.ids(old)) : undefined;
       diffPlans(old, next, ch);
     }
     // Room made by removals: services that did not fit before, in the order they overflowed.
     for (const [key, svc] of this.overflow) {
-      const plan = this.planIfFits(key, svc);
+      const plan = this.planIfFits(key, svc, () => this.ids());
       if (!plan) break;
       diffPlans(undefined, plan, ch);
     }
@@ -364,7 +424,7 @@ export class EbpfDataplane implements Dataplane {
 
   /**
    * Sends the groups (in the safe order), then destroys the sockets of the lost backends. After it the
-   * plans are what the kernel holds; if the batch fails they are not, and the KernelSink's next sync is
+   * planned services' entries are what the kernel holds; if the batch fails they are not, and the KernelSink's next sync is
    * a full one, which reads the kernel again.
    */
   private async send(lb: EbpfLoader, groups: EbpfMapGroup[], gone: Map<string, Set<string>>, waiting?: () => void): Promise<SyncReport> {
@@ -394,7 +454,7 @@ export class EbpfDataplane implements Dataplane {
   /** What the maps hold, as this dataplane believes (tests, debugging). */
   get counts(): { services: number; slots: number; backends: number } {
     let services = 0, slots = 0, backends = 0;
-    for (const p of this.plans.values()) { services += p.heads; slots += p.slots; backends += p.backends; }
+    for (const p of this.planned.values()) { services += p.heads; slots += p.slots; backends += p.backends; }
     return { services, slots, backends };
   }
 

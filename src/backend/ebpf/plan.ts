@@ -19,10 +19,10 @@ export interface Ids {
   /**
    * A backend id for an endpoint of one service port, named by its endpoint key (the backend's value,
    * then the service port and protocol: ENDPOINT_KEY_SIZE bytes), first planned for the service address
-   * `vip` (a key's first 19 bytes: address, port, protocol). Stable while it stays, never reused.
+   * the service address whose slot 0 key is `headKey`. Stable while it stays, never reused.
    * Asked once per endpoint key and plan.
    */
-  backend(endpointKey: string, vip: string): number;
+  backend(endpointKey: string, headKey: string): number;
   /** A service id (affinity key) for one service address (its slot 0 key). */
   service(headKey: string): number;
 }
@@ -147,7 +147,7 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): ServicePla
     let backendIds = idsOf.get(list);
     if (!backendIds) {
       writeSvcKey(w.key.reset(), addrs[0], port, proto, 0);
-      const vip = w.key.text(0, 19);
+      const headKey = w.key.text();
       backendIds = [];
       for (const e of list) {
         writeBackend(w.key.reset(), e.ip, e.port);
@@ -156,7 +156,7 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): ServicePla
         const k = w.key.text();
         let id = given.get(k);
         if (id === undefined) {
-          given.set(k, (id = ids.backend(k, vip)));
+          given.set(k, (id = ids.backend(k, headKey)));
           w.backendIds.u32le(id);
           w.backendValues.latin1(k, 0, BACKEND_VALUE_SIZE);
           w.backendPorts.latin1(k, BACKEND_VALUE_SIZE, 3);
