@@ -27,8 +27,9 @@ export class CombinedDataplane implements Dataplane {
       if (signal?.aborted) break;
       let waiting!: () => void;
       const waits = new Promise<void>((resolve) => (waiting = resolve));
+      const t0 = performance.now();
       const done = run(d, waiting).then(
-        (value): PromiseSettledResult<SyncReport> => ({ status: 'fulfilled', value }),
+        (value): PromiseSettledResult<SyncReport> => ({ status: 'fulfilled', value: { ...value, parts: [{ name: d.name, wallMs: performance.now() - t0 }] } }),
         (reason: unknown): PromiseSettledResult<SyncReport> => ({ status: 'rejected', reason }));
       settled.push(done);
       await Promise.race([waits, done]);
@@ -36,12 +37,13 @@ export class CombinedDataplane implements Dataplane {
     const results = await Promise.all(settled);
     // Some parts never ran: the sync is abandoned, not done.
     if (results.length < this.parts.length) signal!.throwIfAborted();
-    const total: SyncReport = { messages: 0, bytes: 0, ms: 0 };
+    const total: SyncReport = { messages: 0, bytes: 0, ms: 0, parts: [] };
     for (const r of results) {
       if (r.status === 'rejected') throw r.reason;
       total.messages += r.value.messages;
       total.bytes += r.value.bytes;
       total.ms += r.value.ms;
+      total.parts!.push(...r.value.parts!);
     }
     return total;
   }

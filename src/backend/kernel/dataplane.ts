@@ -17,6 +17,8 @@ export interface SyncReport {
   bytes: number;
   /** Time spent waiting for the kernel, ms. */
   ms: number;
+  /** A dataplane made of parts (`--to ebpf`): each part's wall time, from its start to its end, ms. */
+  parts?: Array<{ name: string; wallMs: number }>;
 }
 
 /**

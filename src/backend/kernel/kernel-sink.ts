@@ -136,7 +136,8 @@ export class KernelSink implements Sink {
       this.stats.lastBytes = r.bytes;
       this.stats.lastMs = r.ms;
       // The dataplane's own time (kernel and encoding, as it counts them), then the whole sync's.
-      this.opts.log(`${this.name}: revision ${revision}: ${what} sync, ${r.messages} messages, ${r.bytes} bytes, ${r.ms.toFixed(1)} ms (${wall.toFixed(1)} ms wall)`);
+      const parts = r.parts?.length ? `: ${r.parts.map((p) => `${p.name} ${p.wallMs.toFixed(1)}`).join(', ')}` : '';
+      this.opts.log(`${this.name}: revision ${revision}: ${what} sync, ${r.messages} messages, ${r.bytes} bytes, ${r.ms.toFixed(1)} ms (${wall.toFixed(1)} ms wall${parts})`);
       return r;
     } catch (e) {
       // The change needs a full sync (nothing was sent): the caller does it now.
