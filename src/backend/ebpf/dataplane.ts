@@ -128,9 +128,8 @@ export class EbpfDataplane implements Dataplane {
   get overflowed(): number { return this.overflow.size; }
 
   /**
-   * Plans the service if its entries fit beside the others' (its own previous plan already out of the
-   * count), with the ids of `old` or of the kernel's maps (`adopt`, a full sync over maps that hold
-   * something); otherwise records it as overflowed and returns undefined.
+   * Plans the service with the ids `ids()` gives if its entries fit beside the others' (its own
+   * previous plan already out of the count); otherwise records it as overflowed and returns undefined.
    */
   private planIfFits(key: string, svc: Service, ids: () => Ids): ServicePlan | undefined {
     const room = this.capacity - this.entries;
@@ -148,14 +147,15 @@ export class EbpfDataplane implements Dataplane {
 
   /**
    * Takes a service out of the planned ones (its entries are about to be removed or replaced) and
-   * returns its previous plan, made again with the ids it had (`node`: the node it was planned with).
+   * returns its previous plan, made again with the ids it had (the node has not changed since: a node
+   * change comes as a full sync).
    */
-  private unplan(key: string, node = this.node): ServicePlan | undefined {
+  private unplan(key: string): ServicePlan | undefined {
     const was = this.planned.get(key);
     if (!was) return undefined;
     this.planned.delete(key);
     this.entries -= was.entries;
-    const plan = planService(was.svc, was.replaying(this.ids()), node);
+    const plan = planService(was.svc, was.replaying(this.ids()), this.node);
     // Never seen: the service and node it was planned with give the same plan.
     if (!was.same(plan)) throw new NeedsFullSync(`the socket LB's previous plan of ${key} could not be made again`);
     return plan;
