@@ -11,7 +11,9 @@ APT_PACKAGES=(pkg-config g++ make python3 iproute2 nftables libnftnl-dev libmnl-
   conntrack
   # iptables (iptables-nft): the clean-up test runs upstream kube-proxy in iptables mode, which execs
   # iptables-restore; ipset: the clean-up test makes upstream IPVS mode's sets with it
-  iptables ipset)
+  iptables ipset
+  # bpftool: the clean-up test reads the programs attached to a cgroup with it (the kernel's view)
+  bpftool)
 
 source hack/lib/apt.sh
 install_missing_packages install-deps "${APT_PACKAGES[@]}"

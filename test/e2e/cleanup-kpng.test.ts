@@ -20,7 +20,7 @@ const NODE = path.join(ROOT, 'node_modules/.bin/node');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 const CG_ROOT = process.getuid?.() === 0 ? cgroup2Mount(fs.readFileSync('/proc/self/mountinfo', 'utf8')) : undefined;
-const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
+const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ), need.tool('bpftool', ['version'], 'bpftool')).describe;
 
 /** Two services with endpoints on this node, dual-stack, one with a node port. */
 function state(): unknown {
