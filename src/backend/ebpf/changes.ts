@@ -3,11 +3,8 @@
 // safe order (dataplane.ts), and the backends each service address lost (their sockets are destroyed).
 import type { EbpfDump, EbpfMapGroup } from '../../native/ebpf';
 import type { Yielder } from '../../util/yielder';
-import { BACKEND_MAP, BACKEND_VALUE_SIZE, ByteWriter, isHeadKey, packLatin1, packU32, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
+import { BACKEND_MAP, BACKEND_VALUE_SIZE, ByteWriter, isHeadKey, packLatin1, packU32, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At, vipProtoOfKey } from './maps';
 import type { ServicePlan } from './plan';
-
-/** The first 19 bytes of a service-map key: its service address, port and protocol. */
-const VIP_SIZE = 19;
 
 /** The maps as dumped from the kernel: service-map key -> value, backend id -> value (byte strings). */
 export interface KernelMaps { svc: Map<string, string>; be: Map<number, string>; maxService: number; maxBackend: number }
@@ -111,7 +108,7 @@ export class MapChanges {
     let index: Map<number, number> | undefined;
     for (let j = 0; j < plan.slots; j++) {
       const at = plan.slotKeysAt + j * SVC_KEY_SIZE;
-      const s = this.gone.get(plan.section(at, at + VIP_SIZE));
+      const s = this.gone.get(vipProtoOfKey(plan.bytes, at));
       if (!s) continue;
       index ??= plan.backendIndex();
       s.delete(plan.backendValue(index.get(plan.slotId(j))!));
@@ -186,7 +183,7 @@ export function diffPlans(old: ServicePlan | undefined, next: ServicePlan | unde
       if (was !== undefined) {
         oldSlots.delete(k);
         if (was === id) continue;
-        out.lost(k.slice(0, VIP_SIZE), oldValue(was));
+        out.lost(vipProtoOfKey(k), oldValue(was));
       }
       out.slotUp.push(k);
       out.slotUpIds.push(id);
@@ -203,7 +200,7 @@ export function diffPlans(old: ServicePlan | undefined, next: ServicePlan | unde
   for (const k of oldHeads.keys()) out.headDel.push(k);
   for (const [k, id] of oldSlots) {
     out.slotDel.push(k);
-    out.lost(k.slice(0, VIP_SIZE), oldValue(id));
+    out.lost(vipProtoOfKey(k), oldValue(id));
   }
   for (const id of oldLeft) out.beDel.push(id);
   if (next) out.keep(next);
@@ -225,7 +222,7 @@ export async function diffKernel(plans: ServicePlan[], kernel: KernelMaps, out: 
         kernel.svc.delete(k);
         const wasId = u32At(was, 0);
         if (wasId === id) continue;
-        out.lost(k.slice(0, VIP_SIZE), kernel.be.get(wasId));
+        out.lost(vipProtoOfKey(k), kernel.be.get(wasId));
       }
       out.slotUp.push(k);
       out.slotUpIds.push(id);
@@ -237,7 +234,7 @@ export async function diffKernel(plans: ServicePlan[], kernel: KernelMaps, out: 
       out.headDel.push(k);
     } else {
       out.slotDel.push(k);
-      out.lost(k.slice(0, VIP_SIZE), kernel.be.get(u32At(v, 0)));
+      out.lost(vipProtoOfKey(k), kernel.be.get(u32At(v, 0)));
     }
   }
   if (out.gone.size > 0) {

@@ -43,9 +43,6 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
  * written into a scratch buffer (ByteWriter) and read out once per string.
  */
 
-/** The slot of a service-map key (a byte string). */
-export const slotOfKey = (k: string, o = 0): number => k.charCodeAt(o + 20) | (k.charCodeAt(o + 21) << 8);
-
 /** slotOfKey(k) === 0: the key of a service address's entry itself (its count, affinity, flags). */
 export const isHeadKey = (k: string, o = 0): boolean => k.charCodeAt(o + 20) === 0 && k.charCodeAt(o + 21) === 0;
 
