@@ -6,8 +6,24 @@ import type { Yielder } from '../../util/yielder';
 import { BACKEND_MAP, BACKEND_VALUE_SIZE, ByteWriter, isHeadKey, packLatin1, packU32, SVC_KEY_SIZE, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At, vipProtoOfKey } from './maps';
 import type { ServicePlan } from './plan';
 
-/** The maps as dumped from the kernel: service-map key -> value, backend id -> value (byte strings). */
-export interface KernelMaps { svc: Map<string, string>; be: Map<number, string>; maxService: number; maxBackend: number }
+/**
+ * What the maps hold, as dumped from the kernel or as a service's previous plan wrote them: service-map
+ * key -> value (a slot's value starts with its backend id), backend id -> value (byte strings).
+ */
+export interface MapContents { svc: Map<string, string>; be: Map<number, string> }
+
+/** The maps as dumped from the kernel, with the highest ids they hold. */
+export interface KernelMaps extends MapContents { maxService: number; maxBackend: number }
+
+/** A plan's entries as the maps hold them once it is written (a slot's value: its backend id alone). */
+export function contentsOf(p: ServicePlan | undefined): MapContents {
+  const out: MapContents = { svc: new Map(), be: new Map() };
+  if (!p) return out;
+  for (let j = 0; j < p.heads; j++) out.svc.set(p.headKey(j), p.headValue(j));
+  for (let j = 0; j < p.slots; j++) out.svc.set(p.slotKey(j), p.section(p.slotIdsAt + j * 4, p.slotIdsAt + (j + 1) * 4));
+  for (let i = 0; i < p.backends; i++) out.be.set(p.backendId(i), p.backendValue(i));
+  return out;
+}
 
 export async function readKernel(svc: EbpfDump, be: EbpfDump, y: Yielder): Promise<KernelMaps> {
   const out: KernelMaps = { svc: new Map(), be: new Map(), maxService: 0, maxBackend: 0 };
@@ -148,18 +164,6 @@ export class MapChanges {
   }
 }
 
-/** A plan's slot keys -> backend ids, and slot 0 keys -> values. */
-function slotsOf(p: ServicePlan): Map<string, number> {
-  const m = new Map<string, number>();
-  for (let j = 0; j < p.slots; j++) m.set(p.slotKey(j), p.slotId(j));
-  return m;
-}
-function headsOf(p: ServicePlan): Map<string, string> {
-  const m = new Map<string, string>();
-  for (let j = 0; j < p.heads; j++) m.set(p.headKey(j), p.headValue(j));
-  return m;
-}
-
 /** Adds k and v to the writes unless `have` holds the same value under k; takes k out of `have` (what is left there goes). */
 function compare<K>(have: Map<K, string>, k: K, v: string, keys: K[], values: string[]): void {
   const was = have.get(k);
@@ -169,49 +173,13 @@ function compare<K>(have: Map<K, string>, k: K, v: string, keys: K[], values: st
   values.push(v);
 }
 
-/** A service's entries that changed from its previous plan (`old`) to its new one (`next`; none: removed). */
-export function diffPlans(old: ServicePlan | undefined, next: ServicePlan | undefined, out: MapChanges): void {
-  const oldSlots = old ? slotsOf(old) : new Map<string, number>();
-  const oldHeads = old ? headsOf(old) : new Map<string, string>();
-  const oldIndex = old ? old.backendIndex() : new Map<number, number>();
-  const oldLeft = new Set(oldIndex.keys());
-  const oldValue = (id: number) => old!.backendValue(oldIndex.get(id)!);
-  if (next) {
-    for (let j = 0; j < next.slots; j++) {
-      const k = next.slotKey(j), id = next.slotId(j);
-      const was = oldSlots.get(k);
-      if (was !== undefined) {
-        oldSlots.delete(k);
-        if (was === id) continue;
-        out.lost(vipProtoOfKey(k), oldValue(was));
-      }
-      out.slotUp.push(k);
-      out.slotUpIds.push(id);
-    }
-    for (let j = 0; j < next.heads; j++) compare(oldHeads, next.headKey(j), next.headValue(j), out.headUp, out.headUpValues);
-    // A backend id keeps its value (an id stands for one endpoint of one service port): only new ids are written.
-    for (let i = 0; i < next.backends; i++) {
-      const id = next.backendId(i);
-      if (oldLeft.delete(id)) continue;
-      out.beUp.push(id);
-      out.beUpValues.push(next.backendValue(i));
-    }
-  }
-  for (const k of oldHeads.keys()) out.headDel.push(k);
-  for (const [k, id] of oldSlots) {
-    out.slotDel.push(k);
-    out.lost(vipProtoOfKey(k), oldValue(id));
-  }
-  for (const id of oldLeft) out.beDel.push(id);
-  if (next) out.keep(next);
-}
-
 /**
- * The plans' entries that differ from the kernel's maps (which it consumes): a full sync after a restart
- * or a failed batch converges the maps from whatever they hold.
+ * The plans' entries that differ from what the maps hold (`kernel`, which it consumes): the kernel's
+ * dump in a full sync (so it converges the maps from whatever they hold), or an update's previous plan
+ * of one service (contentsOf). What is left in `kernel` afterwards is deleted.
  */
-export async function diffKernel(plans: ServicePlan[], kernel: KernelMaps, out: MapChanges, y: Yielder): Promise<void> {
-  // Service-map entries first: a slot's previous backend is read from the kernel's backend map.
+export async function diff(plans: ServicePlan[], kernel: MapContents, out: MapChanges, y: Yielder): Promise<void> {
+  // Service-map entries first: a slot's previous backend is read from the backend map.
   for (let p = 0; p < plans.length; p++) {
     if ((p & 63) === 0 && y.due()) await y.turn();
     const plan = plans[p];

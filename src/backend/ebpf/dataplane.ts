@@ -17,7 +17,7 @@ import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
-import { Adoption, diffKernel, diffPlans, everything, goneKeys, MapChanges, readKernel } from './changes';
+import { Adoption, contentsOf, diff, everything, goneKeys, MapChanges, readKernel } from './changes';
 import { BACKEND_MAP, ByteWriter, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
 import { planService, serviceEntries, serviceEntriesAtMost, type Ids, type ServicePlan } from './plan';
 
@@ -385,7 +385,7 @@ export class EbpfDataplane implements Dataplane {
       r = await chunks.done();
     } else {
       const ch = new MapChanges(this.destroys);
-      await diffKernel(plans, kernel!, ch, y);
+      await diff(plans, kernel!, ch, y);
       r = await this.send(lb, await ch.groups(y), ch.gone, waiting);
     }
     this.fullSynced = true;
@@ -403,6 +403,7 @@ export class EbpfDataplane implements Dataplane {
     // Reopened since the last full sync (its links were severed): its maps may be new ones.
     if (!this.fullSynced) throw new NeedsFullSync('the socket LB was opened again');
     const ch = new MapChanges(this.destroys);
+    const y = new Yielder();
     const overflowBefore = this.overflow.size;
     for (const c of changes) {
       const old = this.unplan(c.key);
@@ -410,16 +411,16 @@ export class EbpfDataplane implements Dataplane {
       // Endpoints that stay keep their ids; ids of endpoints that left are freed for good (never
       // reused: affinity entries may still name them).
       const next = c.new ? this.planIfFits(c.key, c.new, () => this.ids(old)) : undefined;
-      diffPlans(old, next, ch);
+      await diff(next ? [next] : [], contentsOf(old), ch, y);
     }
     // Room made by removals: services that did not fit before, in the order they overflowed.
     for (const [key, svc] of this.overflow) {
       const plan = this.planIfFits(key, svc, () => this.ids());
       if (!plan) break;
-      diffPlans(undefined, plan, ch);
+      await diff([plan], contentsOf(undefined), ch, y);
     }
     if (this.overflow.size > overflowBefore) this.reportOverflow();
-    return this.send(lb, await ch.groups(new Yielder()), ch.gone, waiting);
+    return this.send(lb, await ch.groups(y), ch.gone, waiting);
   }
 
   /**

@@ -37,13 +37,13 @@ export function decodeSvcKey(b: Buffer, o = 0): SvcKey {
 }
 
 /*
- * The dataplane keeps each service's entries as byte strings (one character per byte, latin1), several
- * entries end to end in one string: a service of 10 endpoints is a handful of strings rather than
- * dozens of small objects, and a full sync copies them into the batch buffers whole. The bytes are
- * written into a scratch buffer (ByteWriter) and read out once per string.
+ * A service's plan holds its entries as one byte string (one character per byte, latin1), section
+ * after section (plan.ts): a service of 10 endpoints is one string rather than dozens of small
+ * objects, and a full sync copies its sections into the batch buffers whole. The bytes are written
+ * into scratch buffers (ByteWriter) and read out once.
  */
 
-/** slotOfKey(k) === 0: the key of a service address's entry itself (its count, affinity, flags). */
+/** Slot 0 (bytes 20-21): the key of a service address's entry itself (its count, affinity, flags). */
 export const isHeadKey = (k: string, o = 0): boolean => k.charCodeAt(o + 20) === 0 && k.charCodeAt(o + 21) === 0;
 
 /** Whether a service-map key (or its first 19 bytes) is a TCP service address's (byte 18: IPPROTO_TCP). */

@@ -18,7 +18,7 @@ export const IPPROTO: Record<number, number> = { [Protocol.TCP]: 6, [Protocol.UD
 export interface Ids {
   /**
    * A backend id for an endpoint of one service port, named by its endpoint key (the backend's value,
-   * then the service port and protocol: ENDPOINT_KEY_SIZE bytes), first planned for the service address
+   * then the service port and protocol: 23 bytes), first planned for the service address
    * the service address whose slot 0 key is `headKey`. Stable while it stays, never reused.
    * Asked once per endpoint key and plan.
    */
@@ -26,9 +26,6 @@ export interface Ids {
   /** A service id (affinity key) for one service address (its slot 0 key). */
   service(headKey: string): number;
 }
-
-/** An endpoint key: a backend value, then the service port (2 bytes) and protocol. */
-export const ENDPOINT_KEY_SIZE = BACKEND_VALUE_SIZE + 3;
 
 /**
  * One service's entries in the two maps, in one byte string of fixed-size records, section after
