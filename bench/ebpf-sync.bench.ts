@@ -8,7 +8,8 @@
 //   2. One endpoint change in that state: update() -> maps written, p50/p99 and syscalls per change.
 // Programs attach to a throwaway cgroup (kbf-bench-*, the lab fixture's) that no process joins; pins go to
 // /sys/fs/bpf/kbf-bench-*; everything is removed at the end.
-// Run: npm run build && node dist/bench/ebpf-sync.bench.js [--sizes 10,1000,10000,50000] [--changes 200]
+// Run: npm run build && node dist/bench/ebpf-sync.bench.js [--sizes 10,1000,10000,50000] [--changes 200] [--prealloc]
+//   --prealloc: the service and backend maps preallocated (kpng's --ebpf-prealloc)
 import * as fs from 'node:fs';
 import type { Service } from '../src/model/enls';
 import { EbpfDataplane } from '../src/backend/ebpf';
@@ -25,6 +26,7 @@ const args = process.argv.slice(2);
 const arg = (name: string, def: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
 const SIZES = arg('--sizes', '10,1000,10000,50000').split(',').map(Number);
 const CHANGES = Number(arg('--changes', '200'));
+const PREALLOC = args.includes('--prealloc');
 const NODE = enlsNode({ v4: ['0.0.0.0/0'], v6: [] });
 const lab = new NetLab('kbf-bench');
 const service = (i: number, shift = 0): Service => enlsService(i, { shift, masquerade: false }).service!;
@@ -47,7 +49,7 @@ const mib = (n: number) => (n / 1048576).toFixed(1);
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) { console.log('ebpf-sync bench: needs root'); return; }
   const CG = lab.cgroup('cg');
-  console.log(`eBPF socket-LB maps vs nft, ${new Date().toISOString().slice(0, 10)}, ${process.platform} ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
+  console.log(`eBPF socket-LB maps vs nft, ${new Date().toISOString().slice(0, 10)}, ${process.platform} ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}${PREALLOC ? ', service and backend maps preallocated' : ''}`);
   console.log('| services x 10 eps | ebpf load + attach | ebpf full sync | syscalls | bytes | nft full sync (ref) | sync ratio ebpf / nft | map memory | 1 change p50 / p99 | syscalls/change |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   try {
@@ -58,7 +60,7 @@ async function main(): Promise<void> {
       const entries = Math.max(262144, n * 12);
       // Load and attach first, timed on their own: the sync below then times the same span as nft's.
       const tOpen = performance.now();
-      const loader = EbpfLoader.open({ cgroup: CG, pinDir: pin, mapEntries: entries });
+      const loader = EbpfLoader.open({ cgroup: CG, pinDir: pin, mapEntries: entries, prealloc: PREALLOC });
       let openMs = NaN;
       void loader.then(() => { openMs = performance.now() - tOpen; }, () => {});
       // Its log says when services do not fit (they would be left to nft and the figures would be of a part).

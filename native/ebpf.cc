@@ -2,9 +2,10 @@
 // programs, pin maps and links under a bpffs directory (reused on the next start, so a restart keeps
 // connections balanced), batched map updates / deletes, map dumps, and clean-up. Every kernel call runs
 // in an AsyncWorker; a loaded object lives in a handle owned by this file.
-//   ebpfOpen({cgroup, pinDir, object?, mapEntries?, hostNetnsOnly?, netns?, socketDestroy?})
+//   ebpfOpen({cgroup, pinDir, object?, mapEntries?, prealloc?, hostNetnsOnly?, netns?, socketDestroy?})
 //       -> {handle, object, reusedMaps, reusedLinks, pendingLinks, programs, found, hostNetns, socketDestroyOff}
 //       mapEntries: max entries of kpng_svc and kpng_be (0: the object's own)
+//       prealloc: kpng_svc and kpng_be allocate all their entries at creation (no BPF_F_NO_PREALLOC)
 //       hostNetnsOnly: balance only sockets of the host network namespace (netns: its path; default
 //       this process's), whose cookie is returned as hostNetns (0: every namespace is balanced)
 //       socketDestroy: false leaves the socket iterators out as on a kernel without them
@@ -296,9 +297,9 @@ static_assert(sizeof(GoneKey) == 40, "kpng_gone key layout");
 class OpenWorker : public Napi::AsyncWorker {
  public:
   OpenWorker(Napi::Env env, std::string cgroup, std::string pinDir, std::string object, uint32_t mapEntries,
-             bool hostNetnsOnly, std::string netns, bool socketDestroy)
+             bool prealloc, bool hostNetnsOnly, std::string netns, bool socketDestroy)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), cgroup_(std::move(cgroup)),
-        pinDir_(std::move(pinDir)), object_(std::move(object)), mapEntries_(mapEntries), hostNetnsOnly_(hostNetnsOnly),
+        pinDir_(std::move(pinDir)), object_(std::move(object)), mapEntries_(mapEntries), prealloc_(prealloc), hostNetnsOnly_(hostNetnsOnly),
         netns_(std::move(netns)), socketDestroy_(socketDestroy) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -347,7 +348,12 @@ class OpenWorker : public Napi::AsyncWorker {
       std::string name = bpf_map__name(m);
       std::string pin = pinDir_ + "/" + name;
       names.insert(name);
-      if (mapEntries_ && (name == "kpng_svc" || name == "kpng_be")) bpf_map__set_max_entries(m, mapEntries_);
+      if (name == "kpng_svc" || name == "kpng_be") {
+        if (mapEntries_) bpf_map__set_max_entries(m, mapEntries_);
+        // Preallocated: an update takes an element from the map's free list instead of allocating one
+        // (a third of the kernel's time per entry), for memory that is held whether used or not.
+        if (prealloc_) bpf_map__set_map_flags(m, bpf_map__map_flags(m) & ~BPF_F_NO_PREALLOC);
+      }
       if (Exists(pin)) {
         // A map of another layout or size (another build of the object, or --ebpf-map-entries changed):
         // libbpf would refuse the whole load. The pin goes and this object's new map is pinned in its
@@ -491,6 +497,7 @@ class OpenWorker : public Napi::AsyncWorker {
   std::vector<std::string> programs_, found_;
   int err_ = 0, handle_ = 0, reusedMaps_ = 0, reusedLinks_ = 0, pendingLinks_ = 0;
   uint32_t mapEntries_;
+  bool prealloc_;
   bool hostNetnsOnly_;
   std::string netns_;
   bool socketDestroy_;
@@ -888,7 +895,7 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
   static std::once_flag once;
   std::call_once(once, [] { libbpf_set_print(LibbpfPrint); });
   if (info.Length() < 1 || !info[0].IsObject()) {
-    Napi::TypeError::New(env, "ebpfOpen({cgroup, pinDir, object?, mapEntries?, hostNetnsOnly?, netns?, socketDestroy?})").ThrowAsJavaScriptException();
+    Napi::TypeError::New(env, "ebpfOpen({cgroup, pinDir, object?, mapEntries?, prealloc?, hostNetnsOnly?, netns?, socketDestroy?})").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Object o = info[0].As<Napi::Object>();
@@ -910,7 +917,8 @@ Napi::Value EbpfOpen(const Napi::CallbackInfo& info) {
     }
     entries = me.As<Napi::Number>().Uint32Value();
   }
-  auto* w = new OpenWorker(env, cgroup, pinDir, object, entries, hostNetnsOnly, netns, socketDestroy);
+  bool prealloc = o.Get("prealloc").ToBoolean();
+  auto* w = new OpenWorker(env, cgroup, pinDir, object, entries, prealloc, hostNetnsOnly, netns, socketDestroy);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -21,7 +21,7 @@ t('malformed arguments are errors naming what was expected', () => {
 
 t('the eBPF calls check their arguments too', async () => {
   const addon = loadNative() as unknown as Record<string, (...a: unknown[]) => unknown>;
-  expect(() => addon.ebpfOpen('x')).toThrow(/ebpfOpen\(\{cgroup, pinDir, object\?, mapEntries\?, hostNetnsOnly\?, netns\?, socketDestroy\?\}\)/);
+  expect(() => addon.ebpfOpen('x')).toThrow(/ebpfOpen\(\{cgroup, pinDir, object\?, mapEntries\?, prealloc\?, hostNetnsOnly\?, netns\?, socketDestroy\?\}\)/);
   expect(() => addon.ebpfOpen({ cgroup: 'relative', pinDir: '/sys/fs/bpf/x' })).toThrow(/cgroup: an absolute path string/);
   expect(() => addon.ebpfOpen({ cgroup: '/sys/fs/cgroup', pinDir: '/sys/fs/bpf/x', mapEntries: -1 })).toThrow(/mapEntries: a number of entries/);
   expect(() => addon.ebpfOpen({ cgroup: '/sys/fs/cgroup', pinDir: '/sys/fs/bpf/x', hostNetnsOnly: true, netns: 'relative' })).toThrow(/netns: an absolute path string/);

@@ -213,6 +213,22 @@ d('eBPF backend: a restart over any pin state', () => {
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
   }, 60000);
 
+  test('--ebpf-prealloc on and off: the service and backend maps are replaced by ones made the other way, filled by the first sync', async () => {
+    await kpng!.stop();
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192', '--ebpf-prealloc']);
+    await kpng.firstSync();
+    // BPF_F_NO_PREALLOC is flag 1: the pinned maps had it, preallocated ones do not.
+    expect(kpng.log).toMatch(/map kpng_svc has flags 1 \(this object: 0\): replaced by an empty map/);
+    expect(kpng.log).toMatch(/map kpng_be has flags 1 \(this object: 0\): replaced by an empty map/);
+    expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    await kpng.stop();
+    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await kpng.firstSync();
+    expect(kpng.log).toMatch(/map kpng_svc has flags 0 \(this object: 1\): replaced by an empty map/);
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+  }, 60000);
+
   test('pins of a BPF object with another map layout and an extra map: replaced; the links move to the new programs once their maps are filled', async () => {
     await kpng!.stop();
     // Another build took the pins over (as an older kpng would have left them): its kpng_be is wider

@@ -24,6 +24,8 @@ export interface EbpfSinkOptions {
   nftTable: string;
   /** Max entries of the service and backend maps. */
   mapEntries?: number;
+  /** --ebpf-prealloc: the service and backend maps allocate all their entries up front (faster updates). */
+  prealloc?: boolean;
   /** Balance only sockets of the host network namespace (netns, else kpng's): pods go through the nft part. */
   hostNetnsOnly?: boolean;
   /** --ebpf-destroy-tcp: destroy TCP sockets of removed endpoints too. */
@@ -54,7 +56,7 @@ export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
   const kernel = opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {});
   const open = async () => {
     const lb = await EbpfLoader.open({
-      cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries,
+      cgroup: opts.cgroup, pinDir: opts.pinDir, mapEntries: opts.mapEntries, prealloc: opts.prealloc === true,
       ...(opts.hostNetnsOnly ? { hostNetnsOnly: true, ...(opts.netns ? { netns: opts.netns } : {}) } : {}),
       // Behaves as on a kernel without bpf_sock_destroy, which the tests of that path need.
       ...(process.env.KPNG_EBPF_NO_SOCKET_DESTROY === '1' ? { socketDestroy: false } : {}),

@@ -155,16 +155,24 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): ServicePla
         if (id === undefined) {
           given.set(k, (id = ids.backend(k, headKey)));
           w.backendIds.u32le(id);
-          w.backendValues.latin1(k, 0, BACKEND_VALUE_SIZE);
-          w.backendPorts.latin1(k, BACKEND_VALUE_SIZE, 3);
+          w.backendValues.copyOf(w.key, 0, BACKEND_VALUE_SIZE);
+          w.backendPorts.copyOf(w.key, BACKEND_VALUE_SIZE, BACKEND_VALUE_SIZE + 3);
         }
         backendIds.push(id);
       }
       idsOf.set(list, backendIds);
     }
     for (const addr of addrs) {
+      // The first slot's key written, the others copied from it with their slot number (the address
+      // is parsed once).
+      const first = w.slotKeys.n;
       for (let i = 0; i < backendIds.length; i++) {
-        writeSvcKey(w.slotKeys, addr, port, proto, i + 1);
+        if (i === 0) writeSvcKey(w.slotKeys, addr, port, proto, 1);
+        else {
+          const at = w.slotKeys.n;
+          w.slotKeys.again(first, first + SVC_KEY_SIZE);
+          w.slotKeys.setU16le(at + 20, i + 1);
+        }
         w.slotIds.u32le(backendIds[i]);
       }
       slots += backendIds.length;
