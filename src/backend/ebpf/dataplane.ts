@@ -21,8 +21,12 @@ import { Adoption, contentsOf, diff, everything, goneKeys, MapChanges, readKerne
 import { BACKEND_MAP, ByteWriter, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
 import { planService, serviceEntries, serviceEntriesAtMost, type Ids, type ServicePlan } from './plan';
 
-/** Entries (both maps) a chunk of a first full sync holds: about 1.5 MB of batch buffers. */
-const CHUNK_ENTRIES = 32768;
+/**
+ * Entries (both maps) a chunk of a first full sync holds: about 0.4 MB of batch buffers. Two chunks are
+ * alive at a time (one in the kernel, the next being packed), beside the nft part's batch, which is
+ * still in the kernel when the socket LB part starts: small chunks keep them off the first sync's peak.
+ */
+const CHUNK_ENTRIES = 8192;
 
 /** Batches sent one after the other, the next packed while the one before is in the kernel. */
 class ChunkedWrite {
