@@ -24,7 +24,8 @@ import { planService, serviceEntries, serviceEntriesAtMost, type Ids, type Servi
 /**
  * Entries (both maps) a chunk of a first full sync holds: about 0.4 MB of batch buffers. Two chunks are
  * alive at a time (one in the kernel, the next being packed), beside the nft part's batch, which is
- * still in the kernel when the socket LB part starts: small chunks keep them off the first sync's peak.
+ * still in the kernel when the socket LB part starts. At 50k services the sync took as long as with
+ * 32k-entry chunks.
  */
 const CHUNK_ENTRIES = 8192;
 

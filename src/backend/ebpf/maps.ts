@@ -96,12 +96,6 @@ export class ByteWriter {
       this.zeros(12);
     }
   }
-  /** Bytes [from, to) of this writer again, at its end. */
-  again(from: number, to: number): void {
-    this.reserve(to - from);
-    const b = this.b;
-    for (let i = from; i < to; i++) b[this.n++] = b[i];
-  }
   /** Overwrites the little-endian u16 at byte `at` (already written). */
   setU16le(at: number, v: number): void { this.b[at] = v & 255; this.b[at + 1] = (v >> 8) & 255; }
   /** `len` bytes of byte string s from `from` (all of s by default). */
@@ -114,7 +108,7 @@ export class ByteWriter {
     }
     this.n += len;
   }
-  /** Bytes [from, to) of another writer, at this one's end. */
+  /** Bytes [from, to) of a writer (this one too), at this one's end. */
   copyOf(w: ByteWriter, from: number, to: number): void {
     this.reserve(to - from);
     const b = this.b, src = w.b;

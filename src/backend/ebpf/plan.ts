@@ -170,7 +170,7 @@ export function planService(svc: Service, ids: Ids, node?: NodeInfo): ServicePla
         if (i === 0) writeSvcKey(w.slotKeys, addr, port, proto, 1);
         else {
           const at = w.slotKeys.n;
-          w.slotKeys.again(first, first + SVC_KEY_SIZE);
+          w.slotKeys.copyOf(w.slotKeys, first, first + SVC_KEY_SIZE);
           w.slotKeys.setU16le(at + 20, i + 1);
         }
         w.slotIds.u32le(backendIds[i]);
