@@ -317,21 +317,24 @@ d('eBPF backend: a restart over any pin state', () => {
   test('a restart over maps more than half full takes their ids over: it needs no room for a second copy, and connections go on', async () => {
     await kpng!.stop();
     // 60 more services x 10 endpoints: 663 of the service map's 1024 entries, 602 backends.
-    const more = Array.from({ length: 60 }, (_, i) => [
+    const more = (net: number) => Array.from({ length: 60 }, (_, i) => [
       { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: `s${i}` },
         spec: { type: 'ClusterIP', clusterIP: `10.97.0.${i + 1}`, clusterIPs: [`10.97.0.${i + 1}`], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
       { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: `s${i}-1`, labels: { 'kubernetes.io/service-name': `s${i}` } },
         ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-        endpoints: Array.from({ length: 10 }, (_, e) => ({ addresses: [`10.250.${i}.${e + 1}`], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) },
+        endpoints: Array.from({ length: 10 }, (_, e) => ({ addresses: [`10.${net}.${i}.${e + 1}`], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) },
     ]).flat();
-    fs.writeFileSync(lab.stateFile, JSON.stringify({ ...STATE, items: [...STATE.items, ...more] }));
     try {
-      for (const run of ['fills the maps', 'restarts over them']) {
+      for (const run of ['fills the maps', 'restarts over them', 'restarts after every pod of the 60 was replaced']) {
+        fs.writeFileSync(lab.stateFile, JSON.stringify({ ...STATE, items: [...STATE.items, ...more(run.startsWith('restarts after') ? 251 : 250)] }));
         kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '1024']);
         await kpng.firstSync();
         // Without the ids taken over, the restart's batch would add 602 backends beside the 602 still
-        // pinned, past the map's 1024 entries (E2BIG), and every sync would fail.
+        // pinned, past the map's 1024 entries (E2BIG), and every sync would fail. After the pods were
+        // replaced, 600 of them are new beside the 602 pinned: the replaced ones go first.
         expect({ run, failed: kpng.lines.filter((l) => /sync failed|service map is full/.test(l)) }).toEqual({ run, failed: [] });
+        const roomFirst = kpng.lines.filter((l) => /do not fit beside the ones they replace/.test(l));
+        expect({ run, roomFirst: roomFirst.length }).toEqual({ run, roomFirst: run.startsWith('restarts after') ? 1 : 0 });
         expect(names(await lab.connect(cgA))).toEqual(BOTH);
         await kpng.stop();
       }

@@ -10,21 +10,49 @@ export class FakeLoader {
   be = new Map<number, Buffer>();
   groups: EbpfMapGroup[][] = [];
   failAt = -1;
+  /** max_entries of each map: an update that would add a key past it fails as the kernel's does (E2BIG). */
+  capacity = Infinity;
+  /**
+   * Service addresses a connect() would have found inconsistent (a slot 0 whose slot or backend is
+   * missing: refused) after some group of a batch, as "addr:port" (checked after every group).
+   */
+  refusedBetween = new Set<string>();
   info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, pendingLinks: 0, programs: [], found: [] as string[], hostNetns: 0, socketDestroyOff: '' };
   activated = 0;
   activate(): number { this.activated += this.info.pendingLinks; const n = this.info.pendingLinks; this.info.pendingLinks = 0; return n; }
   async apply(groups: EbpfMapGroup[]) {
     this.groups.push(groups);
     if (this.groups.length === this.failAt) throw Object.assign(new Error('update kpng_svc: No space left on device'), { errno: 28, code: 'ENOSPC', group: 0, element: 0, syscalls: 1 });
-    for (const g of groups) {
+    for (const [gi, g] of groups.entries()) {
       const ks = g.map === SVC_MAP ? SVC_KEY_SIZE : 4, vs = 20;
+      const map: Map<string | number, Buffer> = g.map === SVC_MAP ? this.svc : this.be;
       for (let i = 0; i < g.count; i++) {
-        const k = g.keys.subarray(i * ks, (i + 1) * ks);
-        if (g.map === SVC_MAP) { if (g.op === 'update') this.svc.set(k.toString('hex'), Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs))); else this.svc.delete(k.toString('hex')); }
-        else if (g.op === 'update') this.be.set(k.readUInt32LE(0), Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs))); else this.be.delete(k.readUInt32LE(0));
+        const b = g.keys.subarray(i * ks, (i + 1) * ks);
+        const k = g.map === SVC_MAP ? b.toString('hex') : b.readUInt32LE(0);
+        if (g.op === 'delete') { map.delete(k); continue; }
+        if (!map.has(k) && map.size >= this.capacity) {
+          throw Object.assign(new Error(`update ${g.map}: Argument list too long`), { errno: 7, code: 'E2BIG', group: gi, element: i, syscalls: gi + 1 });
+        }
+        map.set(k, Buffer.from(g.values!.subarray(i * vs, (i + 1) * vs)));
       }
+      for (const addr of this.inconsistent()) this.refusedBetween.add(addr);
     }
     return { syscalls: groups.length, ms: 0 };
+  }
+
+  /** Service addresses whose slot 0 names a slot or backend the maps do not hold. */
+  inconsistent(): string[] {
+    const out: string[] = [];
+    for (const [k, v] of this.svc) {
+      const key = decodeSvcKey(Buffer.from(k, 'hex'));
+      const head = decodeSvcValue(v);
+      if (key.slot !== 0 || head.flags & FLAG_REFUSE) continue;
+      for (let s = 1; s <= head.count; s++) {
+        const slot = this.svc.get(Buffer.from(k, 'hex').fill(0, 20, 22).toString('hex').slice(0, 40) + Buffer.from([s & 0xff, s >> 8, 0, 0]).toString('hex'));
+        if (!slot || !this.be.has(decodeSvcValue(slot).backendId)) { out.push(`${key.addr}:${key.port}`); break; }
+      }
+    }
+    return out;
   }
   async dump(map: string): Promise<EbpfDump> {
     const svc = map === SVC_MAP;

@@ -107,6 +107,11 @@ export class MapChanges {
   beDel: number[] = [];
   /** Service address (19 bytes) -> the backend values it had and no longer has (for socket destroy). */
   gone = new Map<string, Set<string>>();
+  /** Keys the writes add to each map (not held before): the room the sync needs beside what the maps hold. */
+  newSvc = 0;
+  newBe = 0;
+  /** Slot 0 keys the maps held that the plans keep, with the plans' values (for roomFirst groups). */
+  heldHeads = new Map<string, string>();
 
   /** `track(vip)`: whether the sockets of a service address's lost backends are to be destroyed. */
   constructor(private readonly track: (vip: string) => boolean) {}
@@ -144,11 +149,17 @@ export class MapChanges {
     this.beDel = this.beDel.filter((id) => !ids.has(id));
   }
 
-  /** The groups in the safe order (empty ones left out). */
-  async groups(y: Yielder): Promise<EbpfMapGroup[]> {
-    this.dropRewritten();
+  /**
+   * The groups in the safe order (empty ones left out). `roomFirst`: the maps cannot hold the new
+   * entries beside the ones they replace, so the removals go first; a service address whose entries
+   * change then has its slot 0 removed before them and written again last, so that meanwhile connect()
+   * finds no entry and leaves it to the nft part (a slot 0 without its slots or backends would refuse).
+   */
+  async groups(y: Yielder, roomFirst = false): Promise<EbpfMapGroup[]> {
     const svc = async (op: 'update' | 'delete', keys: string[], values?: Buffer): Promise<EbpfMapGroup> =>
       ({ map: SVC_MAP, op, count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k), ...(values ? { values } : {}) });
+    if (roomFirst) return this.roomFirstGroups(y, svc);
+    this.dropRewritten();
     const groups = [
       {
         map: BACKEND_MAP, op: 'update' as const, count: this.beUp.length, keys: await packU32(this.beUp, 4, y, (id) => id),
@@ -159,6 +170,39 @@ export class MapChanges {
       await svc('update', this.headUp, await packLatin1(this.headUpValues, SVC_VALUE_SIZE, y, (v) => v)),
       await svc('delete', this.headDel), await svc('delete', this.slotDel),
       { map: BACKEND_MAP, op: 'delete' as const, count: this.beDel.length, keys: await packU32(this.beDel, 4, y, (id) => id) },
+    ];
+    return groups.filter((g) => g.count > 0);
+  }
+
+  /** Service addresses whose entries this sync changes (roomFirst takes them off meanwhile). */
+  get changedAddresses(): number { return this.changed().size; }
+
+  private changed(): Set<string> {
+    const out = new Set<string>();
+    for (const l of [this.slotUp, this.slotDel, this.headUp, this.headDel]) for (const k of l) out.add(vipProtoOfKey(k));
+    return out;
+  }
+
+  private async roomFirstGroups(y: Yielder, svc: (op: 'update' | 'delete', keys: string[], values?: Buffer) => Promise<EbpfMapGroup>): Promise<EbpfMapGroup[]> {
+    // Deletes before writes: a key both deleted and written is written in the end (no dropRewritten).
+    const changed = this.changed();
+    const off = new Set(this.headDel);
+    const back = this.headUp.slice(), backValues = this.headUpValues.slice();
+    const written = new Set(this.headUp);
+    for (const [k, v] of this.heldHeads) {
+      if (!changed.has(vipProtoOfKey(k))) continue;
+      off.add(k);
+      if (!written.has(k)) { back.push(k); backValues.push(v); }
+    }
+    const groups = [
+      await svc('delete', [...off]), await svc('delete', [...new Set(this.slotDel)]),
+      { map: BACKEND_MAP, op: 'delete' as const, count: new Set(this.beDel).size, keys: await packU32([...new Set(this.beDel)], 4, y, (id) => id) },
+      {
+        map: BACKEND_MAP, op: 'update' as const, count: this.beUp.length, keys: await packU32(this.beUp, 4, y, (id) => id),
+        values: await packLatin1(this.beUpValues, BACKEND_VALUE_SIZE, y, (v) => v),
+      },
+      await svc('update', this.slotUp, await packU32(this.slotUpIds, SVC_VALUE_SIZE, y, (id) => id)),
+      await svc('update', back, await packLatin1(backValues, SVC_VALUE_SIZE, y, (v) => v)),
     ];
     return groups.filter((g) => g.count > 0);
   }
@@ -191,11 +235,15 @@ export async function diff(plans: ServicePlan[], kernel: MapContents, out: MapCh
         const wasId = u32At(was, 0);
         if (wasId === id) continue;
         out.lost(vipProtoOfKey(k), kernel.be.get(wasId));
-      }
+      } else out.newSvc++;
       out.slotUp.push(k);
       out.slotUpIds.push(id);
     }
-    for (let j = 0; j < plan.heads; j++) compare(kernel.svc, plan.headKey(j), plan.headValue(j), out.headUp, out.headUpValues);
+    for (let j = 0; j < plan.heads; j++) {
+      const k = plan.headKey(j), v = plan.headValue(j);
+      if (kernel.svc.has(k)) out.heldHeads.set(k, v); else out.newSvc++;
+      compare(kernel.svc, k, v, out.headUp, out.headUpValues);
+    }
   }
   for (const [k, v] of kernel.svc) {
     if (isHeadKey(k)) {
@@ -214,7 +262,11 @@ export async function diff(plans: ServicePlan[], kernel: MapContents, out: MapCh
   for (let p = 0; p < plans.length; p++) {
     if ((p & 63) === 0 && y.due()) await y.turn();
     const plan = plans[p];
-    for (let i = 0; i < plan.backends; i++) compare(kernel.be, plan.backendId(i), plan.backendValue(i), out.beUp, out.beUpValues);
+    for (let i = 0; i < plan.backends; i++) {
+      const id = plan.backendId(i);
+      if (!kernel.be.has(id)) out.newBe++;
+      compare(kernel.be, id, plan.backendValue(i), out.beUp, out.beUpValues);
+    }
   }
   for (const id of kernel.be.keys()) out.beDel.push(id);
 }

@@ -151,6 +151,42 @@ test('a restarted dataplane takes over the pinned maps and their ids: it writes 
   expect(idOf('10.244.1.10')).toBe(kept);
 });
 
+test('a sync whose new entries do not fit beside the ones they replace removes those first, taking the changed addresses off meanwhile', async () => {
+  const eps = (n: number, from: number) => Array.from({ length: 4 }, (_, i) => ep(`10.244.${n}.${from + i}`));
+  const svcs = (from: number) => [svc('a', eps(1, from)), svc('b', eps(2, from), { ip: '10.96.0.2' }), svc('c', [ep('10.244.3.1')], { ip: '10.96.0.3' })];
+  const logs: string[] = [];
+  // 5 + 5 + 2 service entries and 9 backends in maps of 14: every pod of a and b replaced needs 8 more backends.
+  const fake = new FakeLoader();
+  fake.capacity = 14;
+  const mkDp = () => new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m), 14);
+  await mkDp().fullSync(svcs(10), undefined, 1);
+  fake.refusedBetween.clear();
+  // A restart after a rollout replaced every pod of a and b.
+  const dp = mkDp();
+  await dp.fullSync(svcs(20), undefined, 1);
+  const want = (from: number) => ({ '10.96.0.1:80': eps(1, from).map((e) => `${e.ip}:8080`).join(','), '10.96.0.2:80': eps(2, from).map((e) => `${e.ip}:8080`).join(','), '10.96.0.3:80': '10.244.3.1:8080' });
+  expect(fake.resolve()).toEqual(want(20));
+  // Slot 0s of a and b off first, their slots and backends, then the new backends, slots, slot 0s.
+  expect(order(fake.groups[fake.groups.length - 1])).toEqual(['delete svc:2', 'delete be:8', 'update be:8', 'update svc:8', 'update svc:2']);
+  expect(logs.join('\n')).toMatch(/hold 12 service entries and 9 backends: this sync's 0 and 8 new ones do not fit .* the 2 service addresses it changes are served by the nft part/);
+  // Never a slot 0 naming a missing slot or backend (connect() would refuse), and c never off.
+  expect([...fake.refusedBetween]).toEqual([]);
+  // The same through an update: a's pods replaced again, and c grown to 2 endpoints (1 more of each).
+  fake.refusedBetween.clear();
+  await dp.update([
+    { key: 'svc/ns/a', old: svcs(20)[0]!, new: svc('a', eps(1, 30)) },
+    { key: 'svc/ns/c', old: svcs(20)[2]!, new: svc('c', [ep('10.244.3.1'), ep('10.244.3.2')], { ip: '10.96.0.3' }) },
+  ], undefined, 2);
+  expect(fake.resolve()).toEqual({ ...want(20), '10.96.0.1:80': eps(1, 30).map((e) => `${e.ip}:8080`).join(','), '10.96.0.3:80': '10.244.3.1:8080,10.244.3.2:8080' });
+  expect([...fake.refusedBetween]).toEqual([]);
+  // With room to spare the safe order stays: writes first.
+  const roomy = new FakeLoader();
+  const dp2 = new EbpfDataplane(async () => roomy as unknown as EbpfLoader, () => {}, 64);
+  await dp2.fullSync(svcs(10), undefined, 1);
+  await new EbpfDataplane(async () => roomy as unknown as EbpfLoader, () => {}, 64).fullSync(svcs(20), undefined, 1);
+  expect(order(roomy.groups[roomy.groups.length - 1])).toEqual(['update be:8', 'update svc:8', 'delete be:8']);
+});
+
 test('a service address that moves from a removed service to a new one in the same update stays', async () => {
   const { fake, dp } = mk();
   const a = svc('a', [ep('10.244.1.10')]);

@@ -98,6 +98,8 @@ export class EbpfDataplane implements Dataplane {
   private planned = new Map<string, Planned>();
   /** Service-map entries of all planned services. */
   private entries = 0;
+  /** Backend-map entries of all planned services. */
+  private backendCount = 0;
   /**
    * Services that did not fit in the service map (--ebpf-map-entries), by key. They have no entry, so
    * connect() leaves their addresses alone and the nft part of `--to ebpf` DNATs them like any packet;
@@ -147,6 +149,7 @@ export class EbpfDataplane implements Dataplane {
     const plan = planService(svc, ids(), this.node);
     this.planned.set(key, Planned.of(svc, plan));
     this.entries += plan.entries;
+    this.backendCount += plan.backends;
     return plan;
   }
 
@@ -160,6 +163,7 @@ export class EbpfDataplane implements Dataplane {
     if (!was) return undefined;
     this.planned.delete(key);
     this.entries -= was.entries;
+    this.backendCount -= was.backends;
     const plan = planService(was.svc, was.replaying(this.ids()), this.node);
     // Never seen: the service and node it was planned with give the same plan.
     if (!was.same(plan)) throw new NeedsFullSync(`the socket LB's previous plan of ${key} could not be made again`);
@@ -352,6 +356,7 @@ export class EbpfDataplane implements Dataplane {
     const before = this.planned;
     this.planned = new Map();
     this.entries = 0;
+    this.backendCount = 0;
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
     this.node = node;
     this.overflow.clear();
@@ -391,7 +396,7 @@ export class EbpfDataplane implements Dataplane {
     } else {
       const ch = new MapChanges(this.destroys);
       await diff(plans, kernel!, ch, y);
-      r = await this.send(lb, await ch.groups(y), ch.gone, waiting);
+      r = await this.send(lb, await ch.groups(y, this.shortOfRoom(svcDump.count, beDump.count, ch)), ch.gone, waiting);
     }
     this.fullSynced = true;
     // Maps were replaced at the open: the pinned links still ran the previous programs on the previous
@@ -410,6 +415,7 @@ export class EbpfDataplane implements Dataplane {
     const ch = new MapChanges(this.destroys);
     const y = new Yielder();
     const overflowBefore = this.overflow.size;
+    const held = { svc: this.entries, be: this.backendCount };
     for (const c of changes) {
       const old = this.unplan(c.key);
       this.overflow.delete(c.key);
@@ -425,7 +431,19 @@ export class EbpfDataplane implements Dataplane {
       await diff([plan], contentsOf(undefined), ch, y);
     }
     if (this.overflow.size > overflowBefore) this.reportOverflow();
-    return this.send(lb, await ch.groups(y), ch.gone, waiting);
+    return this.send(lb, await ch.groups(y, this.shortOfRoom(held.svc, held.be, ch)), ch.gone, waiting);
+  }
+
+  /**
+   * Whether the sync's new entries do not fit beside all that the maps hold (written in the safe
+   * order, the entries they replace are removed only after them): the kernel would refuse the writes
+   * (E2BIG), at every retry. Then the removals go first (MapChanges.groups' roomFirst), said in the log.
+   */
+  private shortOfRoom(heldSvc: number, heldBe: number, ch: MapChanges): boolean {
+    if (heldSvc + ch.newSvc <= this.capacity && heldBe + ch.newBe <= this.capacity) return false;
+    this.log(`ebpf: the maps (${this.capacity} entries each) hold ${heldSvc} service entries and ${heldBe} backends: this sync's ${ch.newSvc} and ${ch.newBe} new ones ` +
+      `do not fit beside the ones they replace, so those are removed first; meanwhile the ${ch.changedAddresses} service addresses it changes are served by the nft part (DNAT)`);
+    return true;
   }
 
   /**
