@@ -6,6 +6,7 @@ import { ElementItems } from '../../native/encode';
 import { addrText } from '../../native/addr-text';
 import { IPPROTO } from '../../native/nft-types';
 import { elemText, ElemWriter } from './netlink';
+import type { PickDest } from './program';
 import { ELEM_CHUNK, type Elem, type Fam, type L4, type PackedElemsView, type Verd } from './types';
 
 export class PackedElems implements PackedElemsView {
@@ -17,6 +18,23 @@ export class PackedElems implements PackedElemsView {
 
   /** `writer`: shared by a collector's sets (it caches verdict objects). */
   constructor(readonly fam: Fam, private readonly writer = new ElemWriter()) {}
+
+  /** Scratch element of addPicks (written, never kept). */
+  private readonly pick = { t: 'pick' as const, addr: undefined as string | undefined, proto: 'tcp' as L4, port: 0, i: 0, epAddr: '', epPort: 0 };
+
+  /** A destination's pick elements, from its endpoints without an object each. */
+  addPicks(d: PickDest): void {
+    const e = this.pick;
+    e.addr = d.addr;
+    e.proto = d.proto;
+    e.port = d.port;
+    for (let i = 0; i < d.eps.length; i++) {
+      e.i = i;
+      e.epAddr = d.eps.ip(i);
+      e.epPort = d.eps.port(i);
+      this.add(e);
+    }
+  }
 
   add(e: Elem): void {
     if (this.count > 0 && this.count % ELEM_CHUNK === 0) this.starts.push(this.items.byteLength);

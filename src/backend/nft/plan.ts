@@ -2,7 +2,7 @@
 // hairpin reference counts) and the diff that turns a change of programs into the few ops needed.
 import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
-import { buildProgram, elemId, emptyProgram, inFamily, indexElems, sameElem, type Program } from './program';
+import { buildProgram, elemId, elemMaps, emptyProgram, inFamily, indexElems, pickElems, sameElem, type PickDest, type Program } from './program';
 import { pushAll } from '../../util/push-all';
 import { ElemWriter } from './netlink';
 import { PackedElems } from './packed';
@@ -98,6 +98,11 @@ export class OpCollector {
     if (this.packFam) this.pack(map).add(e);
     else push(this.addElems, map, e);
   }
+  /** A destination's pick elements (packed straight from its endpoints in a full sync). */
+  addPicks(d: PickDest): void {
+    if (this.packFam) this.pack(d.map).addPicks(d);
+    else for (const e of pickElems(d)) push(this.addElems, d.map, e);
+  }
   addAll(map: string, es: Elem[]): void {
     if (this.packFam) {
       const p = this.pack(map);
@@ -190,7 +195,7 @@ export function diffProgram(model: TableModel, oldP: Program | undefined, newP: 
     if (!oldP.chains.has(name)) { c.addChain(name); c.addRules(name, rules); }
   }
   // Picks map shards, created on first use.
-  for (const map of newP.elems.keys()) {
+  for (const map of elemMaps(newP)) {
     if (!map.startsWith('picks-') || model.shards.has(map)) continue;
     model.shards.add(map);
     c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
@@ -230,8 +235,9 @@ export function diffProgram(model: TableModel, oldP: Program | undefined, newP: 
 /** diffProgram from nothing (a full sync, a new service): everything of `p` is added. */
 function addProgram(model: TableModel, p: Program, c: OpCollector): void {
   for (const [map, news] of p.elems) c.addAll(map, news);
+  for (const d of p.picks) c.addPicks(d);
   for (const [name, rules] of p.chains) { c.addChain(name); c.addRules(name, rules); }
-  for (const map of p.elems.keys()) {
+  for (const map of elemMaps(p)) {
     if (!map.startsWith('picks-') || model.shards.has(map)) continue;
     model.shards.add(map);
     c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
@@ -288,7 +294,7 @@ export function updateService(model: TableModel, key: string, svc: Service | und
   const oldP = old ? buildProgram(old.svc, model.fam, { node: old.node, prevSlots: old.slots }) : undefined;
   const newP = svc ? buildProgram(svc, model.fam, { node, prevSlots: oldP?.slots }) : emptyProgram();
   diffProgram(model, oldP, newP, c);
-  if (!svc || newP.chains.size + newP.elems.size + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
+  if (!svc || newP.chains.size + newP.elems.size + newP.picks.length + newP.sets.size + newP.shared.size + newP.sharedChains.size === 0) model.programs.delete(key);
   else model.programs.set(key, { svc, node, slots: keptSlots(newP.slots) });
 }
 

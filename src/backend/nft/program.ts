@@ -3,7 +3,7 @@
 // node item and the previous slot assignment (for stability). It renders the model's routes (target
 // and masquerade per destination and client class); it decides no Kubernetes rule itself.
 import * as crypto from 'node:crypto';
-import { IPFamily, Protocol, Target, ofFamily, podSourceText, podSources, type Endpoint, type EndpointList, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
+import { EndpointList, IPFamily, Protocol, Target, ofFamily, podSourceText, podSources, type Endpoint, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../../model/enls';
 import { firewallSources, isDnat, pickEndpoints } from '../../model/views';
 import { denseSlots, type SlotState } from './slots';
 import { fnv1a } from '../../util/fnv';
@@ -14,8 +14,14 @@ export interface Program {
   chains: Map<string, Stmt[]>;
   /** Affinity sets (name -> timeout seconds). */
   sets: Map<string, number>;
-  /** Elements in shared maps: map name -> elements (one per key: see indexElems for the ids). */
+  /** Elements in shared maps other than picks: map name -> elements (one per key: see indexElems for the ids). */
   elems: Map<string, Elem[]>;
+  /**
+   * Endpoint picks, one destination each: elements of a picks map once expanded (pickElems), which
+   * a full sync does not do (it writes them into its batch as it reads them: a large cluster's half
+   * million pick elements were as many objects).
+   */
+  picks: PickDest[];
   /** Elements of shared sets that several services may hold (reference counted by the caller): set -> ids. */
   shared: Map<string, Map<string, Elem>>;
   /** Endpoint slots of each endpoint list (key: eps-/leps- + service port), for stable picks. */
@@ -28,7 +34,7 @@ export interface Program {
 }
 
 export function emptyProgram(): Program {
-  return { chains: new Map(), sets: new Map(), elems: new Map(), shared: new Map(), slots: new Map(), sharedChains: new Map() };
+  return { chains: new Map(), sets: new Map(), elems: new Map(), picks: [], shared: new Map(), slots: new Map(), sharedChains: new Map() };
 }
 
 export const l4 = (p: Protocol): L4 => (p === Protocol.UDP ? 'udp' : p === Protocol.SCTP ? 'sctp' : 'tcp');
@@ -66,19 +72,37 @@ function add(m: Map<string, Map<string, Elem>>, map: string, e: Elem): void {
   inner.set(elemId(e), e);
 }
 
-/** A program's elements by map and id (for diffs; a full sync does not need the ids). */
+/** A program's elements by map and id, picks expanded (for diffs; a full sync does not need the ids). */
 export function indexElems(p: Program): Map<string, Map<string, Elem>> {
   const out = new Map<string, Map<string, Elem>>();
-  for (const [map, l] of p.elems) {
-    const m = new Map<string, Elem>();
+  const index = (map: string, l: Iterable<Elem>) => {
+    let m = out.get(map);
+    if (!m) out.set(map, (m = new Map()));
     for (const e of l) m.set(elemId(e), e);
-    out.set(map, m);
-  }
+  };
+  for (const [map, l] of p.elems) index(map, l);
+  for (const d of p.picks) index(d.map, pickElems(d));
   return out;
 }
 
-/** One destination's endpoint picks: slot i -> eps[i], for every address of the destination. */
-interface PickDest { map: string; addr?: string; proto: L4; port: number; eps: Endpoint[] }
+/** One destination's endpoint picks: slot i -> endpoint i of `eps`, for one address of the destination (none: a node port). */
+export interface PickDest { map: string; addr?: string; proto: L4; port: number; eps: EndpointList }
+
+/** The picks map elements of a destination. */
+export function* pickElems(d: PickDest): Iterable<Elem> {
+  for (let i = 0; i < d.eps.length; i++) {
+    yield d.addr !== undefined
+      ? { t: 'pick', addr: d.addr, proto: d.proto, port: d.port, i, epAddr: d.eps.ip(i), epPort: d.eps.port(i) }
+      : { t: 'pick', proto: d.proto, port: d.port, i, epAddr: d.eps.ip(i), epPort: d.eps.port(i) };
+  }
+}
+
+/** The maps a program has elements in (picks maps included). */
+export function elemMaps(p: Program): Set<string> {
+  const out = new Set(p.elems.keys());
+  for (const d of p.picks) out.add(d.map);
+  return out;
+}
 
 export interface BuildContext {
   /** This node's item (client classes: its pod sources). */
@@ -120,7 +144,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   const elems = new Map<string, Map<string, Elem>>();
   const picks = new Map<string, PickDest>();
   // Slot list key -> the endpoint in each slot (see selectionChain).
-  let slotLists: Map<string, Endpoint[]> | undefined;
+  let slotLists: Map<string, EndpointList> | undefined;
 
   for (const sp of svc.ports) {
     if (sp.family !== family || !sp.port.port) continue;
@@ -217,16 +241,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     }
   }
   for (const [map, m] of elems) p.elems.set(map, [...m.values()]);
-  for (const d of picks.values()) {
-    let l = p.elems.get(d.map);
-    if (!l) p.elems.set(d.map, (l = []));
-    for (let i = 0; i < d.eps.length; i++) {
-      const e = d.eps[i];
-      l.push(d.addr !== undefined
-        ? { t: 'pick', addr: d.addr, proto: d.proto, port: d.port, i, epAddr: e.ip, epPort: e.port }
-        : { t: 'pick', proto: d.proto, port: d.port, i, epAddr: e.ip, epPort: e.port });
-    }
-  }
+  for (const d of picks.values()) p.picks.push(d);
   return p;
 }
 
@@ -262,7 +277,7 @@ function shared(p: Program, chain: string, rules: Stmt[]): string {
 const N_EMPTY = 'pick-none';
 
 /** The endpoints sorted by key without duplicates, and their keys ("addr|port"). */
-function uniqueSorted(list: EndpointList): { eps: Endpoint[]; keys: string[] } {
+function uniqueSorted(list: EndpointList): { eps: EndpointList; keys: string[] } {
   // The model gives most lists sorted and without duplicates already: check that first.
   const keys = new Array<string>(list.length);
   let sorted = true;
@@ -270,25 +285,25 @@ function uniqueSorted(list: EndpointList): { eps: Endpoint[]; keys: string[] } {
     keys[i] = epKey(list.ip(i), list.port(i));
     if (i > 0 && keys[i] <= keys[i - 1]) { sorted = false; break; }
   }
-  if (sorted) return { eps: list.toArray(), keys };
+  if (sorted) return { eps: list, keys };
   // Keys computed once (a comparator building them allocates two strings per comparison).
   const byKey = new Map(list.map((e) => [epKey(e.ip, e.port), e]));
   const sortedKeys = [...byKey.keys()].sort();
-  return { eps: sortedKeys.map((k) => byKey.get(k)!), keys: sortedKeys };
+  return { eps: EndpointList.from(sortedKeys.map((k) => byKey.get(k)!)), keys: sortedKeys };
 }
 
 /** The endpoint in each slot, from the slot keys and the sorted endpoints with their keys. */
-function endpointsBySlot(bySlot: string[], keys: string[], eps: Endpoint[]): Endpoint[] {
+function endpointsBySlot(bySlot: string[], keys: string[], eps: EndpointList): EndpointList {
   const byKey = new Map<string, Endpoint>();
-  for (let i = 0; i < keys.length; i++) byKey.set(keys[i], eps[i]);
-  return bySlot.map((k) => byKey.get(k)!);
+  for (let i = 0; i < keys.length; i++) byKey.set(keys[i], eps.at(i)!);
+  return EndpointList.from(bySlot.map((k) => byKey.get(k)!));
 }
 
 
 /** ClientIP affinity: one chain + one timeout set per endpoint (rare, small). */
 function selection(p: Program, _ctx: BuildContext, chain: string, name: string, proto: L4, list: EndpointList, affinity: number): Stmt[] {
   void chain;
-  const { eps } = uniqueSorted(list);
+  const eps = uniqueSorted(list).eps.toArray();
   if (eps.length === 0) return [];
   {
     const out: Stmt[] = [];
