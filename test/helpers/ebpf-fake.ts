@@ -48,7 +48,7 @@ export class FakeLoader {
       const head = decodeSvcValue(v);
       if (key.slot !== 0 || head.flags & FLAG_REFUSE) continue;
       for (let s = 1; s <= head.count; s++) {
-        const slot = this.svc.get(Buffer.from(k, 'hex').fill(0, 20, 22).toString('hex').slice(0, 40) + Buffer.from([s & 0xff, s >> 8, 0, 0]).toString('hex'));
+        const slot = this.svc.get(slotKey(k, s));
         if (!slot || !this.be.has(decodeSvcValue(slot).backendId)) { out.push(`${key.addr}:${key.port}`); break; }
       }
     }
@@ -82,7 +82,7 @@ export class FakeLoader {
       if (head.flags & FLAG_REFUSE) { out[`${key.addr}:${key.port}`] = 'refuse'; continue; }
       const list: string[] = [];
       for (let s = 1; s <= head.count; s++) {
-        const slot = this.svc.get(Buffer.from(k, 'hex').fill(0, 20, 22).toString('hex').slice(0, 40) + Buffer.from([s & 0xff, s >> 8, 0, 0]).toString('hex'))!;
+        const slot = this.svc.get(slotKey(k, s))!;
         const b = this.be.get(decodeSvcValue(slot).backendId)!;
         list.push(`${decodeBackend(b).addr}:${decodeBackend(b).port}`);
       }
@@ -90,4 +90,9 @@ export class FakeLoader {
     }
     return out;
   }
+}
+
+/** The hex key of slot `s` of the service address whose slot 0 key is `head` (hex). */
+function slotKey(head: string, s: number): string {
+  return head.slice(0, 40) + Buffer.from([s & 0xff, s >> 8, 0, 0]).toString('hex');
 }

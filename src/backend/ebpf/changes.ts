@@ -156,21 +156,26 @@ export class MapChanges {
    * finds no entry and leaves it to the nft part (a slot 0 without its slots or backends would refuse).
    */
   async groups(y: Yielder, roomFirst = false): Promise<EbpfMapGroup[]> {
-    const svc = async (op: 'update' | 'delete', keys: string[], values?: Buffer): Promise<EbpfMapGroup> =>
-      ({ map: SVC_MAP, op, count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k), ...(values ? { values } : {}) });
-    if (roomFirst) return this.roomFirstGroups(y, svc);
-    this.dropRewritten();
-    const groups = [
-      {
-        map: BACKEND_MAP, op: 'update' as const, count: this.beUp.length, keys: await packU32(this.beUp, 4, y, (id) => id),
-        values: await packLatin1(this.beUpValues, BACKEND_VALUE_SIZE, y, (v) => v),
-      },
-      // Slot values: only the backend id set.
-      await svc('update', this.slotUp, await packU32(this.slotUpIds, SVC_VALUE_SIZE, y, (id) => id)),
-      await svc('update', this.headUp, await packLatin1(this.headUpValues, SVC_VALUE_SIZE, y, (v) => v)),
-      await svc('delete', this.headDel), await svc('delete', this.slotDel),
-      { map: BACKEND_MAP, op: 'delete' as const, count: this.beDel.length, keys: await packU32(this.beDel, 4, y, (id) => id) },
+    const svcDelete = async (keys: string[]): Promise<EbpfMapGroup> =>
+      ({ map: SVC_MAP, op: 'delete', count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k) });
+    const headUpdate = async (keys: string[], values: string[]): Promise<EbpfMapGroup> =>
+      ({ map: SVC_MAP, op: 'update', count: keys.length, keys: await packLatin1(keys, SVC_KEY_SIZE, y, (k) => k), values: await packLatin1(values, SVC_VALUE_SIZE, y, (v) => v) });
+    const beDelete = async (ids: number[]): Promise<EbpfMapGroup> =>
+      ({ map: BACKEND_MAP, op: 'delete', count: ids.length, keys: await packU32(ids, 4, y, (id) => id) });
+    // New or changed backends, then slots >= 1 (slot values: only the backend id set).
+    const writes = async (): Promise<EbpfMapGroup[]> => [
+      { map: BACKEND_MAP, op: 'update', count: this.beUp.length, keys: await packU32(this.beUp, 4, y, (id) => id), values: await packLatin1(this.beUpValues, BACKEND_VALUE_SIZE, y, (v) => v) },
+      { map: SVC_MAP, op: 'update', count: this.slotUp.length, keys: await packLatin1(this.slotUp, SVC_KEY_SIZE, y, (k) => k), values: await packU32(this.slotUpIds, SVC_VALUE_SIZE, y, (id) => id) },
     ];
+    let groups: EbpfMapGroup[];
+    if (!roomFirst) {
+      this.dropRewritten();
+      groups = [...await writes(), await headUpdate(this.headUp, this.headUpValues), await svcDelete(this.headDel), await svcDelete(this.slotDel), await beDelete(this.beDel)];
+    } else {
+      // Deletes before writes: a key both deleted and written is written in the end (no dropRewritten).
+      const heads = this.headsAround();
+      groups = [await svcDelete(heads.off), await svcDelete([...new Set(this.slotDel)]), await beDelete([...new Set(this.beDel)]), ...await writes(), await headUpdate(heads.back, heads.backValues)];
+    }
     return groups.filter((g) => g.count > 0);
   }
 
@@ -183,8 +188,11 @@ export class MapChanges {
     return out;
   }
 
-  private async roomFirstGroups(y: Yielder, svc: (op: 'update' | 'delete', keys: string[], values?: Buffer) => Promise<EbpfMapGroup>): Promise<EbpfMapGroup[]> {
-    // Deletes before writes: a key both deleted and written is written in the end (no dropRewritten).
+  /**
+   * roomFirst's slot 0s: the ones removed first (those going, and every one held of an address whose
+   * entries change) and the ones written last (the plans' slot 0s of those addresses).
+   */
+  private headsAround(): { off: string[]; back: string[]; backValues: string[] } {
     const changed = this.changed();
     const off = new Set(this.headDel);
     const back = this.headUp.slice(), backValues = this.headUpValues.slice();
@@ -194,17 +202,7 @@ export class MapChanges {
       off.add(k);
       if (!written.has(k)) { back.push(k); backValues.push(v); }
     }
-    const groups = [
-      await svc('delete', [...off]), await svc('delete', [...new Set(this.slotDel)]),
-      { map: BACKEND_MAP, op: 'delete' as const, count: new Set(this.beDel).size, keys: await packU32([...new Set(this.beDel)], 4, y, (id) => id) },
-      {
-        map: BACKEND_MAP, op: 'update' as const, count: this.beUp.length, keys: await packU32(this.beUp, 4, y, (id) => id),
-        values: await packLatin1(this.beUpValues, BACKEND_VALUE_SIZE, y, (v) => v),
-      },
-      await svc('update', this.slotUp, await packU32(this.slotUpIds, SVC_VALUE_SIZE, y, (id) => id)),
-      await svc('update', back, await packLatin1(backValues, SVC_VALUE_SIZE, y, (v) => v)),
-    ];
-    return groups.filter((g) => g.count > 0);
+    return { off: [...off], back, backValues };
   }
 }
 

@@ -2,7 +2,7 @@
 // hairpin reference counts) and the diff that turns a change of programs into the few ops needed.
 import type { NodeInfo, Service } from '../../model/enls';
 import { baseOps, baseOptions, SHARED_SETS } from './base';
-import { buildProgram, elemId, elemMaps, emptyProgram, inFamily, indexElems, pickElems, sameElem, type PickDest, type Program } from './program';
+import { buildProgram, elemId, emptyProgram, inFamily, indexElems, pickElems, sameElem, type PickDest, type Program } from './program';
 import { pushAll } from '../../util/push-all';
 import { ElemWriter } from './netlink';
 import { PackedElems } from './packed';
@@ -194,12 +194,7 @@ export function diffProgram(model: TableModel, oldP: Program | undefined, newP: 
   for (const [name, rules] of newP.chains) {
     if (!oldP.chains.has(name)) { c.addChain(name); c.addRules(name, rules); }
   }
-  // Picks map shards, created on first use.
-  for (const map of elemMaps(newP)) {
-    if (!map.startsWith('picks-') || model.shards.has(map)) continue;
-    model.shards.add(map);
-    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
-  }
+  addPickMaps(model, newP, c);
   // Affinity sets (the timeout is in the name).
   for (const name of oldP.sets.keys()) if (!newP.sets.has(name)) c.delSet(name);
   for (const [name, t] of newP.sets) if (!oldP.sets.has(name)) c.addSet(name, t);
@@ -232,16 +227,21 @@ export function diffProgram(model: TableModel, oldP: Program | undefined, newP: 
   }
 }
 
+/** The picks map shards a program's picks use that the kernel does not have yet (created on first use). */
+function addPickMaps(model: TableModel, p: Program, c: OpCollector): void {
+  for (const { map } of p.picks) {
+    if (model.shards.has(map)) continue;
+    model.shards.add(map);
+    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
+  }
+}
+
 /** diffProgram from nothing (a full sync, a new service): everything of `p` is added. */
 function addProgram(model: TableModel, p: Program, c: OpCollector): void {
   for (const [map, news] of p.elems) c.addAll(map, news);
   for (const d of p.picks) c.addPicks(d);
   for (const [name, rules] of p.chains) { c.addChain(name); c.addRules(name, rules); }
-  for (const map of elemMaps(p)) {
-    if (!map.startsWith('picks-') || model.shards.has(map)) continue;
-    model.shards.add(map);
-    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
-  }
+  addPickMaps(model, p, c);
   for (const [name, t] of p.sets) c.addSet(name, t);
   for (const [set, news] of p.shared) {
     let refs = model.sharedRefs.get(set);

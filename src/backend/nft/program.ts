@@ -97,13 +97,6 @@ export function* pickElems(d: PickDest): Iterable<Elem> {
   }
 }
 
-/** The maps a program has elements in (picks maps included). */
-export function elemMaps(p: Program): Set<string> {
-  const out = new Set(p.elems.keys());
-  for (const d of p.picks) out.add(d.map);
-  return out;
-}
-
 export interface BuildContext {
   /** This node's item (client classes: its pod sources). */
   node: NodeInfo | undefined;
