@@ -315,7 +315,8 @@ test('maps replaced at the open: the pinned links move to the new programs only 
 
 test('a big full sync gives the event loop turns while it reads the kernel, plans and packs (and converges the same)', async () => {
   const fake = new FakeLoader();
-  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144);
+  // yieldMs 0: every check is due, so the turns counted below do not depend on how fast this machine is.
+  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144, { yieldMs: 0 });
   const many = (shift: number) => Array.from({ length: 4000 }, (_, i) =>
     svc(`s${i}`, [0, 1, 2, 3, 4].map((k) => ep(`10.200.${(i >> 6) & 255}.${((i & 63) << 2) + ((k + shift) % 4)}`, false)), { ip: `10.96.${i >> 8}.${i & 255}` }));
   // Counts the turns the loop gets while a sync runs, before the kernel is asked to apply anything.
@@ -343,7 +344,7 @@ test('a big full sync gives the event loop turns while it reads the kernel, plan
 
 test('a stop during a big full sync abandons it at the next turn: no map is written, the previous state stays', async () => {
   const fake = new FakeLoader();
-  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144);
+  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144, { yieldMs: 0 });
   await dp.fullSync([svc('a', [ep('10.244.1.10')])], undefined, 1);
   const before = fake.resolve();
   const many = Array.from({ length: 4000 }, (_, i) => svc(`s${i}`, [ep(`10.200.${i >> 8}.${i & 255}`, false)], { ip: `10.96.${i >> 8}.${i & 255}` }));

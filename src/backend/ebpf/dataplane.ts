@@ -127,7 +127,11 @@ export class EbpfDataplane implements Dataplane {
      * ENLS lists no endpoint that started terminating while others are ready, so a TCP connection
      * to it would be cut at once instead of draining as kube-proxy lets it (UDP has no such drain).
      */
-    private readonly opts: { destroyTcp?: boolean } = {}) {
+    private readonly opts: {
+      destroyTcp?: boolean;
+      /** Work between two event-loop turns in a sync, in ms (Yielder's default when unset; 0 yields at every step). */
+      yieldMs?: number;
+    } = {}) {
     this.startOpen();
   }
 
@@ -337,7 +341,7 @@ export class EbpfDataplane implements Dataplane {
     // turn every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync
     // at a time). A stop ends the sync at the next turn: over maps that hold something, before they
     // are written; into empty maps, with the chunks sent so far written (the next start converges).
-    const y = new Yielder(undefined, signal);
+    const y = new Yielder(this.opts.yieldMs, signal);
     // What the kernel has (the previous process's state after a restart; empty on a node's first start).
     const svcDump = await lb.dump(SVC_MAP);
     const beDump = await lb.dump(BACKEND_MAP);
@@ -413,7 +417,7 @@ export class EbpfDataplane implements Dataplane {
     // Reopened since the last full sync (its links were severed): its maps may be new ones.
     if (!this.fullSynced) throw new NeedsFullSync('the socket LB was opened again');
     const ch = new MapChanges(this.destroys);
-    const y = new Yielder();
+    const y = new Yielder(this.opts.yieldMs);
     const overflowBefore = this.overflow.size;
     const held = { svc: this.entries, be: this.backendCount };
     for (const c of changes) {
