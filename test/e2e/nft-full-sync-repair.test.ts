@@ -1,4 +1,5 @@
-// The full sync that repairs a known table in place (src/backend/nft/kernel-objects.ts), in the kernel:
+// The nft full sync in the kernel: it tells when only the kernel's part is left, and it repairs a
+// known table in place (src/backend/nft/kernel-objects.ts):
 // the batch is accepted, an affinity set keeps the element a client's packets put there, and after a
 // run of different states the table lists as a full sync from nothing in a fresh namespace makes it.
 import { NftDataplane, nativeKernel } from '../../src/backend/nft';
@@ -55,6 +56,22 @@ d('nft full sync of a known table, in the kernel', () => {
       expect(elements()).not.toMatch(/10\.0\.0\.2/);
     } finally {
       await dp.close();
+    }
+  });
+
+  test('a full sync says when only the kernel\'s part is left (the eBPF backend plans its socket LB then), before the transaction ends', async () => {
+    const own = new Netns('rep');
+    const dp = new NftDataplane(TABLE, nativeKernel({ netns: own.path }));
+    try {
+      const services = servicesOf([plain('w', '172.30.0.9'), eps('w', ips(2000, 9))]);
+      const events: string[] = [];
+      const synced = dp.fullSync(services, undefined, 1, () => events.push('waiting')).then(() => events.push('committed'));
+      await synced;
+      expect(events).toEqual(['waiting', 'committed']);
+      expect(own.nft('list', 'table', 'ip', TABLE)).toContain('172.30.0.9');
+    } finally {
+      await dp.close();
+      own.destroy();
     }
   });
 

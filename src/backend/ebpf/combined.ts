@@ -12,9 +12,10 @@ export class CombinedDataplane implements Dataplane {
 
   /**
    * Runs the parts in order (createEbpfSink puts the nft part first: on its own it already serves every
-   * service and every kind of traffic, so a node's first start has a working dataplane sooner, and the
-   * socket LB's batches then go to the kernel while it plans). A part starts when the one before it only waits for the kernel (its `waiting`
-   * call) or has ended: its JavaScript then overlaps that wait, but never the JavaScript before it
+   * service and every kind of traffic, so a node's first start has a working dataplane sooner; the
+   * socket LB then plans while the nft transaction is in the kernel). A part starts when the one
+   * before it only waits for the kernel (its `waiting` call) or has ended: its JavaScript then
+   * overlaps that wait, but never the JavaScript before it
    * (run fully at once, the two parts' JavaScript interleaved and the maps were complete later, for
    * no gain in total time). Each part runs even when the one before it failed; the first failure (in part
    * order) fails the whole. The reports add up (their times overlap: the KernelSink logs the wall

@@ -15,8 +15,11 @@ export { toNftText } from './text';
 /** The production kernel: one atomic netlink batch per apply, through the native addon. */
 export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
   return {
-    async apply(table, famOps) {
-      const r = await native.nftApply(await encodeFamOps(table, famOps), callOpts);
+    async apply(table, famOps, waiting) {
+      const batch = await encodeFamOps(table, famOps);
+      const applied = native.nftApply(batch, callOpts);
+      waiting?.();
+      const r = await applied;
       return { messages: r.messages, bytes: r.bytes, ms: r.ms + (r.encodeMs ?? 0) };
     },
     // One conntrack dump per family for all filters; run after the rules are in place.

@@ -16,7 +16,8 @@ export interface KernelApplyResult { messages: number; bytes: number; ms: number
 
 /** Where ops go: the native addon in production; tests and benchmarks may substitute. */
 export interface NftKernel {
-  apply(table: string, ops: FamOps[]): Promise<KernelApplyResult>;
+  /** `waiting`, when given, is called once the batch is built and only the kernel's part remains. */
+  apply(table: string, ops: FamOps[], waiting?: () => void): Promise<KernelApplyResult>;
   conntrackDelete(filters: ConntrackFilter[]): Promise<number>;
   /** Releases what the kernel side keeps between batches (pooled sockets). */
   close?(): Promise<void>;
@@ -43,9 +44,9 @@ export class NftDataplane implements Dataplane {
   constructor(readonly table: string, private readonly kernel: NftKernel) {}
 
   /** Applies a batch, following what the tables hold (forgotten if it fails). */
-  private async apply(ops: FamOps[], after: (f: FamOps) => KernelObjects | undefined): Promise<SyncReport> {
+  private async apply(ops: FamOps[], after: (f: FamOps) => KernelObjects | undefined, waiting?: () => void): Promise<SyncReport> {
     try {
-      const r = await this.kernel.apply(this.table, ops);
+      const r = await this.kernel.apply(this.table, ops, waiting);
       for (const f of ops) this.objects[f.fam] = after(f);
       return r;
     } catch (e) {
@@ -54,7 +55,7 @@ export class NftDataplane implements Dataplane {
     }
   }
 
-  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, _waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
+  async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
     this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
     // Rendered in slices so that a large state never blocks the event loop for long; a stop abandons
@@ -70,7 +71,7 @@ export class NftDataplane implements Dataplane {
     // The kernel's encoder counts its own slices from its start: the time since our last turn would
     // add to its first one.
     await y.turn();
-    return this.apply(famOps, (f) => made[f.fam]);
+    return this.apply(famOps, (f) => made[f.fam], waiting);
   }
 
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
