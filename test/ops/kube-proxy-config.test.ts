@@ -146,6 +146,15 @@ describe('kube-proxy\'s command line', () => {
     expect(parseCli(resolve(['--config', '/j.yaml']).argv).kubeContentType).toBe('json');
   });
 
+  test('an IPv6 bindAddress in the file makes the servers\' defaults IPv6 ones; on the command line the defaults stay, as upstream\'s', () => {
+    files['/v6.yaml'] = kubeadm.replace('bindAddress: 0.0.0.0', 'bindAddress: "::"');
+    expect(files['/v6.yaml']).toContain('bindAddress: "::"');
+    expect(resolve(['--config=/v6.yaml']).ops).toMatchObject({ metricsBindAddress: '[::1]:10249', healthzBindAddress: '[::]:10256' });
+    files['/v6-set.yaml'] = files['/v6.yaml'].replace('healthzBindAddress: ""', 'healthzBindAddress: "[fd00::1]:10256"');
+    expect(resolve(['--config=/v6-set.yaml']).ops).toMatchObject({ metricsBindAddress: '[::1]:10249', healthzBindAddress: '[fd00::1]:10256' });
+    expect(resolve(['--bind-address=::']).ops).toMatchObject({ metricsBindAddress: '127.0.0.1:10249', healthzBindAddress: '0.0.0.0:10256' });
+  });
+
   test('the file\'s local-traffic detection, bindAddress and node-port keywords reach the model', () => {
     files['/d.yaml'] = kubeadm.replace('detectLocalMode: ""', 'detectLocalMode: BridgeInterface').replace('bridgeInterface: ""', 'bridgeInterface: cbr0')
       .replace('bindAddress: 0.0.0.0', 'bindAddress: 192.168.1.9').replace('nodePortAddresses: null', 'nodePortAddresses: [primary, localhost, 10.0.0.0/8]');
