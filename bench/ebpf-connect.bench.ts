@@ -5,16 +5,12 @@
 // the node forwards. Both dataplanes are programmed in-process (the maps and the nft table).
 // Which client runs first alternates from size to size.
 // Run: npm run build && node dist/bench/ebpf-connect.bench.js [--sizes 10,50000] [--connects 2000]
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Service } from '../src/model/enls';
-import { EbpfDataplane } from '../src/backend/ebpf';
-import { NftDataplane } from '../src/backend/nft/sink';
-import { nativeKernel } from '../src/backend/nft';
-import { EbpfLoader, ebpfCleanup } from '../src/native/ebpf';
 import { enlsNode, enlsService } from '../test/shared/objects';
-import { NetLab } from '../test/shared/netlab';
+import { EbpfClientLab, POD } from './ebpf-client-lab';
 import { helpIfAsked } from './help';
 
 helpIfAsked(__filename);
@@ -26,46 +22,23 @@ const CONNECTS = Number(arg('--connects', '2000'));
 const ROOT = path.resolve(__dirname.includes(`${path.sep}dist${path.sep}`) ? path.join(__dirname, '../..') : path.join(__dirname, '..'));
 const NODE_BIN = path.join(ROOT, 'node_modules/.bin/node');
 const CLIENT = path.join(ROOT, 'bench/ebpf-connect-client.js');
-const lab = new NetLab('kbf-cb');
-const NS = { node: lab.name('n'), pod: lab.name('p'), cl: lab.name('c') };
-let CG = '';
-const PIN = `/sys/fs/bpf/${lab.name('pin')}`;
+const lab = new EbpfClientLab('kbf-cb');
 const NODE = enlsNode({ v4: [], v6: [] });
 /** Service i: 10.96.x.y:80 -> the one pod (the measured one is service 0; the others are ballast). */
-const service = (i: number): Service => enlsService(i, { endpoints: [{ ip: '10.244.1.10', port: 8080, local: true, terminating: false }], masquerade: false }).service!;
-function setup(): void {
-  for (const role of ['n', 'p', 'c']) lab.netns(role);
-  lab.bridge(NS.node, 'br0', ['10.244.1.1/24']);
-  lab.veth({ ns: NS.node, name: 'vp', master: 'br0' }, { ns: NS.pod, name: 'eth0', addrs: ['10.244.1.10/24'] });
-  lab.ip(NS.pod, 'route', 'add', 'default', 'via', '10.244.1.1');
-  lab.veth({ ns: NS.node, name: 'vc', addrs: ['10.245.0.1/24'] }, { ns: NS.cl, name: 'eth0', addrs: ['10.245.0.2/24'] });
-  lab.ip(NS.cl, 'route', 'add', 'default', 'via', '10.245.0.1');
-  lab.sysctl(NS.node, 'net.ipv4.ip_forward=1');
-  CG = lab.cgroup('cg');
-}
-
-async function teardown(): Promise<void> {
-  try { await ebpfCleanup(PIN); } catch { /* nothing pinned */ }
-  lab.destroy();
-}
+const service = (i: number): Service => enlsService(i, { endpoints: [{ ip: POD, port: 8080, local: true, terminating: false }], masquerade: false }).service!;
 
 function client(inCgroup: boolean): Promise<{ p50: number; p99: number; ok: number; failed: number }> {
-  const run = `exec nsenter --net=/var/run/netns/${NS.cl} ${NODE_BIN} ${CLIENT} 10.96.0.1 80 ${CONNECTS}`;
-  return new Promise((resolve, reject) => execFile('sh', ['-c', inCgroup ? `echo $$ > ${CG}/cgroup.procs && ${run}` : run], { timeout: 300000 }, (e, out) => (e ? reject(e) : resolve(JSON.parse(out)))));
+  const cmd = lab.client(`${NODE_BIN} ${CLIENT} 10.96.0.1 80 ${CONNECTS}`, inCgroup);
+  return new Promise((resolve, reject) => execFile('sh', ['-c', cmd], { timeout: 300000 }, (e, out) => (e ? reject(e) : resolve(JSON.parse(out)))));
 }
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) { console.log('ebpf-connect bench: needs root'); return; }
-  setup();
-  const server = spawn('nsenter', [`--net=/var/run/netns/${NS.pod}`, NODE_BIN, '-e', "require('net').createServer((s) => s.on('error', () => {}).end()).listen(8080, '0.0.0.0', () => console.log('ready'))"], { stdio: ['ignore', 'pipe', 'inherit'] });
+  lab.setup();
+  const server = await lab.server(NODE_BIN, ['-e', "require('net').createServer((s) => s.on('error', () => {}).end()).listen(8080, '0.0.0.0', () => console.log('ready'))"]);
   try {
-    await new Promise<void>((r) => server.stdout!.once('data', () => r()));
-    let loader: EbpfLoader | undefined;
-    const entries = Math.max(262144, Math.max(...SIZES) * 3);
-    const ebpf = new EbpfDataplane(async () => (loader = await EbpfLoader.open({ cgroup: CG, pinDir: PIN, mapEntries: entries })), () => {}, entries);
-    // Sanity: reverse-NAT entries are written only by sockets the programs balanced.
-    const balanced = async () => (await loader!.dump('kpng_rev')).count;
-    const nft = new NftDataplane('kpng-kbf-cb', nativeKernel({ netns: `/var/run/netns/${NS.node}` }));
+    const { ebpf, nft } = lab.dataplanes(Math.max(262144, Math.max(...SIZES) * 3));
+    const balanced = () => lab.balanced();
     console.log(`TCP connect latency to a cluster IP, ${CONNECTS} sequential connects per cell, ${new Date().toISOString().slice(0, 10)}, kernel ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
     console.log('| services programmed | socket LB p50 / p99 | nft DNAT p50 / p99 | p50 ratio (LB / DNAT) | sockets balanced by BPF (LB run / DNAT run) |');
     console.log('|---|---|---|---|---|');
@@ -85,8 +58,8 @@ async function main(): Promise<void> {
   } finally {
     server.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 100));
-    await teardown();
+    await lab.teardown();
   }
 }
 
-main().catch(async (e) => { console.error(e); await teardown(); process.exitCode = 1; });
+main().catch(async (e) => { console.error(e); await lab.teardown(); process.exitCode = 1; });

@@ -13,6 +13,7 @@ run node --expose-gc dist/bench/nft-change.bench.js
 run node dist/bench/api.bench.js
 run node dist/bench/ebpf-sync.bench.js
 run node dist/bench/ebpf-connect.bench.js
+run node dist/bench/ebpf-traffic.bench.js
 run node dist/bench/file-sync.bench.js --services 10000 --runs 2
 run node dist/bench/first-sync.bench.js --services 1000 --endpoints 10
 run node dist/bench/events/run.js --services 1000 --pods 1500 --duration "${KPNG_BENCH_EVENTS_SECONDS:-120}"
