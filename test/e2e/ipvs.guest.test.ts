@@ -6,6 +6,7 @@ import { StateFile, type SvcSpec } from './lab/world';
 import { KpngIpvs, STREAM, StreamClient, ipvsadm, realServers, udpConnected } from './ipvs/harness';
 
 const podIP = (n: string) => PODS.find((p) => p.name === n)!.v4;
+const podIP6 = (n: string) => PODS.find((p) => p.name === n)!.v6;
 const ALL = ['p1a', 'p1b', 'p2a', 'p2b'];
 const N1 = ADDR.n1.v4;
 
@@ -25,6 +26,11 @@ const base: SvcSpec[] = [
   { name: 'hairpin', clusterIPs: ['10.96.0.70'], ports: [{ port: 80, targetPort: 8080 }], pods: ['p1a'] },
   { name: 'churn', clusterIPs: ['10.96.0.80'], ports: [{ port: 80, targetPort: 8080 }, { name: 'u', protocol: 'UDP', port: 80, targetPort: 8080 }], pods: ['p1a'] },
   { name: 'stream', clusterIPs: ['10.96.0.85'], ports: [{ port: 7070, targetPort: 7070 }], pods: ['p1a', 'p2a'] },
+  {
+    name: 'dual', type: 'LoadBalancer', clusterIPs: ['10.96.0.15', 'fd00:96::15'], lbIPs: ['192.168.60.15', 'fd00:60::15'],
+    ports: [{ port: 80, targetPort: 8080, nodePort: 30085 }, { name: 'u', protocol: 'UDP', port: 80, targetPort: 8080, nodePort: 30086 }], pods: ALL,
+  },
+  { name: 'empty6', clusterIPs: ['fd00:96::41'], ports: [{ port: 80, targetPort: 8080 }], pods: [] },
 ];
 
 describe('IPVS backend e2e (guest kernel)', () => {
@@ -107,6 +113,27 @@ describe('IPVS backend e2e (guest kernel)', () => {
     }
     const udp = await lab.probe(lab.ns.client, 'udp', N1, 30081, 4);
     expect(udp.every((r) => r.ok)).toBe(true);
+  });
+
+  test('IPv6: ClusterIP from the node and a pod (TCP and UDP), node port and LB IP from an outside client, refused without endpoints', async () => {
+    expect(realServers(lab, lab.ns.n1, 'tcp', '[fd00:96::15]:80')).toEqual(ALL.map((p) => `[${podIP6(p)}]:8080 1`).sort());
+    expect(realServers(lab, lab.ns.n1, 'udp', '[fd00:96::15]:80')).toHaveLength(4);
+    const addrs = lab.exec(lab.ns.n1, 'ip', ['-6', '-o', 'addr', 'show', 'dev', 'kube-ipvs0']);
+    for (const a of ['fd00:96::15', 'fd00:60::15', 'fd00:96::41']) expect(addrs).toContain(`${a}/128`);
+    for (const from of [lab.ns.n1, lab.ns.p1a]) {
+      const tcp = await lab.probe(from, 'tcp', 'fd00:96::15', 80, 16);
+      expect(tcp.every((r) => r.ok)).toBe(true);
+      expect(names(tcp).size).toBeGreaterThan(1);
+      expect((await lab.probe(from, 'udp', 'fd00:96::15', 80, 4)).every((r) => r.ok)).toBe(true);
+    }
+    for (const [host, port] of [[ADDR.n1.v6, 30085], ['fd00:60::15', 80]] as const) {
+      const rs = await lab.probe(lab.ns.client, 'tcp', host, port, 8);
+      expect(rs.every((r) => r.ok)).toBe(true);
+      expect(names(rs).size).toBeGreaterThan(1);
+    }
+    expect((await lab.probe(lab.ns.client, 'udp', ADDR.n1.v6, 30086, 2)).every((r) => r.ok)).toBe(true);
+    const [refused] = await lab.probe(lab.ns.p1a, 'tcp', 'fd00:96::41', 80, 1, 3000);
+    expect(refused).toMatchObject({ ok: false, err: 'ECONNREFUSED' });
   });
 
   test('ClientIP affinity: one client sticks to one endpoint (IPVS persistence)', async () => {

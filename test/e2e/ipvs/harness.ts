@@ -116,8 +116,8 @@ export function ipvsadm(lab: Lab, ns: string, ...args: string[]): string {
   return lab.exec(ns, 'ipvsadm', ['-Ln', ...args]);
 }
 
-/** Real servers of one virtual server as "addr:port weight", from ipvsadm. */
+/** Real servers of one virtual server as "addr:port weight" ("[addr]:port weight" for IPv6), from ipvsadm. */
 export function realServers(lab: Lab, ns: string, proto: 'tcp' | 'udp', vip: string): string[] {
   const text = ipvsadm(lab, ns, proto === 'tcp' ? '-t' : '-u', vip);
-  return text.split('\n').filter((l) => /->\s+\d/.test(l)).map((l) => { const f = l.trim().split(/\s+/); return `${f[1]} ${f[3]}`; }).sort();
+  return text.split('\n').filter((l) => /->\s+[\d[]/.test(l)).map((l) => { const f = l.trim().split(/\s+/); return `${f[1]} ${f[3]}`; }).sort();
 }

@@ -20,6 +20,8 @@ const HERE = __dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${p
 export const NODE_BIN = path.resolve(HERE, '../../../node_modules/.bin/node');
 const ECHO = path.join(HERE, 'echo-server.js');
 const PROBE = path.join(HERE, 'probe.js');
+/** SCTP server and probe (Python: Node has no SCTP sockets). */
+export const SCTP = path.join(HERE, 'sctp.py');
 
 export const SERVER_PORTS = [8080, 8081, 9090];
 
@@ -187,7 +189,17 @@ export class Lab {
 
   /** COUNT sequential TCP connections / UDP exchanges from namespace `from`. */
   async probe(from: string, proto: 'tcp' | 'udp', host: string, port: number, count = 1, timeoutMs = 1500, srcPort = 0): Promise<ProbeResult[]> {
-    const child = this.spawnIn(from, NODE_BIN, [PROBE, proto, host, String(port), String(count), String(timeoutMs), String(srcPort)]);
+    return this.results(from, NODE_BIN, [PROBE, proto, host, String(port), String(count), String(timeoutMs), String(srcPort)], count);
+  }
+
+  /** COUNT sequential SCTP connections from namespace `from` (lab/sctp.py). */
+  async probeSctp(from: string, host: string, port: number, count = 1, timeoutMs = 2000): Promise<ProbeResult[]> {
+    return this.results(from, 'python3', [SCTP, 'probe', host, String(port), String(count), String(timeoutMs)], count);
+  }
+
+  /** A probe's COUNT JSON lines, one per attempt. */
+  private async results(from: string, cmd: string, args: string[], count: number): Promise<ProbeResult[]> {
+    const child = this.spawnIn(from, cmd, args);
     let out = '';
     let err = '';
     child.stdout!.on('data', (d) => { out += d; });
