@@ -38,12 +38,11 @@ async function main(): Promise<void> {
   const server = await lab.server(NODE_BIN, ['-e', "require('net').createServer((s) => s.on('error', () => {}).end()).listen(8080, '0.0.0.0', () => console.log('ready'))"]);
   try {
     const { ebpf, nft } = lab.dataplanes(Math.max(262144, Math.max(...SIZES) * 3));
-    const balanced = () => lab.balanced();
     console.log(`TCP connect latency to a cluster IP, ${CONNECTS} sequential connects per cell, ${new Date().toISOString().slice(0, 10)}, kernel ${fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
     console.log('| services programmed | socket LB p50 / p99 | nft DNAT p50 / p99 | p50 ratio (LB / DNAT) | sockets balanced by BPF (LB run / DNAT run) |');
     console.log('|---|---|---|---|---|');
     /** One client run, and the sockets the programs balanced meanwhile. */
-    const clientRun = async (inCgroup: boolean) => { const r0 = await balanced(); const r = await client(inCgroup); return { ...r, balanced: (await balanced()) - r0 }; };
+    const clientRun = async (inCgroup: boolean) => { const r0 = await lab.balanced(); const r = await client(inCgroup); return { ...r, balanced: (await lab.balanced()) - r0 }; };
     for (const [k, n] of SIZES.entries()) {
       const svcs = Array.from({ length: n }, (_, i) => service(i));
       await ebpf.fullSync(svcs, NODE);

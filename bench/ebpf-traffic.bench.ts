@@ -20,6 +20,7 @@ import { Protocol, type Service } from '../src/model/enls';
 import { enlsNode, enlsService } from '../test/shared/objects';
 import { EbpfClientLab, POD } from './ebpf-client-lab';
 import { helpIfAsked } from './help';
+import { spread } from './vs-upstream/report';
 
 helpIfAsked(__filename);
 
@@ -74,7 +75,6 @@ async function once(test: Test, p: Path): Promise<number> {
   return received / ((performance.now() - t0) / 1000);
 }
 
-const median = (xs: number[]): number => { const s = xs.slice().sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
 const UNIT: Record<Test, string> = { rr: 'transactions/s', stream: 'MB/s', udp: 'datagrams/s received' };
 const fmt = (n: number): string => (n >= 1000 ? Math.round(n).toLocaleString('en-US') : n.toFixed(1));
 
@@ -85,7 +85,6 @@ async function main(): Promise<void> {
   const server = await lab.server(BIN, ['serve', '8080']);
   try {
     const { ebpf, nft } = lab.dataplanes(Math.max(262144, Math.max(...SIZES) * 5));
-    const balanced = () => lab.balanced();
     console.log(`traffic through a cluster IP once connected, ${os.cpus().length} CPUs, kernel ${os.release()}, ${new Date().toISOString().slice(0, 10)}: median of ${RUNS} runs of ${SECONDS} s per cell`);
     console.log('| services | test | socket LB | nft DNAT | endpoint address | socket LB / DNAT |');
     console.log('|---|---|---|---|---|---|');
@@ -100,13 +99,13 @@ async function main(): Promise<void> {
           // The order rotates from run to run: no path always runs first or last.
           for (let k = 0; k < paths.length; k++) {
             const p = paths[(k + r) % paths.length]!;
-            const before = p === 'socket LB' ? await balanced() : 0;
+            const before = p === 'socket LB' ? await lab.balanced() : 0;
             runs[p].push(await once(test, p));
             // A socket LB run the programs did not balance measured the DNAT path: say so, not a figure.
-            if (p === 'socket LB' && test !== 'udp' && (await balanced()) === before) throw new Error('the socket LB run was not balanced by the programs (no reverse-NAT entry)');
+            if (p === 'socket LB' && test !== 'udp' && (await lab.balanced()) === before) throw new Error('the socket LB run was not balanced by the programs (no reverse-NAT entry)');
           }
         }
-        const m = { lb: median(runs['socket LB']), dnat: median(runs['nft DNAT']), ep: median(runs.endpoint) };
+        const m = { lb: spread(runs['socket LB']).median, dnat: spread(runs['nft DNAT']).median, ep: spread(runs.endpoint).median };
         console.log(`| ${n} | ${test} (${UNIT[test]}) | ${fmt(m.lb)} | ${fmt(m.dnat)} | ${fmt(m.ep)} | ${(m.lb / m.dnat).toFixed(2)} |`);
       }
     }

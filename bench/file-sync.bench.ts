@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { node, slice, svc, ep } from '../test/shared/objects';
 import { NetLab } from '../test/shared/netlab';
 import { helpIfAsked } from './help';
+import { spread } from './vs-upstream/report';
 
 helpIfAsked(__filename);
 
@@ -106,8 +107,8 @@ async function runOnce(lab: NetLab, backend: string, file: string, n: number): P
   return { backend, sync, peakMiB: peak };
 }
 
-const median = (xs: number[]): number => { const s = xs.slice().sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
-const range = (xs: number[], digits = 0): string => `${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}`;
+/** "median UNIT (min-max)" of some values. */
+const withRange = (xs: number[], unit: string): string => { const s = spread(xs); return `${s.median.toFixed(0)} ${unit} (${s.min.toFixed(0)}-${s.max.toFixed(0)})`; };
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) { console.log('file-sync bench: needs root (network namespaces, cgroups, BPF)'); return; }
@@ -141,8 +142,9 @@ async function main(): Promise<void> {
   const med: Record<string, number> = {};
   for (const b of BACKENDS) {
     const mine = runs.filter((r) => r.backend === b);
-    med[b] = median(mine.map((r) => r.sync.wallMs));
-    console.log(`| ${b} | ${med[b]!.toFixed(0)} ms (${range(mine.map((r) => r.sync.wallMs))}) | ${median(mine.map((r) => r.peakMiB)).toFixed(0)} MiB (${range(mine.map((r) => r.peakMiB))}) |`);
+    const wall = mine.map((r) => r.sync.wallMs), peak = mine.map((r) => r.peakMiB);
+    med[b] = spread(wall).median;
+    console.log(`| ${b} | ${withRange(wall, 'ms')} | ${withRange(peak, 'MiB')} |`);
   }
   if (med.nft && med.ebpf) console.log(`\nebpf / nft sync wall (medians): ${(med.ebpf / med.nft).toFixed(2)}`);
 }

@@ -19,20 +19,19 @@ describe('SCTP services (guest kernel)', () => {
   let lab: Lab;
   let state: StateFile;
 
-  const probe = (from: string, host: string, port: number, count: number, timeoutMs?: number) => lab.probeSctp(from, host, port, count, timeoutMs);
   const names = (rs: ProbeResult[]) => new Set(rs.map((r) => r.name));
 
   /** What both backends must do: balance pods' connections over both endpoints, serve the node port, refuse an empty service. */
   const checkTraffic = async () => {
-    const fromPod = await probe(lab.ns.p1b, '10.96.0.95', 9090, 12);
+    const fromPod = await lab.probeSctp(lab.ns.p1b, '10.96.0.95', 9090, 12);
     expect(fromPod.every((r) => r.ok)).toBe(true);
     expect(names(fromPod)).toEqual(new Set(['p1a', 'p2a']));
     // A pod is not masqueraded.
     expect(fromPod.every((r) => r.peer === podIP('p1b'))).toBe(true);
-    const fromOutside = await probe(lab.ns.client, N1, 30095, 8);
+    const fromOutside = await lab.probeSctp(lab.ns.client, N1, 30095, 8);
     expect(fromOutside.every((r) => r.ok)).toBe(true);
     expect(names(fromOutside)).toEqual(new Set(['p1a', 'p2a']));
-    const [empty] = await probe(lab.ns.p1b, '10.96.0.96', 9090, 1);
+    const [empty] = await lab.probeSctp(lab.ns.p1b, '10.96.0.96', 9090, 1);
     expect(empty.ok).toBe(false);
   };
 
@@ -57,7 +56,7 @@ describe('SCTP services (guest kernel)', () => {
 
   test('nft backend: a pod reaches the cluster IP, an outside client the node port; no endpoint: refused', async () => {
     // Before kpng: the service address answers nothing (the probes below are not served by chance).
-    const [before] = await probe(lab.ns.p1b, '10.96.0.95', 9090, 1, 1000);
+    const [before] = await lab.probeSctp(lab.ns.p1b, '10.96.0.95', 9090, 1, 1000);
     expect(before.ok).toBe(false);
     const kpng = await Kpng.start(lab, state.file);
     try {
