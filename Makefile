@@ -9,14 +9,15 @@
 #                    for glibc 2.28, static libraries: hack/prebuild/, docs/install.md)
 #   make install-test  npm pack's tarball installed and run in Debian 11 and 12 roots, amd64 and arm64
 #                    (arm64 under qemu-user; hack/prebuild/install-test.sh)
-#   make cluster     a real two-node cluster on this machine, no proxy yet (hack/cluster/, docs/cluster.md)
+#   make cluster     a real two-node cluster on this machine, no proxy yet (hack/cluster/, docs/cluster.md);
+#                    KWOK_NODES=N adds N fake nodes kept Ready by kwok
 #   make cluster-down  stop it and remove everything it made
 #   make conformance   upstream's e2e Services tests against kpng in that cluster (hack/conformance/run.sh;
 #                      BACKEND=nft|ebpf|upstream, FOCUS=RE, SKIP=RE)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy test test-guest demo bench clean image image-host image-test cluster cluster-down conformance prebuilds install-test
+.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest demo bench clean image image-host image-test cluster cluster-down conformance prebuilds install-test
 
 all: build
 
@@ -36,9 +37,14 @@ controlplane: deps
 kube-proxy: deps
 	@hack/kube-proxy/build.sh
 
+# What a kwok bench without real nodes needs: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok (hack/cluster/build.sh --scale); no containerd, CoreDNS or e2e.test.
+scale-bins: deps
+	@hack/cluster/build.sh --scale
+
 # KPNG_TEST_STRICT=1: a test gate whose need is missing fails (test/helpers/gate.ts), and the summary
 # fails on any skip that test/skip-allowlist.json does not list with its reason (docs/testing.md).
-test: build controlplane kube-proxy
+test: build controlplane kube-proxy scale-bins
 	@npm run --silent typecheck
 	@npm run --silent lint:deps
 	@export KPNG_TEST_STRICT=1; mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
@@ -76,7 +82,7 @@ image-test: prebuilds image controlplane
 	@hack/image/test.sh
 
 cluster: build image-host
-	@hack/cluster/up.sh
+	@hack/cluster/up.sh $(if $(KWOK_NODES),--kwok-nodes $(KWOK_NODES))
 
 cluster-down:
 	@hack/cluster/down.sh

@@ -4,7 +4,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse } from 'yaml';
-import { clusterPlan, cniConfig, containerdConfig, kubeconfig, kubeletConfig, podRoutes, shellEnv, writeControlPlaneKubeconfigs, writeNodeFiles } from '../hack/cluster/plan';
+import {
+  clusterPlan, cniConfig, containerdConfig, KWOK_MAX_NODES, KWOK_NODE_ANNOTATION, KWOK_POD_CIDR, KWOK_TAINT, kubeconfig, kubeletConfig,
+  kwokNodes, podRoutes, realNodeZone, shellEnv, writeControlPlaneKubeconfigs, writeNodeFiles, ZONES,
+} from '../hack/cluster/plan';
 
 describe('cluster plan', () => {
   test('nodes get distinct addresses, pod CIDRs inside the cluster CIDR, and routes to every other node', () => {
@@ -109,5 +112,120 @@ describe('cluster plan', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('real nodes get zones round-robin, in the plan and in the shell env', () => {
+    expect([1, 2, 3, 4, 5].map(realNodeZone)).toEqual(['zone-a', 'zone-b', 'zone-c', 'zone-a', 'zone-b']);
+    expect(() => realNodeZone(0)).toThrow(/whole number from 1/);
+    const plan = clusterPlan(4, '/tmp/kc');
+    expect(plan.nodes.map((n) => n.zone)).toEqual(['zone-a', 'zone-b', 'zone-c', 'zone-a']);
+    const out = execFileSync('bash', ['-c', `${shellEnv(plan)}\necho "\${node_zones[*]}"`], { encoding: 'utf8' });
+    expect(out.trim()).toBe('zone-a zone-b zone-c zone-a');
+  });
+});
+
+type KwokNode = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels: Record<string, string>; annotations: Record<string, string> };
+  spec: { podCIDR: string; podCIDRs: string[]; taints: { key: string; value: string; effect: string }[] };
+  status: { addresses: { type: string; address: string }[] };
+};
+
+const ipToInt = (ip: string) => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+const inCIDR = (ip: string, cidr: string) => {
+  const [net, bits] = cidr.split('/');
+  const size = 2 ** (32 - Number(bits));
+  return Math.floor(ipToInt(ip) / size) === Math.floor(ipToInt(net) / size);
+};
+
+describe('kwok nodes', () => {
+  test('names, labels, zones round-robin, the annotation kwok selects and the taint', () => {
+    const nodes = kwokNodes(4) as KwokNode[];
+    expect(nodes.map((n) => n.metadata.name)).toEqual(['kwok-node-1', 'kwok-node-2', 'kwok-node-3', 'kwok-node-4']);
+    expect(nodes[1]).toEqual({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name: 'kwok-node-2',
+        labels: { type: 'kwok', 'kubernetes.io/hostname': 'kwok-node-2', 'kubernetes.io/os': 'linux', 'topology.kubernetes.io/zone': 'zone-b' },
+        annotations: { 'kwok.x-k8s.io/node': 'fake' },
+      },
+      spec: {
+        podCIDR: '10.128.0.64/26',
+        podCIDRs: ['10.128.0.64/26'],
+        taints: [{ key: 'kwok.x-k8s.io/node', value: 'fake', effect: 'NoSchedule' }],
+      },
+      status: { addresses: [{ type: 'InternalIP', address: '10.127.0.2' }, { type: 'Hostname', address: 'kwok-node-2' }] },
+    });
+    expect(nodes.map((n) => n.metadata.labels['topology.kubernetes.io/zone'])).toEqual(['zone-a', 'zone-b', 'zone-c', 'zone-a']);
+    expect(ZONES).toEqual(['zone-a', 'zone-b', 'zone-c']);
+    expect(KWOK_NODE_ANNOTATION).toEqual({ key: 'kwok.x-k8s.io/node', value: 'fake' });
+    expect(KWOK_TAINT).toEqual({ key: 'kwok.x-k8s.io/node', value: 'fake', effect: 'NoSchedule' });
+    // Each node's taint is its own object (kubectl and tests may change one).
+    expect(nodes[0].spec.taints[0]).not.toBe(nodes[1].spec.taints[0]);
+  });
+
+  test('pod CIDRs: consecutive /26 blocks of 10.128.0.0/10, disjoint, up to the 10,000th node', () => {
+    const nodes = kwokNodes(KWOK_MAX_NODES) as KwokNode[];
+    expect(nodes).toHaveLength(10_000);
+    expect(nodes[0].spec.podCIDR).toBe('10.128.0.0/26');
+    expect(nodes[3].spec.podCIDR).toBe('10.128.0.192/26');
+    expect(nodes[4].spec.podCIDR).toBe('10.128.1.0/26');
+    expect(nodes[9999].spec.podCIDR).toBe('10.137.195.192/26');
+    expect(nodes[9999].status.addresses[0].address).toBe('10.127.39.16');
+    const starts = new Set<number>();
+    for (const [i, n] of nodes.entries()) {
+      const [net, bits] = n.spec.podCIDR.split('/');
+      expect(bits).toBe('26');
+      expect(n.spec.podCIDRs).toEqual([n.spec.podCIDR]);
+      expect(ipToInt(net) - ipToInt('10.128.0.0')).toBe(i * 64);
+      expect(inCIDR(net, KWOK_POD_CIDR)).toBe(true);
+      starts.add(ipToInt(net));
+    }
+    expect(starts.size).toBe(10_000);
+    // The node addresses are outside every pod CIDR, and distinct.
+    const ips = nodes.map((n) => n.status.addresses[0].address);
+    expect(new Set(ips).size).toBe(10_000);
+    expect(ips.some((ip) => inCIDR(ip, KWOK_POD_CIDR) || inCIDR(ip, '10.244.0.0/16'))).toBe(false);
+  });
+
+  test('--from continues the numbering; past 10,000 nodes or a bad count is refused clearly', () => {
+    const more = kwokNodes(2, 101) as KwokNode[];
+    expect(more.map((n) => [n.metadata.name, n.spec.podCIDR, n.metadata.labels['topology.kubernetes.io/zone']])).toEqual([
+      ['kwok-node-101', '10.128.25.0/26', 'zone-b'],
+      ['kwok-node-102', '10.128.25.64/26', 'zone-c'],
+    ]);
+    expect(kwokNodes(0)).toEqual([]);
+    expect(() => kwokNodes(10_001)).toThrow('kwok nodes: 10001 nodes asked for, at most 10000 (a /26 pod CIDR each of 10.128.0.0/10)');
+    expect((kwokNodes(2, 9_999) as KwokNode[]).map((n) => n.metadata.name)).toEqual(['kwok-node-9999', 'kwok-node-10000']);
+    expect(() => kwokNodes(3, 9_999)).toThrow(/10001 nodes asked for, at most 10000/);
+    expect(() => kwokNodes(-1)).toThrow(/count -1 is not a whole number/);
+    expect(() => kwokNodes(1.5)).toThrow(/whole number/);
+    expect(() => kwokNodes(1, 0)).toThrow(/--from 0/);
+  });
+
+  test('the CLI prints a v1 List for kubectl, and refuses a bad count', () => {
+    const plan = path.join(__dirname, '..', 'dist', 'hack', 'cluster', 'plan.js');
+    const node = process.execPath;
+    const list = JSON.parse(execFileSync(node, [plan, 'kwok-nodes', '--count', '3', '--from', '4'], { encoding: 'utf8' }));
+    expect(list.apiVersion).toBe('v1');
+    expect(list.kind).toBe('List');
+    expect(list.items.map((n: KwokNode) => n.metadata.name)).toEqual(['kwok-node-4', 'kwok-node-5', 'kwok-node-6']);
+    expect(list.items).toEqual(kwokNodes(3, 4));
+    let err = '';
+    try {
+      execFileSync(node, [plan, 'kwok-nodes', '--count', '20000'], { encoding: 'utf8', stdio: 'pipe' });
+    } catch (e) {
+      err = String((e as { stderr: string }).stderr);
+    }
+    expect(err).toMatch(/plan: kwok nodes: 20000 nodes asked for, at most 10000/);
+    err = '';
+    try {
+      execFileSync(node, [plan, 'kwok-nodes', '--count', 'x'], { encoding: 'utf8', stdio: 'pipe' });
+    } catch (e) {
+      err = String((e as { stderr: string }).stderr);
+    }
+    expect(err).toMatch(/--count: x is not a whole number/);
   });
 });

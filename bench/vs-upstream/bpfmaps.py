@@ -10,6 +10,13 @@
 #   python3 bpfmaps.py backends PINDIR [MS]   "be ID ADDR" for every backend added from now on, polling
 #                                             the next backend id every MS ms (kpng never reuses ids and
 #                                             writes a new backend before the slots that point to it)
+#   python3 bpfmaps.py dump PINDIR            one JSON line per service address of the service map (cluster,
+#                                             external and LB IPs, node ports on node addresses alike: the
+#                                             map does not say which), read in batches:
+#                                             {"addr", "port", "proto": "TCP"|"UDP"|"SCTP"|number, "count",
+#                                              "affinity": seconds, "refuse": bool, "backends": ["ip:port", ...]
+#                                              in slot order, "missing": [slots 1..count without an entry or
+#                                              whose backend id is not in the backend map]}
 # Layouts: native/bpf/sock_lb.bpf.c (struct svc_key, struct backend).
 import ctypes, ipaddress, os, struct, sys, time
 
@@ -64,6 +71,12 @@ def keys(fd, ksize):
 def batches(fd, ksize, vsize, chunk=16384):
     """The map's keys, a chunk of them (bytes) per BPF_MAP_LOOKUP_BATCH call: a few syscalls for the
     whole map instead of two per key."""
+    for ks, _ in entry_batches(fd, ksize, vsize, chunk):
+        yield ks
+
+
+def entry_batches(fd, ksize, vsize, chunk=16384):
+    """The map's keys and values, a chunk of each (bytes) per BPF_MAP_LOOKUP_BATCH call."""
     kb = ctypes.create_string_buffer(ksize * chunk)
     vb = ctypes.create_string_buffer(vsize * chunk)
     token_in, token_out = ctypes.create_string_buffer(16), ctypes.create_string_buffer(16)
@@ -76,7 +89,7 @@ def batches(fd, ksize, vsize, chunk=16384):
         n = struct.unpack_from('=I', attr, 32)[0]
         if r != 0 and err != ENOENT:
             raise OSError(err, os.strerror(err))
-        yield kb.raw[:n * ksize]
+        yield kb.raw[:n * ksize], vb.raw[:n * vsize]
         if r != 0:
             return
         ctypes.memmove(token_in, token_out, 16)
@@ -148,9 +161,62 @@ def backends(pin, interval):
         nxt += 1
 
 
+PROTO_NAMES = {6: 'TCP', 17: 'UDP', 132: 'SCTP'}
+SVC_FLAG_REFUSE = 1
+
+
+def entries(path, ksize, vsize):
+    """Every (key, value) of a pinned map, as bytes."""
+    fd = obj_get(path)
+    try:
+        out = []
+        for ks, vs in entry_batches(fd, ksize, vsize):
+            out.extend((ks[i:i + ksize], vs[i // ksize * vsize:(i // ksize + 1) * vsize]) for i in range(0, len(ks), ksize))
+        return out
+    finally:
+        os.close(fd)
+
+
+def hostport(raw, family, port):
+    a = addr(raw, family)
+    return f'[{a}]:{port}' if family == AF_V6 else f'{a}:{port}'
+
+
+def dump(pin):
+    """Every service address of the service map with its backends in slot order (see the top)."""
+    import json
+    be = {}
+    for k, v in entries(os.path.join(pin, 'kpng_be'), 4, BE_VALUE):
+        raw, port, family = struct.unpack_from('=16s2sB', v)
+        be[struct.unpack('=I', k)[0]] = hostport(raw, family, int.from_bytes(port, 'big'))
+    heads, slots = {}, {}
+    for k, v in entries(os.path.join(pin, 'kpng_svc'), SVC_KEY, SVC_VALUE):
+        # struct svc_key: addr[16], port (network order), proto, family, slot, pad
+        raw, port, proto, family, slot = struct.unpack_from('=16s2sBBH', k)
+        svc = (raw, int.from_bytes(port, 'big'), proto, family)
+        if slot == 0:
+            heads[svc] = struct.unpack('=IIIII', v)  # backend_id, count, affinity_s, svc_id, flags
+        else:
+            slots[(svc, slot)] = struct.unpack_from('=I', v)[0]
+    for svc, (_, count, affinity, _, flags) in heads.items():
+        raw, port, proto, family = svc
+        backends, missing = [], []
+        for i in range(1, count + 1):
+            b = be.get(slots.get((svc, i)))
+            if b is None:
+                missing.append(i)
+            else:
+                backends.append(b)
+        print(json.dumps({'addr': addr(raw, family), 'port': port, 'proto': PROTO_NAMES.get(proto, proto), 'count': count,
+                          'affinity': affinity, 'refuse': bool(flags & SVC_FLAG_REFUSE), 'backends': backends, 'missing': missing}))
+    sys.stdout.flush()
+
+
 if __name__ == '__main__':
     mode, pin = sys.argv[1], sys.argv[2]
     if mode == 'wait-vips':
         wait_vips(pin)
+    elif mode == 'dump':
+        dump(pin)
     else:
         backends(pin, float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.002)

@@ -96,8 +96,9 @@ export class Monitor {
   private waiters = new Map<string, { re: RegExp; seen: boolean; resolve: (gen: number) => void }>();
   lines = 0;
 
-  constructor(netns: string) {
-    this.proc = spawn('ip', ['netns', 'exec', netns, 'nft', 'monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  /** `quiet`: nft's warnings (objects of a transaction it cannot place, under heavy churn) are dropped. */
+  constructor(netns: string, quiet = false) {
+    this.proc = spawn('ip', ['netns', 'exec', netns, 'nft', 'monitor'], { stdio: ['ignore', 'pipe', quiet ? 'ignore' : 'inherit'] });
     onLines(this.proc.stdout!, (l) => {
       this.lines++;
       if (this.waiters.size === 0) return;
@@ -119,6 +120,7 @@ export class Monitor {
         this.waiters.delete(ip);
         reject(new Error(`${ip} did not appear in the kernel within ${timeoutMs} ms`));
       }, timeoutMs);
+      timer.unref(); // a wait nobody needs any more must not hold the process
       const re = new RegExp(`(?<![\\d.])${ip.replace(/\./g, '\\.')}(?![\\d]|\\.\\d)`);
       this.waiters.set(ip, { re, seen: false, resolve: (gen) => { clearTimeout(timer); resolve(gen); } });
     });

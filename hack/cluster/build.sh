@@ -6,6 +6,7 @@
 #                k8s.io/kubernetes version of hack/controlplane's kube-apiserver
 #   containerd/  containerd (CRI built in), containerd-shim-runc-v2 and ctr
 #   coredns/     CoreDNS, the cluster's DNS
+#   kwok/        kwok (sigs.k8s.io/kwok/cmd/kwok): fake nodes for large-cluster benches (up.sh --kwok-nodes)
 # plus hack/controlplane (etcd, kube-apiserver) and hack/kube-proxy (upstream kube-proxy, the reference).
 # Binaries are cached in ${KPNG_CACHE:-~/.cache/kpng}/cluster/<k8s-version>/bin; a group is rebuilt only
 # when its go.mod or go.sum changed (a stamp beside the binaries records their hash).
@@ -13,23 +14,28 @@
 #   hack/cluster/build.sh              build what is missing; one line per group
 #   hack/cluster/build.sh --print-dir  print the bin directory (no build)
 #   hack/cluster/build.sh --no-e2e     everything but e2e.test (6-7 min of the cold build)
+#   hack/cluster/build.sh --scale      only what a kwok bench without real nodes needs: etcd and
+#                                      kube-apiserver (hack/controlplane), the k8s group (for
+#                                      kube-controller-manager and kube-scheduler) and kwok; no
+#                                      containerd, CoreDNS, e2e.test or upstream kube-proxy
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib/common.sh"
 
-with_e2e=1
+with_e2e=1 scale=0
 case "${1:-}" in
 --print-dir) echo "$cluster_bin"; exit 0 ;;
 --no-e2e) with_e2e=0 ;;
+--scale) with_e2e=0 scale=1 ;;
 "") ;;
-*) echo "usage: $0 [--print-dir|--no-e2e]" >&2; exit 2 ;;
+*) echo "usage: $0 [--print-dir|--no-e2e|--scale]" >&2; exit 2 ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "'go' is not installed; the cluster's binaries are built with Go >= 1.26"
 mkdir -p "$cluster_bin"
 
 "$repo/hack/controlplane/build.sh"
-"$repo/hack/kube-proxy/build.sh"
+[[ $scale == 1 ]] || "$repo/hack/kube-proxy/build.sh"
 
 export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0
 log="$cluster_bin/build.log"
@@ -69,6 +75,20 @@ else
 	stamp_of k8s >"$cluster_bin/.k8s.stamp"
 	echo "cluster-build: built ${k8s_bins[*]} $k8s_version in $((SECONDS - start)) s"
 fi
+
+# kwok: a module of its own (its k8s.io libraries are not the cluster's).
+kwok_version="$(mod_version "$here/kwok/go.mod" sigs.k8s.io/kwok)"
+kwok_bins=(kwok)
+fresh kwok "${kwok_bins[@]}" || lock kwok
+if fresh kwok "${kwok_bins[@]}"; then
+	echo "cluster-build: kwok $kwok_version already built in $cluster_bin"
+else
+	start=$SECONDS
+	run_go kwok kwok build -trimpath -ldflags="-s -w" -o "$cluster_bin/kwok" sigs.k8s.io/kwok/cmd/kwok
+	stamp_of kwok >"$cluster_bin/.kwok.stamp"
+	echo "cluster-build: built kwok $kwok_version in $((SECONDS - start)) s"
+fi
+[[ $scale == 1 ]] && exit 0
 
 ctrd_bins=(containerd containerd-shim-runc-v2 ctr)
 fresh containerd "${ctrd_bins[@]}" || lock containerd

@@ -5,10 +5,14 @@
 //   node dist/hack/cluster/plan.js kubeconfigs [--state DIR]           write admin/controller-manager/scheduler kubeconfigs
 //   node dist/hack/cluster/plan.js node-files NAME [--nodes N] [--state DIR]
 //                                                                      write that node's config files
+//   node dist/hack/cluster/plan.js kwok-nodes --count N [--from K]    kwok's fake nodes K..K+N-1, a v1 List
+//                                                                      (JSON, for kubectl create -f -)
 //
 // Addresses: the control plane listens on the host side of a bridge (kc-br0, 172.30.0.1); node i has
 // network namespace kc-node<i> wired to it at 172.30.0.(10+i) and pod CIDR 10.244.<i>.0/24; services are
-// 10.96.0.0/16 (the `kubernetes` Service is 10.96.0.1).
+// 10.96.0.0/16 (the `kubernetes` Service is 10.96.0.1). kwok's fake nodes (up.sh --kwok-nodes N) exist in
+// the API only: kwok-node-<i> has pod CIDR 10.128.0.0 + 64 (i-1) /26 and InternalIP 10.127.0.0 + i, and
+// nothing routes either.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -25,6 +29,8 @@ export interface NodePlan {
   cgroupRoot: string;
   /** Everything the node writes: kubelet's root, containerd's root and state, CNI, logs. */
   dir: string;
+  /** Its topology.kubernetes.io/zone label (realNodeZone). */
+  zone: string;
 }
 
 export interface ClusterPlan {
@@ -44,6 +50,15 @@ export interface ClusterPlan {
 
 export const MAX_NODES = 9;
 
+/** The zones of topology.kubernetes.io/zone, round-robin over the real nodes and over the kwok nodes. */
+export const ZONES = ['zone-a', 'zone-b', 'zone-c'] as const;
+
+/** The zone of real node i (kc-node<i>, i from 1): zone-a, zone-b, zone-c, zone-a, ... */
+export function realNodeZone(i: number): string {
+  if (!Number.isInteger(i) || i < 1) throw new Error(`node index: ${i} is not a whole number from 1`);
+  return ZONES[(i - 1) % ZONES.length];
+}
+
 export function clusterPlan(nodeCount = 2, state = '/var/lib/kpng-cluster'): ClusterPlan {
   if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > MAX_NODES) {
     throw new Error(`nodes: ${nodeCount} is not a whole number from 1 to ${MAX_NODES}`);
@@ -61,6 +76,7 @@ export function clusterPlan(nodeCount = 2, state = '/var/lib/kpng-cluster'): Clu
       podGateway: `10.244.${i}.1`,
       cgroupRoot: `/${name}`,
       dir: path.join(state, 'nodes', name),
+      zone: realNodeZone(i),
     });
   }
   return {
@@ -203,6 +219,95 @@ export function kubeconfig(server: string, caFile: string, user: KubeconfigUser)
   return `${JSON.stringify(config, null, 2)}\n`;
 }
 
+// kwok's fake nodes (hack/cluster/up.sh --kwok-nodes N, hack/cluster/kwok/stages.yaml): Node objects in
+// the API that kwok keeps Ready (a Lease each), whose pods kwok makes Running and Ready with addresses
+// from the node's pod CIDR. No kubelet, no container, no network: for benches of the control plane and
+// of a proxy's view of a large cluster.
+
+/** kwok manages the nodes carrying this annotation (its --manage-nodes-with-annotation-selector). */
+export const KWOK_NODE_ANNOTATION = { key: 'kwok.x-k8s.io/node', value: 'fake' } as const;
+/** Keeps every pod that does not tolerate it off the kwok nodes (the bench's pods tolerate it). */
+export const KWOK_TAINT = { key: 'kwok.x-k8s.io/node', value: 'fake', effect: 'NoSchedule' } as const;
+/** The kwok nodes' label, beside kubernetes.io/hostname, kubernetes.io/os and the zone. */
+export const KWOK_NODE_LABEL = { key: 'type', value: 'kwok' } as const;
+/** Pod CIDRs of the kwok nodes: a /26 each, node i at 10.128.0.0 + 64 (i - 1). */
+export const KWOK_POD_CIDR = '10.128.0.0/10';
+export const KWOK_NODE_POD_PREFIX = 26;
+/** The kwok nodes' InternalIPs (their pods' hostIP): node i at 10.127.0.0 + i. */
+export const KWOK_NODE_IP_CIDR = '10.127.0.0/16';
+export const KWOK_MAX_NODES = 10_000;
+
+function ipv4ToInt(ip: string): number {
+  const parts = ip.split('.').map(Number);
+  if (parts.length !== 4 || parts.some((p) => !Number.isInteger(p) || p < 0 || p > 255)) throw new Error(`${ip} is not an IPv4 address`);
+  return ((parts[0] << 24) >>> 0) + (parts[1] << 16) + (parts[2] << 8) + parts[3];
+}
+function intToIpv4(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+export function kwokNodeName(i: number): string {
+  return `kwok-node-${i}`;
+}
+
+/** Pod CIDR of kwok node i (from 1): 10.128.0.0/26, 10.128.0.64/26, ... */
+export function kwokNodePodCIDR(i: number): string {
+  checkKwokIndex(i);
+  const base = ipv4ToInt(KWOK_POD_CIDR.split('/')[0]);
+  return `${intToIpv4(base + (i - 1) * 2 ** (32 - KWOK_NODE_POD_PREFIX))}/${KWOK_NODE_POD_PREFIX}`;
+}
+
+export function kwokNodeIP(i: number): string {
+  checkKwokIndex(i);
+  return intToIpv4(ipv4ToInt(KWOK_NODE_IP_CIDR.split('/')[0]) + i);
+}
+
+function checkKwokIndex(i: number): void {
+  if (!Number.isInteger(i) || i < 1 || i > KWOK_MAX_NODES) {
+    throw new Error(`kwok node ${i}: kwok nodes are numbered from 1 to ${KWOK_MAX_NODES} (a /${KWOK_NODE_POD_PREFIX} each of ${KWOK_POD_CIDR})`);
+  }
+}
+
+/**
+ * Node objects (plain JSON, v1) for kwok nodes from .. from+count-1. Their status carries their addresses
+ * only (the API server keeps a Node's status on create); kwok's stages fill in the rest.
+ */
+export function kwokNodes(count: number, from = 1): object[] {
+  if (!Number.isInteger(count) || count < 0) throw new Error(`kwok nodes: count ${count} is not a whole number >= 0`);
+  if (!Number.isInteger(from) || from < 1) throw new Error(`kwok nodes: --from ${from} is not a whole number >= 1`);
+  const last = from + count - 1;
+  if (last > KWOK_MAX_NODES) {
+    throw new Error(`kwok nodes: ${last} nodes asked for, at most ${KWOK_MAX_NODES} (a /${KWOK_NODE_POD_PREFIX} pod CIDR each of ${KWOK_POD_CIDR})`);
+  }
+  const nodes: object[] = [];
+  for (let i = from; i <= last; i++) {
+    const name = kwokNodeName(i);
+    const podCIDR = kwokNodePodCIDR(i);
+    nodes.push({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name,
+        labels: {
+          [KWOK_NODE_LABEL.key]: KWOK_NODE_LABEL.value,
+          'kubernetes.io/hostname': name,
+          'kubernetes.io/os': 'linux',
+          'topology.kubernetes.io/zone': ZONES[(i - 1) % ZONES.length],
+        },
+        annotations: { [KWOK_NODE_ANNOTATION.key]: KWOK_NODE_ANNOTATION.value },
+      },
+      spec: { podCIDR, podCIDRs: [podCIDR], taints: [{ ...KWOK_TAINT }] },
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: kwokNodeIP(i) },
+          { type: 'Hostname', address: name },
+        ],
+      },
+    });
+  }
+  return nodes;
+}
+
 /** Shell assignments of the plan (for `eval`): scalars, then per-node arrays indexed from 0. */
 export function shellEnv(plan: ClusterPlan): string {
   const sq = (s: string | number) => `'${String(s).replace(/'/g, `'\\''`)}'`;
@@ -227,6 +332,7 @@ export function shellEnv(plan: ClusterPlan): string {
     arr('node_pod_cidrs', (n) => n.podCIDR),
     arr('node_cgroups', (n) => n.cgroupRoot),
     arr('node_dirs', (n) => n.dir),
+    arr('node_zones', (n) => n.zone),
   );
   return `${lines.join('\n')}\n`;
 }
@@ -271,13 +377,25 @@ function main(argv: string[]): number {
   let nodes = 2;
   let state = '/var/lib/kpng-cluster';
   let pause = 'registry.k8s.io/pause:3.10.2';
+  let count: number | undefined;
+  let from = 1;
   const positional: string[] = [];
+  const num = (flag: string, v: string | undefined) => {
+    if (v === undefined || !/^\d+$/.test(v)) throw new Error(`${flag}: ${v ?? 'no value'} is not a whole number`);
+    return Number(v);
+  };
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
     if (a === '--nodes') nodes = Number(rest[++i]);
     else if (a === '--state') state = rest[++i];
     else if (a === '--pause-image') pause = rest[++i];
+    else if (a === '--count') count = num(a, rest[++i]);
+    else if (a === '--from') from = num(a, rest[++i]);
     else positional.push(a);
+  }
+  if (cmd === 'kwok-nodes' && count !== undefined && positional.length === 0) {
+    process.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: kwokNodes(count, from) })}\n`);
+    return 0;
   }
   const plan = clusterPlan(nodes, state);
   if (cmd === 'env') {
@@ -292,7 +410,8 @@ function main(argv: string[]): number {
     writeNodeFiles(plan, positional[0], pause);
     return 0;
   }
-  process.stderr.write('usage: plan.js env|kubeconfigs|node-files NAME [--nodes N] [--state DIR] [--pause-image REF]\n');
+  process.stderr.write('usage: plan.js env|kubeconfigs|node-files NAME [--nodes N] [--state DIR] [--pause-image REF]\n' +
+    '       plan.js kwok-nodes --count N [--from K]\n');
   return 2;
 }
 

@@ -7,10 +7,22 @@
 #   hack/cluster/proxy.sh ebpf       deploy/overlays/ebpf (kpng, eBPF backend)
 #   hack/cluster/proxy.sh upstream   hack/cluster/manifests/kube-proxy.yaml (kube-proxy, nftables mode)
 #   hack/cluster/proxy.sh none       removes whichever is deployed
+#   --config FILE   the KubeProxyConfiguration (config.conf) of the proxy's ConfigMap instead of the
+#                   one its manifests carry (bench:scale gives every proxy the same one)
+# Both DaemonSets stay off kwok nodes (label type=kwok, hack/cluster/up.sh --kwok-nodes): a fake node
+# runs no proxy.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib/common.sh"
-backend="${1:-}"
+backend=""; config=""
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	--config) config="$(realpath "$2")"; [[ -f $config ]] || die "--config: $2 is not a file"; shift 2 ;;
+	-h|--help) usage_of "$0"; exit 0 ;;
+	-*) echo "usage: $0 nft|ebpf|upstream|none [--config FILE]" >&2; exit 2 ;;
+	*) backend="$1"; shift ;;
+	esac
+done
 [[ -e $cluster_state/up ]] || die "no cluster is up (hack/cluster/up.sh)"
 eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
 
@@ -28,18 +40,27 @@ if ! cap_held 24; then
 	cap_filter=(-e '/^ *- SYS_RESOURCE$/d')
 	echo "proxy: this host's root lacks CAP_SYS_RESOURCE: the DaemonSet is applied without it (kpng keeps its default OOM score)"
 fi
+# Keeps a DaemonSet off the kwok nodes (kustomize patch of the pod template's node affinity).
+not_on_kwok_patch() { # <daemonset name>
+	cat <<-EOF
+		- target: {kind: DaemonSet, name: $1}
+		  patch: '[{"op": "add", "path": "/spec/template/spec/affinity", "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]}}}}]'
+	EOF
+}
 kustomization() { # <overlay>: writes this cluster's kustomization of it, prints its directory
-	local dir="$cluster_state/deploy-$1"
+	local dir="$cluster_state/deploy-$1" files=kubeconfig.conf
 	rm -rf "$dir"; mkdir -p "$dir"
 	sed "s#https://API_SERVER:6443#$api_server#" "$repo/deploy/base/kubeconfig.conf" >"$dir/kubeconfig.conf"
+	if [[ -n $config ]]; then cp "$config" "$dir/config.conf"; files="kubeconfig.conf, config.conf"; fi
 	{
 		echo "resources: [$(realpath --relative-to="$dir" "$repo/deploy/overlays/$1")]"
-		echo "configMapGenerator: [{name: kpng, namespace: kube-system, behavior: merge, files: [kubeconfig.conf]}]"
+		echo "configMapGenerator: [{name: kpng, namespace: kube-system, behavior: merge, files: [$files]}]"
+		echo "patches:"
+		not_on_kwok_patch kpng
 		# Each node attaches the socket LB to its own cgroup (the node's processes and pods are all
 		# under it), never to the machine's root cgroup.
 		if [[ $1 == ebpf ]]; then
 			cat <<-'EOF'
-				patches:
 				- target: {kind: DaemonSet, name: kpng}
 				  patch: '[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--cgroup=/sys/fs/cgroup/unified/$(NODE_NAME)"}]'
 			EOF
@@ -47,10 +68,26 @@ kustomization() { # <overlay>: writes this cluster's kustomization of it, prints
 	} >"$dir/kustomization.yaml"
 	echo "$dir"
 }
+upstream_kustomization() { # the upstream manifest with this cluster's address and version (and --config)
+	local dir="$cluster_state/deploy-upstream"
+	rm -rf "$dir"; mkdir -p "$dir"
+	sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" "$here/manifests/kube-proxy.yaml" >"$dir/kube-proxy.yaml"
+	{
+		echo "resources: [kube-proxy.yaml]"
+		if [[ -n $config ]]; then
+			cp "$config" "$dir/config.conf"
+			echo "generatorOptions: {disableNameSuffixHash: true}"
+			echo "configMapGenerator: [{name: kube-proxy, namespace: kube-system, behavior: merge, files: [config.conf]}]"
+		fi
+		echo "patches:"
+		not_on_kwok_patch kube-proxy
+	} >"$dir/kustomization.yaml"
+	echo "$dir"
+}
 manifest() {
 	case "$backend" in
 	nft | ebpf) kubectl_ kustomize "$(kustomization "$backend")" | sed "${cap_filter[@]}" ;;
-	upstream) sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" "$here/manifests/kube-proxy.yaml" ;;
+	upstream) kubectl_ kustomize "$(upstream_kustomization)" ;;
 	*) echo "usage: $0 nft|ebpf|upstream|none" >&2; exit 2 ;;
 	esac
 }

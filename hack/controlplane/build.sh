@@ -32,8 +32,10 @@ case "${1:-}" in
 esac
 
 # kube-apiserver --version prints "Kubernetes v1.37.1"; etcd --version prints "etcd Version: 3.6.16".
-apiserver_ok() { [[ -x "$dir/kube-apiserver" ]] && "$dir/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $k8s_version"; }
-etcd_ok() { [[ -x "$dir/etcd" ]] && "$dir/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${etcd_version#v}"; }
+# grep reads the whole output (no -q): quitting at the first match would kill etcd, still printing, with
+# SIGPIPE, and pipefail would then fail the check now and then.
+apiserver_ok() { [[ -x "$dir/kube-apiserver" ]] && "$dir/kube-apiserver" --version 2>/dev/null | grep -x "Kubernetes $k8s_version" >/dev/null; }
+etcd_ok() { [[ -x "$dir/etcd" ]] && "$dir/etcd" --version 2>/dev/null | grep -x "etcd Version: ${etcd_version#v}" >/dev/null; }
 
 if [[ $force == 0 ]] && apiserver_ok && etcd_ok; then
 	echo "controlplane: kube-apiserver $k8s_version and etcd $etcd_version already built in $dir"

@@ -27,7 +27,7 @@ case "${1:-}" in
 *) echo "usage: $0 [--print-path|--force]" >&2; exit 2 ;;
 esac
 
-ok() { [[ -x "$bin" ]] && "$bin" --version 2>/dev/null | grep -qx "Kubernetes $version"; }
+ok() { [[ -x "$bin" ]] && "$bin" --version 2>/dev/null | grep -x "Kubernetes $version" >/dev/null; } # no -q: see hack/controlplane/build.sh
 
 if [[ $force == 0 ]] && ok; then
 	echo "kube-proxy: $version already built at $bin"
