@@ -1,6 +1,8 @@
 // Drives one sink from a node state: waits for changes (never before the source is synced),
 // respects a minimum interval between syncs with a burst allowance (kube-proxy's
-// --min-sync-period), and turns a failed apply into a full resync after a backoff.
+// --min-sync-period), and turns a failed apply into a full resync after a backoff. Full syncs and
+// syncs of changes have limiters of their own: a full sync rewrites and compares everything, a sync
+// of changes costs what the changes cost, so changes need not wait for the full syncs' period.
 import type { ItemStore } from './store/item-store';
 import type { Batch, Sink } from './sink/sink';
 import type { Logger } from './util/log';
@@ -12,6 +14,9 @@ export interface RunnerOptions {
   log: Logger;
   /** Minimum time between two syncs, in ms (0 = none). */
   minSyncPeriodMs: number;
+  /** Minimum time between two syncs of changes only, in ms (0 = none: a change is applied as soon as the
+   *  sync before it has finished; what arrives meanwhile goes in one batch). Default: minSyncPeriodMs. */
+  minChangePeriodMs?: number;
   /** Syncs allowed back to back before the minimum interval applies. */
   burst: number;
   /** Apply one batch and return. */
@@ -52,7 +57,8 @@ export class SyncLimiter {
 export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions, signal?: AbortSignal): Promise<RunnerStats> {
   const stats: RunnerStats = { syncs: 0, failures: 0, lastRevision: 0 };
   const sub = state.subscribe();
-  const limiter = new SyncLimiter(opts.minSyncPeriodMs, opts.burst);
+  const fullLimiter = new SyncLimiter(opts.minSyncPeriodMs, opts.burst);
+  const changeLimiter = opts.minChangePeriodMs === undefined ? fullLimiter : new SyncLimiter(opts.minChangePeriodMs, opts.burst);
   const onAbort = () => sub.close();
   signal?.addEventListener('abort', onAbort, { once: true });
   // Kernel state lost between syncs (a sink that can tell): resync in full now, not at the next period.
@@ -68,7 +74,7 @@ export async function runSink(state: ItemStore, sink: Sink, opts: RunnerOptions,
       } catch {
         return stats; // closed
       }
-      await limiter.acquire(signal);
+      await (sub.resetNext ? fullLimiter : changeLimiter).acquire(signal);
       if (signal?.aborted) return stats;
       const batch = sub.take();
       if (!batch.reset && batch.changes.length === 0) continue;

@@ -122,3 +122,27 @@ test('a stop during an apply: the sink is handed the signal, and an apply abando
   ac.abort();
   expect(await done).toEqual({ syncs: 0, failures: 0, lastRevision: 0 });
 });
+
+test('changes wait for the change period only: a full sync\'s period does not hold them back (fake clock)', async () => {
+  jest.useFakeTimers();
+  try {
+    for (const [minChangePeriodMs, batches] of [[0, 4], [undefined, 1]] as const) {
+      const c = cluster('n1', [svc('web'), slice('web-1', 'web', [ep('10.244.1.1')])]);
+      const seen: Batch[] = [];
+      const ac = new AbortController();
+      const sink: Sink = { name: 'rec', async apply(b) { seen.push(b); } };
+      const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 1000, minChangePeriodMs, burst: 1 }, ac.signal);
+      await jest.advanceTimersByTimeAsync(0);
+      for (let i = 2; i < 5; i++) { c.add(slice('web-1', 'web', [ep(`10.244.1.${i}`)])); await jest.advanceTimersByTimeAsync(0); }
+      // No time has passed: with a change period of 0 every change went at once, one batch each;
+      // with the full syncs' limiter (the default when none is given) they all still wait.
+      expect({ minChangePeriodMs, batches: seen.length }).toEqual({ minChangePeriodMs, batches });
+      expect(seen[0].reset).toBe(true);
+      ac.abort();
+      await jest.advanceTimersByTimeAsync(2000);
+      await done;
+    }
+  } finally {
+    jest.useRealTimers();
+  }
+});

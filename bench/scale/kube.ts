@@ -5,6 +5,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { kubeConfigClass } from '../../src/source/kube/client-node';
+import { onLines } from '../vs-upstream/kernel';
 
 export interface ApiResult<T = any> { status: number; body: T; text: string }
 
@@ -110,17 +111,7 @@ export class Kube {
     return new Promise((resolve, reject) => {
       const req = https.request(new URL(`${this.server}${path}?${q}`), o, (res: http.IncomingMessage) => {
         if (res.statusCode !== 200) { reject(new Error(`watch ${path}: HTTP ${res.statusCode}`)); res.resume(); return; }
-        let buf = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => {
-          buf += c;
-          let i: number;
-          while ((i = buf.indexOf('\n')) >= 0) {
-            const line = buf.slice(0, i);
-            buf = buf.slice(i + 1);
-            if (line.trim()) onEvent(JSON.parse(line));
-          }
-        });
+        onLines(res, (line) => { if (line.trim()) onEvent(JSON.parse(line)); });
         res.on('end', () => onEnd());
         res.on('error', (e) => onEnd(e));
         resolve(() => req.destroy());

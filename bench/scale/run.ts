@@ -29,7 +29,7 @@ import { planLoad, PHASES, type PhaseName } from './load-plan';
 import { describeProfile, NAMED_PROFILES, profileFor } from './profile';
 import { runProxy } from './run-proxy';
 import { findProxies } from './targets';
-import { writeReport, type ProxyResult, type Report } from './report';
+import { writeReport, type Report } from './report';
 
 helpIfAsked(__filename);
 
@@ -74,7 +74,12 @@ async function main(): Promise<void> {
 
   const config = path.join(repoRoot(), 'bench', 'scale', 'kube-proxy-config.yaml');
   const netnsOf = (node: string) => (local && fs.existsSync(`/run/netns/${node}`) ? node : undefined);
-  const results: ProxyResult[] = [];
+  const nodePidOf = (node: string) => {
+    try { return local ? Number(fs.readFileSync(path.join(CLUSTER_STATE, 'pids', node), 'utf8')) || undefined : undefined; } catch { return undefined; }
+  };
+  const date = new Date().toISOString();
+  const out = a.out ?? path.join(repoRoot(), '.cache', 'bench', 'scale', `${profile.nodes}-${date.slice(0, 19).replace(/:/g, '')}`);
+  const report: Report = { command: `npm run bench:scale -- ${process.argv.slice(2).join(' ')}`, date, profile: describeProfile(profile), seed, kwokNodes, results: [] };
   const runs = Number(a.runs);
   for (let r = 0; r < runs; r++) {
     const order = proxies.map((_, i) => proxies[(i + r) % proxies.length]);
@@ -83,19 +88,16 @@ async function main(): Promise<void> {
         log(`deploying ${proxy}`);
         execFileSync(path.join(repoRoot(), 'hack', 'cluster', 'proxy.sh'), [PROXIES[proxy], '--config', config], { stdio: ['ignore', 'inherit', 'inherit'] });
       }
-      const targets = await findProxies(kube, netnsOf);
+      const targets = await findProxies(kube, netnsOf, nodePidOf);
       if (!targets.length) throw new Error('no proxy pod runs (label k8s-app=kpng or kube-proxy in kube-system)');
       log(`${proxy}: ${targets.map((t) => `${t.node} (${t.kind}${t.pid ? `, pid ${t.pid}` : ''})`).join(', ')}`);
       const res = await runProxy(kube, plan, proxy === 'current' ? targets[0].kind : proxy, r + 1, targets, { phases, checkTimeoutMs: Number(a['check-timeout']) * 1000, log });
-      results.push(res);
+      report.results.push(res);
+      writeReport(out, report); // after every proxy: a later failure keeps what was measured
       log(`${proxy} run ${r + 1}: SLI p99 ${res.sli.p99} s; own share p99 ${res.own.p99.toFixed(0)} ms (${res.own.count} samples); CPU ${res.cpuS.toFixed(1)} s; peak ${res.peakMiB.toFixed(0)} MiB; mismatches ${res.checks.map((c) => c.mismatches).join('/')}`);
     }
   }
   kube.close();
-  const date = new Date().toISOString();
-  const out = a.out ?? path.join(repoRoot(), '.cache', 'bench', 'scale', `${profile.nodes}-${date.slice(0, 19).replace(/:/g, '')}`);
-  const report: Report = { command: `npm run bench:scale -- ${process.argv.slice(2).join(' ')}`, date, profile: describeProfile(profile), seed, kwokNodes, results };
-  writeReport(out, report);
   process.stdout.write(fs.readFileSync(path.join(out, 'report.md'), 'utf8'));
   log(`report: ${out}/report.md (and report.json, latency.svg, cpu.svg, rss.svg)`);
 }

@@ -16,6 +16,8 @@ export interface ProxyTarget {
   netns?: string;
   /** The proxy's process on this host, when the bench can see it. */
   pid?: number;
+  /** A process in the node's mount namespace (its bpffs), for the eBPF backend's maps. */
+  nodePid?: number;
   place?: KernelPlace;
   metricsPort: number;
 }
@@ -47,8 +49,12 @@ export function proxyPid(netns: string, kind: ProxyKind): number | undefined {
   return undefined;
 }
 
-/** The proxies of the cluster, one per node that runs one; `netnsOf` maps a node name to its namespace on this host (if any). */
-export async function findProxies(kube: Kube, netnsOf: (node: string) => string | undefined): Promise<ProxyTarget[]> {
+/**
+ * The proxies of the cluster, one per node that runs one. `netnsOf` maps a node name to its network
+ * namespace on this host, `nodePidOf` to a process in the node's own mount namespace (where its
+ * /sys/fs/bpf and tools are; the proxy's container has neither python nor nft), when there are such.
+ */
+export async function findProxies(kube: Kube, netnsOf: (node: string) => string | undefined, nodePidOf: (node: string) => number | undefined = () => undefined): Promise<ProxyTarget[]> {
   const pods = (await kube.list('/api/v1/namespaces/kube-system/pods', `labelSelector=${encodeURIComponent(PROXY_SELECTOR)}`)).items;
   const out: ProxyTarget[] = [];
   for (const pod of pods) {
@@ -58,8 +64,9 @@ export async function findProxies(kube: Kube, netnsOf: (node: string) => string 
     const kind = kindOfPod(pod);
     const netns = netnsOf(node);
     const pid = netns ? proxyPid(netns, kind) : undefined;
-    const place: KernelPlace | undefined = netns ? (kind === 'kpng-ebpf' ? { nsPid: pid, netns } : { netns }) : undefined;
-    out.push({ node, zone: n.body.metadata?.labels?.['topology.kubernetes.io/zone'], pod: pod.metadata.name, kind, netns, pid, place, metricsPort: 10249 });
+    const nodePid = nodePidOf(node);
+    const place: KernelPlace | undefined = netns ? (kind === 'kpng-ebpf' && nodePid ? { nsPid: nodePid, netns } : { netns }) : undefined;
+    out.push({ node, zone: n.body.metadata?.labels?.['topology.kubernetes.io/zone'], pod: pod.metadata.name, kind, netns, pid, nodePid, place, metricsPort: 10249 });
   }
   return out.sort((a, b) => a.node.localeCompare(b.node));
 }

@@ -96,9 +96,8 @@ export class Monitor {
   private waiters = new Map<string, { re: RegExp; seen: boolean; resolve: (gen: number) => void }>();
   lines = 0;
 
-  /** `quiet`: nft's warnings (objects of a transaction it cannot place, under heavy churn) are dropped. */
-  constructor(netns: string, quiet = false) {
-    this.proc = spawn('ip', ['netns', 'exec', netns, 'nft', 'monitor'], { stdio: ['ignore', 'pipe', quiet ? 'ignore' : 'inherit'] });
+  constructor(netns: string) {
+    this.proc = spawn('ip', ['netns', 'exec', netns, 'nft', 'monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
     onLines(this.proc.stdout!, (l) => {
       this.lines++;
       if (this.waiters.size === 0) return;

@@ -24,6 +24,8 @@ export interface CliOptions {
   once: boolean;
   stats: boolean;
   minSyncPeriodMs: number;
+  /** Undefined: changes are paced by minSyncPeriodMs too (kube-proxy's pacing). */
+  minChangePeriodMs: number | undefined;
   syncBurst: number;
   /** --detect-local-mode and its flags, --masquerade-all, --nodeport-addresses, --bind-address, validated. */
   model: ModelOptions;
@@ -58,7 +60,7 @@ export interface CliOptions {
 /** The options of `help` and `version`: nothing else is read. */
 function helpOnly(): CliOptions {
   return {
-    command: 'help', node: os.hostname(), to: 'routes', format: undefined, once: false, stats: false, minSyncPeriodMs: 1000, syncBurst: 2,
+    command: 'help', node: os.hostname(), to: 'routes', format: undefined, once: false, stats: false, minSyncPeriodMs: 1000, minChangePeriodMs: undefined, syncBurst: 2,
     model: modelOptions({}), syncPeriodMs: 3600000, backendFlags: {}, plugins: [], serviceProxyName: '', logLevel: 'info', cleanupOnly: undefined,
     logFormat: 'text', jit: 'adaptive', kubeContentType: 'protobuf',
   };
@@ -187,6 +189,7 @@ export function parseCli(argv: string[]): CliOptions {
     once: !!v.once,
     stats: !!v.stats,
     minSyncPeriodMs: durationFlag(v['min-sync-period'] ?? '1s', '--min-sync-period'),
+    minChangePeriodMs: v['min-change-period'] === undefined ? undefined : durationFlag(v['min-change-period'], '--min-change-period'),
     syncBurst: burst,
     model,
     syncPeriodMs: durationFlag(v['sync-period'] ?? '1h', '--sync-period'),

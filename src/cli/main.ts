@@ -199,6 +199,7 @@ export async function main(argv: string[]): Promise<number> {
     const result = await runSink(state, sink, {
       log,
       minSyncPeriodMs: opts.once ? 0 : opts.minSyncPeriodMs,
+      minChangePeriodMs: opts.once ? 0 : opts.minChangePeriodMs,
       burst: opts.syncBurst,
       once: opts.once,
       fullSyncPeriodMs: def.kernel && !opts.once ? opts.syncPeriodMs : 0,

@@ -47,6 +47,7 @@ export const FLAGS: FlagSpec[] = [
   { name: 'once', type: 'boolean', group: 'general', help: 'compute, emit one sync and exit (kpng local: exit 1 if the server cannot be reached after 5 attempts, ~6 s)' },
   { name: 'stats', type: 'boolean', group: 'general', help: 'print "stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events" on stderr once a second (ms, counts, CPU ms in the interval, % of one core, MiB of resident memory, % of events that changed the state)' },
   { name: 'min-sync-period', type: 'string', placeholder: 'D', group: 'general', help: 'minimum time between two syncs of the backend, e.g. 1s, 250ms, 1m30s, 0 (default 1s)' },
+  { name: 'min-change-period', type: 'string', placeholder: 'D', group: 'general', help: 'minimum time between two syncs of changes only, apart from full syncs (default: --min-sync-period); 0s: each change as soon as the sync before it ends, changes arriving meanwhile together' },
   { name: 'sync-burst', type: 'string', placeholder: 'N', group: 'general', help: 'syncs allowed back to back before the minimum period applies (default 2)' },
   { name: 'service-proxy-name', type: 'string', placeholder: 'NAME', group: 'general', help: 'also proxy services labelled service.kubernetes.io/service-proxy-name=NAME (services with another name are always left alone)' },
   { name: 'log-level', type: 'string', placeholder: 'LEVEL', group: 'general', help: 'debug | info | warn | error (default info); logs go to stderr' },

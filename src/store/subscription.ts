@@ -59,6 +59,11 @@ export class Subscription {
   }
 
   /** Something is pending and the source is synced: take() will not be empty. */
+  /** The next batch will be a full reset (the first one, or one a consumer asked for). */
+  get resetNext(): boolean {
+    return this.resetPending;
+  }
+
   get pending(): boolean {
     return !this.closed && this.state.synced && (this.resetPending || this.dirty.size > 0);
   }
