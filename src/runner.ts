@@ -1,8 +1,8 @@
 // Drives one sink from a node state: waits for changes (never before the source is synced),
 // respects a minimum interval between syncs with a burst allowance (kube-proxy's
-// --min-sync-period), and turns a failed apply into a full resync after a backoff. Full syncs and
-// syncs of changes have limiters of their own: a full sync rewrites and compares everything, a sync
-// of changes costs what the changes cost, so changes need not wait for the full syncs' period.
+// --min-sync-period), and turns a failed apply into a full resync after a backoff. Given a change
+// period (kpng's --min-change-period), syncs of changes only get a limiter of their own: a full sync
+// rewrites and compares everything, a sync of changes costs what the changes cost.
 import type { ItemStore } from './store/item-store';
 import type { Batch, Sink } from './sink/sink';
 import type { Logger } from './util/log';

@@ -61,59 +61,42 @@ k8s_ldflags="-s -w -X $vpkg.gitVersion=$k8s_version -X $vpkg.gitMajor=1 -X $vpkg
 # One build per group at a time (make and a script may both ask); a fresh group takes no lock.
 lock() { exec 9>"$cluster_bin/.$1.lock"; flock 9; }
 
-k8s_bins=(kubelet kube-controller-manager kube-scheduler kubectl agnhost ginkgo)
-fresh k8s "${k8s_bins[@]}" || lock k8s
-if fresh k8s "${k8s_bins[@]}"; then
-	echo "cluster-build: ${k8s_bins[*]} $k8s_version already built in $cluster_bin"
-else
+# build_group <group> <version> <binaries> <go args...>: the group's binaries (a space-separated list)
+# from its go.mod, unless they are there and fresh; one line either way. `built` says whether it built.
+build_group() {
+	local group="$1" version="$2" start; local -a bins; read -ra bins <<<"$3"; shift 3
+	built=0
+	fresh "$group" "${bins[@]}" || lock "$group"
+	if fresh "$group" "${bins[@]}"; then
+		echo "cluster-build: ${bins[*]} $version already built in $cluster_bin"
+		return
+	fi
 	start=$SECONDS
-	run_go k8s "${k8s_bins[*]}" build -trimpath -ldflags="$k8s_ldflags" -o "$cluster_bin/" \
-		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/test/images/agnhost \
-		github.com/onsi/ginkgo/v2/ginkgo
-	rm -f "$cluster_bin/e2e.test" # same module: e2e.test is rebuilt with it
-	stamp_of k8s >"$cluster_bin/.k8s.stamp"
-	echo "cluster-build: built ${k8s_bins[*]} $k8s_version in $((SECONDS - start)) s"
-fi
+	run_go "$group" "${bins[*]}" "$@"
+	stamp_of "$group" >"$cluster_bin/.$group.stamp"
+	built=1
+	echo "cluster-build: built ${bins[*]} $version in $((SECONDS - start)) s"
+}
+
+build_group k8s "$k8s_version" "kubelet kube-controller-manager kube-scheduler kubectl agnhost ginkgo" \
+	build -trimpath -ldflags="$k8s_ldflags" -o "$cluster_bin/" \
+	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/test/images/agnhost \
+	github.com/onsi/ginkgo/v2/ginkgo
+[[ $built == 0 ]] || rm -f "$cluster_bin/e2e.test" # same module: e2e.test is rebuilt with it
 
 # kwok: a module of its own (its k8s.io libraries are not the cluster's).
-kwok_version="$(mod_version "$here/kwok/go.mod" sigs.k8s.io/kwok)"
-kwok_bins=(kwok)
-fresh kwok "${kwok_bins[@]}" || lock kwok
-if fresh kwok "${kwok_bins[@]}"; then
-	echo "cluster-build: kwok $kwok_version already built in $cluster_bin"
-else
-	start=$SECONDS
-	run_go kwok kwok build -trimpath -ldflags="-s -w" -o "$cluster_bin/kwok" sigs.k8s.io/kwok/cmd/kwok
-	stamp_of kwok >"$cluster_bin/.kwok.stamp"
-	echo "cluster-build: built kwok $kwok_version in $((SECONDS - start)) s"
-fi
+build_group kwok "$(mod_version "$here/kwok/go.mod" sigs.k8s.io/kwok)" kwok \
+	build -trimpath -ldflags="-s -w" -o "$cluster_bin/kwok" sigs.k8s.io/kwok/cmd/kwok
 [[ $scale == 1 ]] && exit 0
 
-ctrd_bins=(containerd containerd-shim-runc-v2 ctr)
-fresh containerd "${ctrd_bins[@]}" || lock containerd
-if fresh containerd "${ctrd_bins[@]}"; then
-	echo "cluster-build: containerd $containerd_version already built in $cluster_bin"
-else
-	start=$SECONDS
-	run_go containerd containerd build -trimpath -tags "no_btrfs no_devmapper no_zfs no_aufs no_dynamic_plugins" \
-		-ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" -o "$cluster_bin/" \
-		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
-		github.com/containerd/containerd/v2/cmd/ctr
-	stamp_of containerd >"$cluster_bin/.containerd.stamp"
-	echo "cluster-build: built containerd $containerd_version in $((SECONDS - start)) s"
-fi
+build_group containerd "$containerd_version" "containerd containerd-shim-runc-v2 ctr" \
+	build -trimpath -tags "no_btrfs no_devmapper no_zfs no_aufs no_dynamic_plugins" \
+	-ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" -o "$cluster_bin/" \
+	github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+	github.com/containerd/containerd/v2/cmd/ctr
 
-coredns_bins=(coredns)
-fresh coredns "${coredns_bins[@]}" || lock coredns
-if fresh coredns "${coredns_bins[@]}"; then
-	echo "cluster-build: coredns $coredns_version already built in $cluster_bin"
-else
-	start=$SECONDS
-	run_go coredns coredns build -trimpath -ldflags="-s -w" -o "$cluster_bin/coredns" github.com/coredns/coredns
-	stamp_of coredns >"$cluster_bin/.coredns.stamp"
-	echo "cluster-build: built coredns $coredns_version in $((SECONDS - start)) s"
-fi
+build_group coredns "$coredns_version" coredns build -trimpath -ldflags="-s -w" -o "$cluster_bin/coredns" github.com/coredns/coredns
 
 if [[ $with_e2e == 1 ]]; then
 	[[ -x "$cluster_bin/e2e.test" ]] || lock e2e
