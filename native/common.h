@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
 namespace kpng {
@@ -103,6 +104,21 @@ inline Napi::Error MakeErrnoError(Napi::Env env, int err, const std::string& wha
   e.Value().Set("code", Napi::String::New(env, ErrnoName(err)));
   return e;
 }
+
+// A buffer for netlink replies, left uninitialised: a zeroed one (std::vector<char>(n)) of 128 KiB
+// or more is a fresh mapping that the zeroing faults in page by page on every call, while recv()
+// touches only what arrives.
+template <typename T>
+class RecvBuffer {
+ public:
+  explicit RecvBuffer(size_t n) : p_(new T[n]), n_(n) {}
+  T* data() { return p_.get(); }
+  size_t size() const { return n_; }
+
+ private:
+  std::unique_ptr<T[]> p_;
+  size_t n_;
+};
 
 inline double NowMs() {
   struct timespec ts;

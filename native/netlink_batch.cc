@@ -114,7 +114,7 @@ NlSendResult SendBatch(int fd, NlMessages& msgs, size_t chunkBytes) {
   NlSendResult r;
   const uint32_t base = NextSeqBase();
   for (size_t i = 0; i < msgs.count(); i++) msgs.At(i)->nlmsg_seq = base + (uint32_t)i;
-  std::vector<uint8_t> rbuf(1 << 17);
+  RecvBuffer<uint8_t> rbuf(1 << 17);
   size_t i = 0;
   while (i < msgs.count()) {
     // A chunk: consecutive messages up to chunkBytes (at least one).
@@ -163,7 +163,7 @@ int Exchange(int fd, NlMessages& req, bool dump, const std::function<void(const 
   h->nlmsg_seq = NextSeqBase();
   NlSendResult r;
   if (!SendAll(fd, (const uint8_t*)h, h->nlmsg_len, &r)) return r.sysErr;
-  std::vector<uint8_t> rbuf(1 << 17);
+  RecvBuffer<uint8_t> rbuf(1 << 17);
   int err = 0;
   for (;;) {
     ssize_t n = recv(fd, rbuf.data(), rbuf.size(), 0);

@@ -43,7 +43,7 @@ int NftDump(int fd, uint16_t type, uint8_t family, uint32_t seq, const std::func
   sockaddr_nl dst = {};
   dst.nl_family = AF_NETLINK;
   if (sendto(fd, nlh, nlh->nlmsg_len, 0, (sockaddr*)&dst, sizeof(dst)) < 0) return errno;
-  std::vector<char> buf(1 << 17);
+  RecvBuffer<char> buf(1 << 17);
   for (;;) {
     ssize_t n = recv(fd, buf.data(), buf.size(), 0);
     if (n < 0) {

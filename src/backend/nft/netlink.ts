@@ -199,8 +199,11 @@ function setObject(c: Ctx, spec: SetSpec): NftSet {
     case 'pickPortMap': return { ...base, keyType: ['inet_proto', 'inet_service', 'mark'], dataType: [a, 'inet_service'] };
     case 'pairSet': return { ...base, keyType: [a, a] };
     case 'addrSet': return { ...base, keyType: a };
+    // No size: the kernel takes it as the hash's initial bucket count too, and a set of 65535 zeroes
+    // 1 MiB at creation (4 ms of kernel time per endpoint of an affinity Service); unsized, it starts
+    // small and grows with the clients it sees, as upstream's sets do.
     case 'affinity':
-      return { ...base, keyType: a, flags: { timeout: true, dynamic: true }, timeout: (spec.timeoutSec ?? 10800) * 1000, size: 65535 };
+      return { ...base, keyType: a, flags: { timeout: true, dynamic: true }, timeout: (spec.timeoutSec ?? 10800) * 1000 };
   }
 }
 

@@ -266,3 +266,13 @@ describe('set capacities', () => {
     expect(sink.stats.fullSyncs).toBe(2);
   });
 });
+
+test('affinity sets carry no size: the kernel would size the hash by it and zero 1 MiB per set at creation', () => {
+  const ops = toNftOps('ip', 'kpng', [{ k: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }]);
+  expect(ops).toEqual([{ op: 'add', set: expect.objectContaining({ name: 'aff-x', timeout: 600_000, flags: { timeout: true, dynamic: true } }) }]);
+  expect((ops[0] as { set: { size?: number } }).set.size).toBeUndefined();
+  // A sized set (the shared ones) keeps its capacity.
+  const sized = toNftOps('ip', 'kpng', [{ k: 'addSet', set: { name: 'cluster-ips', kind: 'addrSet', size: 4096 } }]);
+  expect((sized[0] as { set: { size?: number } }).set.size).toBe(4096);
+  expect(toNftText('ip', 'kpng', [{ k: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }])).not.toMatch(/size/);
+});

@@ -61,7 +61,7 @@ function setBody(fam: Fam, s: SetSpec): string {
     case 'pickPortMap': return `map ${s.name} { typeof meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
     case 'pairSet': return `set ${s.name} { type ${addr} . ${addr}; }`;
     case 'addrSet': return `set ${s.name} { type ${addr}; }`;
-    case 'affinity': return `set ${s.name} { type ${addr}; flags dynamic,timeout; timeout ${s.timeoutSec ?? 10800}s; size 65535; }`;
+    case 'affinity': return `set ${s.name} { type ${addr}; flags dynamic,timeout; timeout ${s.timeoutSec ?? 10800}s; }`;
   }
 }
 
