@@ -54,3 +54,27 @@ test('one duration parser: Go durations and bare seconds', () => {
   expect(r.code).toBe(2);
   expect(r.stderr).toMatch(/--min-sync-period: "1m30x" is not a duration/);
 });
+
+test('--cleanup-only alone is refused (it narrows --cleanup, and would otherwise start a proxy)', () => {
+  const r = runKpng(['--cleanup-only=kpng', '--hostname-override=x', '--kubeconfig=/nonexistent']);
+  expect(r.code).toBe(2);
+  expect(r.stderr).toMatch(/--cleanup-only kpng narrows --cleanup, which was not given/);
+});
+
+test('--version=raw prints the build fields as kube-proxy prints its version.Info, stamped by the build', () => {
+  const r = runKpng(['--version=raw']);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/^version\.Info\{Major:"\d+", Minor:"\d+", GitVersion:"v[\d.]+", GitCommit:"[0-9a-f]{40}", GitTreeState:"(clean|dirty)", BuildDate:"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", GoVersion:"v\d+\.\d+\.\d+", Compiler:"v8", Platform:"linux\/\w+"\}\n$/);
+  expect(runKpng(['--version']).stdout).toMatch(/^kpng \d+\.\d+\.\d+ \(node v/);
+});
+
+test('a kubeconfig that cannot be read is an error naming it, before anything on the node changes', () => {
+  // No sysctl would change here (0: leave as is), but the health server would bind before the fix.
+  const r = runKpng(['--kubeconfig=/nonexistent/kubeconfig', '--hostname-override=x', '--conntrack-max-per-core=0', '--conntrack-tcp-timeout-established=0',
+    '--conntrack-tcp-timeout-close-wait=0', '--oom-score-adj=0', '--healthz-bind-address=127.0.0.1:0', '--metrics-bind-address=127.0.0.1:0']);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toMatch(/cannot reach the API server: kubeconfig \/nonexistent\/kubeconfig: no such file; nothing on the node was changed/);
+  expect(r.stderr).not.toMatch(/serving on/);
+  // What runs is the first line.
+  expect(r.stderr.split('\n')[0]).toMatch(/kpng v\d+\.\d+\.\d+ \(commit [0-9a-f]{12}.*\) on Node\.js v\d+.*: kube source, nft backend, node x$/);
+});

@@ -1,16 +1,8 @@
-// What kpng prints or writes instead of running: `--version=raw` and `--write-config-to FILE`.
+// What kpng writes instead of running: `--write-config-to FILE`.
 import fs from 'node:fs';
 import { yaml } from '../util/lazy-yaml';
 import type { Logger } from '../util/log';
 import type { Obj } from '../config/kube-proxy-schema';
-
-export interface BuildInfo { gitVersion: string; major: string; minor: string; nodeVersion: string; platform: string }
-
-/** kpng's version fields, named as Kubernetes' version.Info names them where they mean the same. */
-export function buildInfo(version: string): BuildInfo {
-  const [major = '0', minor = '0'] = version.split('.');
-  return { gitVersion: `v${version}`, major, minor, nodeVersion: process.version, platform: `${process.platform}/${process.arch === 'x64' ? 'amd64' : process.arch}` };
-}
 
 /** Keys in alphabetical order at every depth, as kube-proxy writes its configuration. */
 function sorted(v: unknown): unknown {

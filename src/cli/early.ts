@@ -10,8 +10,24 @@ import { deferOptimizingCompilersFor } from '../util/jit';
 /** What enableCompileCache() did at start (main logs it), or undefined when kpng is not the process. */
 export let compileCache: CompileCacheResult | undefined;
 
+/** The oldest Node.js kpng runs on (package.json's engines): module hooks and the undici it bundles. */
+export const MIN_NODE: readonly [number, number] = [22, 19];
+
+/** Why this Node.js cannot run kpng, or undefined when it can. */
+export function nodeTooOld(version: string = process.versions.node): string | undefined {
+  const [major, minor] = version.split('.').map(Number);
+  if (major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1])) return undefined;
+  return `needs Node.js ${MIN_NODE.join('.')} or later; this is Node.js ${version} (${process.execPath})`;
+}
+
 const entry = require.main?.filename ?? '';
 if (/[/\\](bin[/\\]kpng\.js|cli[/\\]main\.js)$/.test(entry)) {
+  // Before any other module: on an older Node.js they fail with errors that do not say why.
+  const old = nodeTooOld();
+  if (old) {
+    process.stderr.write(`kpng: ${old}\n`);
+    process.exit(1);
+  }
   compileCache = enableCompileCache();
   deferOptimizingCompilersFor(process.argv.slice(2));
 }

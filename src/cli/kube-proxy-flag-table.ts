@@ -33,6 +33,9 @@ export const KUBE_PROXY_FLAGS: readonly KubeProxyFlag[] = [
   { name: 'log-flush-frequency', type: 'duration', when: 'logging', path: 'logging.flushFrequency', arg: 'D', help: 'no effect: kpng writes each line at once', noEffect: 'kpng writes each line at once' },
   { name: 'log-text-split-stream', type: 'bool', when: 'logging', path: 'logging.options.text.splitStream', help: 'no effect: kpng logs to stderr', noEffect: 'kpng logs to stderr' },
   { name: 'log-text-info-buffer-size', type: 'string', when: 'logging', path: 'logging.options.text.infoBufferSize', arg: 'Q', help: 'no effect: kpng logs to stderr', noEffect: 'kpng logs to stderr' },
+  // Upstream lists these two only with the LoggingAlphaOptions gate, yet accepts them at their defaults without it.
+  { name: 'log-json-split-stream', type: 'bool', when: 'logging', path: 'logging.options.json.splitStream', help: 'no effect: kpng logs to stderr', noEffect: 'kpng logs to stderr' },
+  { name: 'log-json-info-buffer-size', type: 'string', when: 'logging', path: 'logging.options.json.infoBufferSize', arg: 'Q', help: 'no effect: kpng logs to stderr', noEffect: 'kpng logs to stderr' },
 
   { name: 'proxy-mode', type: 'string', when: 'noConfig', path: 'mode', arg: 'MODE', help: 'nftables, iptables or "" (both run kpng\'s nftables backend), ipvs, or a kpng backend (ebpf, ...)' },
   { name: 'kubeconfig', type: 'string', when: 'noConfig', path: 'clientConnection.kubeconfig', arg: 'FILE', help: 'kubeconfig of the API server (default: in-cluster, $KUBECONFIG, ~/.kube/config)' },

@@ -191,7 +191,7 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   const defaultsApply = kubeProxyStyle || configFile !== undefined;
 
   // --help after a command is that command's help.
-  const out = help ? (command !== undefined ? [command, '--help'] : ['help']) : version === 'text' ? ['version'] : [...rest];
+  const out = help ? (command !== undefined ? [command, '--help'] : ['help']) : version !== undefined ? ['version'] : [...rest];
   if (kubeProxyStyle) out.unshift('kube');
 
   const add = (flag: string, value?: string) => {

@@ -14,10 +14,11 @@ import { createLogger, type Logger } from '../util/log';
 import { parseCli, pluginArgs, UsageError, type CliOptions } from './args';
 import { commandHelp, helpText } from './help';
 import { commandSpec } from './spec';
-import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule } from './plugins';
+import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule, type KubeTarget } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
-import { buildInfo, writeConfiguration } from './config-output';
+import { writeConfiguration } from './config-output';
+import { buildInfo, rawVersion } from '../metrics/build-info';
 import { removeKubeProxyRules, runCleanup } from './takeover';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
@@ -72,6 +73,8 @@ export async function main(argv: string[]): Promise<number> {
     loadPlugins(argv);
     kp = resolveKubeProxyArgs(argv, { registered: listBackends().map((d) => d.name), invokedAs: process.argv[1] });
     opts = parseCli(kp.argv);
+    // Alone it would start a proxy: it only narrows what --cleanup removes.
+    if (opts.cleanupOnly !== undefined && kp.action !== 'cleanup') throw new UsageError(`--cleanup-only ${opts.cleanupOnly} narrows --cleanup, which was not given: add --cleanup to remove ${opts.cleanupOnly === 'kpng' ? "kpng's" : "kube-proxy's"} rules and exit`);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     process.stderr.write(`kpng: ${e.message}\nRun 'kpng --help' for usage.\n`);
@@ -83,10 +86,9 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (opts.command === 'version') {
-    out(`kpng ${version()} (node ${process.version})\n`);
+    out(kp.action === 'version-raw' ? `${rawVersion(buildInfo(version()))}\n` : `kpng ${version()} (node ${process.version})\n`);
     return 0;
   }
-  if (kp.action === 'version-raw') { out(`${JSON.stringify(buildInfo(version()))}\n`); return 0; }
   const log = createLogger({ level: opts.logLevel, format: opts.logFormat });
   if (kp.action === 'write-config') return writeConfiguration(kp.writeConfigTo!, kp.configuration, log);
   if (kp.action === 'cleanup') {
@@ -136,6 +138,9 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   try {
+    // What runs, first: the line an operator looks for after an upgrade or a crash.
+    const info = buildInfo(version());
+    log.info(`kpng ${info.git_version}${info.git_commit ? ` (commit ${info.git_commit.slice(0, 12)}${info.git_tree_state === 'dirty' ? ', dirty' : ''}, built ${info.build_date})` : ''} on Node.js ${process.version}: ${opts.command} source, ${opts.to} backend, node ${opts.node}`);
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
       nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}),
@@ -143,6 +148,16 @@ export async function main(argv: string[]): Promise<number> {
       // start again, rather than serve a node that no longer exists. A file or the local API is not a cluster.
       ...(opts.command === 'kube' ? { onNodeDeleted: () => { log.info(`Node ${opts.node} was deleted: exiting, as kube-proxy does`); process.exitCode = 1; ac.abort(); } } : {}) });
     stops.push(() => ops.stop());
+    // Where the API server is, read before anything on the node changes (sysctls, ports): a kubeconfig
+    // that cannot be read is an error naming it, and the node is left as it was.
+    const kube = opts.command === 'kube' ? loadPlugin<KubeSourceModule>('../source/kube', 'the kube source') : undefined;
+    let kubeTarget: KubeTarget | undefined;
+    try {
+      kubeTarget = kube?.loadKubeTarget(opts.kubeconfig, 'kpng', { master: kp.kube.master, observer: ops.metrics.restClient });
+    } catch (e) {
+      log.error(`cannot reach the API server: ${(e as Error).message}; nothing on the node was changed`);
+      return 1;
+    }
     await ops.start();
     let state: ItemStore;
     let store: ClusterStore | undefined;
@@ -177,9 +192,8 @@ export async function main(argv: string[]): Promise<number> {
         stops.push(() => file.stop());
         if (!opts.once && opts.to === 'api') reduceMemoryWhenIdle(log, ac.signal);
       } else {
-        const kube = loadPlugin<KubeSourceModule>('../source/kube', 'the kube source');
         // With a sink, the memory-reducing GC waits for the first sync (onApplied below).
-        const src = await kube.startKubeSource({ store: cluster, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType,
+        const src = await kube!.startKubeSource({ store: cluster, target: kubeTarget, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType,
           master: kp.kube.master, qps: kp.kube.qps, burst: kp.kube.burst, observeRequests: ops.metrics.restClient });
         stops.push(() => src.stop());
       }

@@ -4,12 +4,14 @@ import type { ClusterStore } from '../store/cluster';
 import type { ItemStore } from '../store/item-store';
 import type { Logger } from '../util/log';
 import type { TlsFiles } from '../util/address';
-import type { StartKubeSource } from '../source/kube';
+import type { KubeTarget, StartKubeSource } from '../source/kube';
+import type { RequestObserver } from '../source/kube/http';
 
-export type { TlsFiles };
+export type { TlsFiles, KubeTarget };
 
 export interface KubeSourceModule {
   startKubeSource: StartKubeSource;
+  loadKubeTarget(kubeconfig?: string, userAgent?: string, opts?: { master?: string; observer?: RequestObserver }): KubeTarget;
 }
 
 export interface ApiServerModule {

@@ -43,6 +43,8 @@ describe('deploy/ and node health against a real API server', () => {
     expect(c.livenessProbe.httpGet).toEqual({ path: '/livez', port: 10256 });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 10256 });
     expect(ds.spec.template.spec.hostNetwork).toBe(true);
+    // The node's resolver: the cluster DNS is a ClusterIP kpng itself programs (a DNS-named API server would never resolve).
+    expect(ds.spec.template.spec.dnsPolicy ?? 'Default').not.toBe('ClusterFirstWithHostNet');
     // The privileges themselves: deploy-privileges.test.ts (nft, ebpf) and its .guest twin (ipvs).
     expect(c.securityContext.privileged ?? c.securityContext.capabilities.add.includes('NET_ADMIN')).toBe(true);
   });

@@ -188,6 +188,9 @@ describe('kube-proxy\'s command line', () => {
     expect(resolve(['file', '-h']).argv).toEqual(['file', '--help']);
     expect(resolve(['--version']).argv).toEqual(['version']);
     expect(resolve(['--version=raw']).action).toBe('version-raw');
+    expect(resolve(['--version=raw']).argv).toEqual(['version']);
+    // Upstream's two alpha-gated logging flags, accepted at their defaults without the gate, as upstream does.
+    expect(resolve(['--log-json-split-stream=false', '--log-json-info-buffer-size=0', '--hostname-override=x']).warnings.join('\n')).toMatch(/--log-json-split-stream \(kpng logs to stderr\), --log-json-info-buffer-size \(kpng logs to stderr\)/);
     expect(resolve(['--write-config-to', '/tmp/x']).action).toBe('write-config');
     expect(resolve(['--cleanup']).action).toBe('cleanup');
     expect(resolve(['--init-only']).action).toBe('init-only');

@@ -1,11 +1,14 @@
 // Ops's metrics server through real HTTP on 127.0.0.1: /proxyMode in kube-proxy's words, /configz as
 // component-base serves it (given or built from what Ops knows), kubernetes_build_info, and the
 // conntrack reconciler metrics fed by a real KernelSink's clean-ups.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { Ops, type OpsContext } from '../../src/cli/ops';
 import type { OpsOptions } from '../../src/cli/kube-proxy-flags';
 import type { Dataplane, SyncReport } from '../../src/backend/kernel/dataplane';
 import { KernelSink } from '../../src/backend/kernel/kernel-sink';
-import { buildInfo } from '../../src/metrics/build-info';
+import { buildInfo, rawVersion, readBuildStamp, UNSTAMPED } from '../../src/metrics/build-info';
 import { createLogger } from '../../src/util/log';
 import { cluster, ep, node, slice, svc } from '../helpers/k8s';
 import { parseKlogLine } from '../helpers/klog';
@@ -80,11 +83,27 @@ test('/configz serves the given configuration as it is at each request; a failur
 });
 
 test('buildInfo: kpng\'s version where Kubernetes has its own, Node.js where it has Go, Go\'s arch names', () => {
-  expect(buildInfo('0.12.3', { version: 'v22.19.0', platform: 'linux', arch: 'x64' })).toEqual({
+  expect(buildInfo('0.12.3', { version: 'v22.19.0', platform: 'linux', arch: 'x64' }, UNSTAMPED)).toEqual({
     major: '0', minor: '12', git_version: 'v0.12.3', git_commit: '', git_tree_state: '', build_date: '1970-01-01T00:00:00Z',
     go_version: 'v22.19.0', compiler: 'v8', platform: 'linux/amd64',
   });
   expect(buildInfo('1.0.0', { version: 'v22.19.0', platform: 'linux', arch: 'arm64' }).platform).toBe('linux/arm64');
+});
+
+test('the build stamp fills commit, tree state and date; without one they are component-base\'s unstamped values', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stamp-'));
+  try {
+    const file = path.join(dir, 'build-stamp.json');
+    expect(readBuildStamp(file)).toEqual(UNSTAMPED);
+    fs.writeFileSync(file, JSON.stringify({ gitCommit: 'abc123', gitTreeState: 'clean', buildDate: '2026-12-07T10:00:00Z' }));
+    const info = buildInfo('0.1.0', { version: 'v24.21.0', platform: 'linux', arch: 'x64' }, readBuildStamp(file));
+    expect([info.git_commit, info.git_tree_state, info.build_date]).toEqual(['abc123', 'clean', '2026-12-07T10:00:00Z']);
+    expect(rawVersion(info)).toBe('version.Info{Major:"0", Minor:"1", GitVersion:"v0.1.0", GitCommit:"abc123", GitTreeState:"clean", BuildDate:"2026-12-07T10:00:00Z", GoVersion:"v24.21.0", Compiler:"v8", Platform:"linux/amd64"}');
+    fs.writeFileSync(file, 'not json');
+    expect(readBuildStamp(file)).toEqual(UNSTAMPED);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 class NoKernel implements Dataplane {

@@ -25,8 +25,15 @@ export function loadKubeTarget(kubeconfig?: string, userAgent = 'kpng', opts: { 
   if (master && !kubeconfig) return { transport: createTransport(master, async () => {}, userAgent, observer), describe: '--master without a kubeconfig: no credentials' };
   const KubeConfig = kubeConfigClass();
   const kc = new KubeConfig();
-  if (kubeconfig) kc.loadFromFile(kubeconfig);
-  else kc.loadFromDefault();
+  try {
+    if (kubeconfig) kc.loadFromFile(kubeconfig);
+    else kc.loadFromDefault();
+  } catch (e) {
+    // client-node's own errors name neither the file nor what to do (a bare ENOENT, a YAML parser's).
+    const err = e as NodeJS.ErrnoException;
+    const where = kubeconfig ?? process.env.KUBECONFIG ?? '(default)';
+    throw new Error(`kubeconfig ${where}: ${err.code === 'ENOENT' ? 'no such file' : err.code === 'EACCES' ? 'permission denied' : err.message.split('\n')[0]}`);
+  }
   const found = kc.getCurrentCluster();
   const cluster = found && master ? { ...found, server: master } : found;
   if (!cluster) {

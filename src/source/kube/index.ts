@@ -6,7 +6,7 @@
 import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { DEFAULT_BURST, DEFAULT_QPS, rateLimited, TokenBucket } from './rate-limit';
-import { loadKubeTarget } from './config';
+import { loadKubeTarget, type KubeTarget } from './config';
 import type { RequestObserver, Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
@@ -14,6 +14,7 @@ import { nodeFieldSelector, selectorsFor } from './selectors';
 import type { ContentType } from './protobuf';
 
 export { Reflector, WatchListSupport } from './reflector';
+export { loadKubeTarget, type KubeTarget } from './config';
 export type { RequestObserver } from './http';
 
 /** Reflector settings a caller may tune; `watchList` false forces paginated initial lists. */
@@ -41,6 +42,8 @@ export interface KubeSourceOptions {
   burst?: number;
   /** Sees every HTTP request made to the API server (kube-proxy's rest_client_* metrics). */
   observeRequests?: RequestObserver;
+  /** Where the API server is, already read (loadKubeTarget); else read here from kubeconfig/master/observeRequests. */
+  target?: KubeTarget;
 }
 
 /** The reflectors for one node, over any transport (tests use a plain HTTP server). */
@@ -88,7 +91,7 @@ export type StartKubeSource = (opts: KubeSourceOptions) => Promise<{ stop(): Pro
 export const startKubeSource: StartKubeSource = async (opts) => {
   // Before the first lists: they are what would grow V8's young generation (memory.ts).
   if (limitYoungGeneration()) opts.log.debug('memory: V8 young generation kept at its initial size (--semi-space-growth-factor=1)');
-  const target = loadKubeTarget(opts.kubeconfig, 'kpng', { master: opts.master, observer: opts.observeRequests });
+  const target = opts.target ?? loadKubeTarget(opts.kubeconfig, 'kpng', { master: opts.master, observer: opts.observeRequests });
   const bucket = new TokenBucket(opts.qps ?? DEFAULT_QPS, opts.burst ?? DEFAULT_BURST);
   const limit = bucket.unlimited ? 'no rate limit' : `${opts.qps || DEFAULT_QPS} requests/s, bursts of ${opts.burst || DEFAULT_BURST}`;
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}, ${limit}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
