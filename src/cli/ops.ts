@@ -128,6 +128,7 @@ export class Ops {
         proxyMode: proxyModeOf(this.ctx.backend.name),
         configz: this.ctx.configz ?? (() => configzFallback(this.o, this.ctx)),
         beforeScrape: () => this.beforeScrape(),
+        slis: this.metrics.slis,
       });
       this.servers.push(new RetryingServer('metrics', server, parseBindAddress(this.o.metricsBindAddress, 10249, '--metrics-bind-address'), log));
     }

@@ -1,7 +1,14 @@
 // Every metric kpng exports, on one prom-client registry: kube-proxy's (pkg/proxy/metrics, same names,
 // labels, buckets and meanings, so existing dashboards and alerts keep working) and kpng's own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from './prom';
+import { registerFeatureGates } from './feature-gates';
+import { registerLinkedApiserverMetrics } from './linked-apiserver';
+import { registerMetaMetrics } from './meta';
 import { createRestClientMetrics } from './rest-client';
+import { createSliMetrics } from './slis';
+
+/** prom-client's process and Node.js collectors: the runtime's, as Go's collectors are upstream's. */
+const RUNTIME = /^(process|nodejs)_/;
 
 /** Upstream's sync buckets: 1 ms doubling to ~16 s. */
 const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
@@ -31,6 +38,10 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     serviceChangesTotal: new Counter({ name: 'kubeproxy_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes', registers: r }),
     noLocalEndpoints: new Gauge({ name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', help: 'Number of services with a Local traffic policy and no endpoints', labelNames: ['ip_family', 'traffic_policy'] as const, registers: r }),
     nftablesSyncFailures: new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', help: 'Cumulative proxy nftables sync failures', labelNames: fam, registers: r }),
+    // Upstream deletes stale chains in a transaction of their own, which can fail apart from the sync.
+    // kpng deletes the chains no service uses any more inside the sync's own atomic batch (nft/plan.ts,
+    // settleSharedChains): such a failure is the sync's, counted above. This one never moves.
+    nftablesCleanupFailures: new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total', help: 'Cumulative proxy nftables cleanup failures', labelNames: fam, registers: r }),
     healthzTotal: new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy healthz HTTP status', labelNames: ['code'] as const, registers: r }),
     livezTotal: new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy livez HTTP status', labelNames: ['code'] as const, registers: r }),
     // Upstream's reconciler runs on every sync; kpng's clean-up only when a sync made entries stale.
@@ -38,6 +49,8 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     conntrackDeletedEntries: new Counter({ name: 'kubeproxy_conntrack_reconciler_deleted_entries_total', help: 'Cumulative conntrack flows deleted by conntrack reconciler', labelNames: fam, registers: r }),
     // --- client-go's, for the kube source's requests to the API server --------------------------
     restClient: createRestClientMetrics(registry),
+    // --- component-base's: the metrics port's SLIs (/metrics/slis) ------------------------------
+    slis: createSliMetrics(),
     // --- kpng's own -----------------------------------------------------------------------------
     info: new Gauge({ name: 'kpng_build_info', help: 'Always 1: the kpng version, the backend and the Node.js runtime', labelNames: ['version', 'backend', 'node'] as const, registers: r }),
     revision: new Gauge({ name: 'kpng_state_revision', help: 'Revision of this node\'s ENLS (moves only when some item\'s content changes)', registers: r }),
@@ -53,6 +66,13 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     conntrackDeleted: new Counter({ name: 'kpng_conntrack_entries_deleted_total', help: 'Stale UDP conntrack entries deleted after endpoint changes', labelNames: ['backend'] as const, registers: r }),
     healthCheckPorts: new Gauge({ name: 'kpng_health_check_node_ports', help: 'Health-check node ports open (services with externalTrafficPolicy Local and a healthCheckNodePort)', registers: r }),
   };
+  // --- component-base's: feature gates and the metrics about metrics -------------------------------
+  registerFeatureGates(registry);
+  registerLinkedApiserverMetrics(registry);
+  registerMetaMetrics(registry, () => [
+    ...registry.getMetricsAsArray().map((f) => f.name).filter((n) => !RUNTIME.test(n)),
+    ...m.slis.registry.getMetricsAsArray().map((f) => f.name),
+  ]);
   let processMetrics = opts.processMetrics !== false;
   return {
     ...m,

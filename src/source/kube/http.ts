@@ -16,7 +16,22 @@ export interface RequestObserver {
   /** A request's time until its response was read whole, or it failed (client-go's RequestLatency).
    *  Not for watches: a watch is a stream open for minutes, and client-go does not time them either. */
   latency(verb: string, host: string, seconds: number): void;
+  /** A request's body size as sent (client-go's RequestSize): kpng only GETs, with no body. Not for
+   *  watches, which client-go does not measure either. */
+  requestBytes?(verb: string, host: string, bytes: number): void;
+  /** A whole response body's size (client-go's ResponseSize): not for watches, which client-go streams unmeasured. */
+  responseBytes?(verb: string, host: string, bytes: number): void;
+  /** The time a new connection spent resolving the server's name, labelled with the name (none for an IP
+   *  address or a reused connection). */
+  resolved?(host: string, seconds: number): void;
+  /** The wait for the client-side rate limit in front of the transport (client-go's RateLimiterLatency). */
+  rateLimited?(verb: string, host: string, seconds: number): void;
+  /** A transport was made (client-go's transport cache counts its creations). */
+  transportCreated?(): void;
 }
+
+/** Who is told a response's size once readBody() has read it whole (set for every response but watches'). */
+const bodySizeSeen = new WeakMap<http.IncomingMessage, (bytes: number) => void>();
 
 /** `watch=1` / `watch=true` in a request's query. */
 const isWatch = (url: URL): boolean => { const w = url.searchParams.get('watch'); return w !== null && w !== '0' && w !== 'false'; };
@@ -28,14 +43,19 @@ export interface Transport {
   get(path: string, signal: AbortSignal, accept?: string): Promise<http.IncomingMessage>;
 }
 
+/** The host label as client-go writes it: the server's host[:port] as the kubeconfig spells it (URL
+ *  would drop a default port that client-go keeps, e.g. in-cluster's :443). */
+export function hostLabel(server: string): string {
+  return /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?([^/?#]+)/i.exec(server)?.[1] ?? new URL(server).host;
+}
+
 export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng', observer?: RequestObserver): Transport {
   const base = new URL(server);
   // A server URL may carry a path prefix (some proxies in front of API servers use one).
   const prefix = base.pathname.replace(/\/+$/, '');
   const mod = base.protocol === 'http:' ? http : https;
-  // The host label as client-go writes it: the server's host[:port] as the kubeconfig spells it (URL
-  // would drop a default port that client-go keeps, e.g. in-cluster's :443).
-  const host = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?([^/?#]+)/i.exec(server)?.[1] ?? base.host;
+  const host = hostLabel(server);
+  observer?.transportCreated?.();
   return {
     server,
     async get(path: string, signal: AbortSignal, accept = 'application/json'): Promise<http.IncomingMessage> {
@@ -50,6 +70,7 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
         const req = mod.request(url, { ...opts, signal }, (res) => {
           responded = true;
           observer?.result(String(res.statusCode ?? 0), 'GET', host);
+          if (timed && observer?.responseBytes) bodySizeSeen.set(res, (n) => observer.responseBytes!('GET', host, n));
           // 'close' comes once the body is read whole, or the response is abandoned.
           res.once('close', done);
           resolve(res);
@@ -60,8 +81,17 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
           reject(e);
         });
         // Keepalive probes notice a peer that vanished without closing (the watchdog is the backstop).
-        req.on('socket', (s) => s.setKeepAlive(true, 15_000));
+        req.on('socket', (s) => {
+          s.setKeepAlive(true, 15_000);
+          // A new connection to a name resolves it first ('lookup', failed or not); an IP address or a
+          // reused connection does not. client-go's label is the name alone, without the port.
+          if (observer?.resolved && s.connecting) {
+            const t1 = performance.now();
+            s.once('lookup', (_err: Error | null, _address: string, _family: number, name: string) => observer.resolved!(name || base.hostname, (performance.now() - t1) / 1000));
+          }
+        });
         req.end();
+        if (timed) observer?.requestBytes?.('GET', host, 0); // a GET has no body
       });
     },
   };
@@ -83,7 +113,7 @@ export function readBody(res: http.IncomingMessage, maxBytes = 1 << 30): Promise
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('response aborted')));
     res.on('close', () => { if (!res.complete) reject(new Error('connection closed before the response ended')); });
-    res.on('end', () => resolve(Buffer.concat(chunks, size)));
+    res.on('end', () => { bodySizeSeen.get(res)?.(size); resolve(Buffer.concat(chunks, size)); });
   });
 }
 

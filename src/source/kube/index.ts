@@ -7,7 +7,7 @@ import type { ClusterStore } from '../../store/cluster';
 import type { Logger } from '../../util/log';
 import { DEFAULT_BURST, DEFAULT_QPS, rateLimited, TokenBucket } from './rate-limit';
 import { loadKubeTarget, type KubeTarget } from './config';
-import type { RequestObserver, Transport } from './http';
+import { hostLabel, type RequestObserver, type Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
 import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
@@ -95,7 +95,9 @@ export const startKubeSource: StartKubeSource = async (opts) => {
   const bucket = new TokenBucket(opts.qps ?? DEFAULT_QPS, opts.burst ?? DEFAULT_BURST);
   const limit = bucket.unlimited ? 'no rate limit' : `${opts.qps || DEFAULT_QPS} requests/s, bursts of ${opts.burst || DEFAULT_BURST}`;
   opts.log.info(`kube: API server ${target.transport.server} (${target.describe}, ${opts.contentType ?? 'protobuf'}, ${limit}), node ${opts.node}${opts.serviceProxyName ? `, service-proxy-name ${opts.serviceProxyName}` : ''}`);
-  const reflectors = createReflectors({ ...opts, transport: rateLimited(target.transport, bucket) }, tuningFromEnv());
+  const host = hostLabel(target.transport.server);
+  const waited = opts.observeRequests?.rateLimited ? (s: number) => opts.observeRequests!.rateLimited!('GET', host, s) : undefined;
+  const reflectors = createReflectors({ ...opts, transport: rateLimited(target.transport, bucket, waited) }, tuningFromEnv());
   return runReflectors(reflectors, opts.store, opts.log, opts.node, opts.signal, opts.reduceMemoryWhenSynced ?? true);
 };
 

@@ -1,4 +1,4 @@
-import { TokenBucket, type Clock } from './rate-limit';
+import { rateLimited, TokenBucket, type Clock } from './rate-limit';
 
 /** A clock whose sleeps complete only when the test moves time. */
 function fakeClock() {
@@ -45,4 +45,20 @@ test('client-go\'s meanings: qps 0 and burst 0 are the defaults (5, 10), a negat
   const none = new TokenBucket(-1, 0, clock);
   expect(none.unlimited).toBe(true);
   await Promise.all(Array.from({ length: 100 }, () => none.take(signal)));
+});
+
+test('the transport tells each request\'s wait for the limiter (client-go\'s rate limiter latency)', async () => {
+  const { clock, advance } = fakeClock();
+  const b = new TokenBucket(2, 1, clock);
+  const waits: number[] = [];
+  const t = rateLimited({ server: 'https://api:6443', get: async () => ({}) as never }, b, (s) => waits.push(s));
+  const signal = new AbortController().signal;
+  const first = t.get('/a', signal);
+  const second = t.get('/b', signal);
+  await advance(0);
+  await first;
+  expect(waits).toEqual([0]);
+  await advance(500);
+  await second;
+  expect(waits).toEqual([0, 0.5]);
 });

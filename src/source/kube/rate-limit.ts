@@ -35,26 +35,31 @@ export class TokenBucket {
 
   get unlimited(): boolean { return this.qps < 0; }
 
-  /** Resolves when a request may go; rejects when `signal` aborts first. */
-  async take(signal: AbortSignal): Promise<void> {
-    if (this.unlimited) return;
+  /** Resolves when a request may go, with the time it waited (ms, 0: a token was there); rejects when
+   *  `signal` aborts first. */
+  async take(signal: AbortSignal): Promise<number> {
+    if (this.unlimited) return 0;
     const now = this.clock.now();
     this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
     this.last = now;
     // Reserve the token now: concurrent callers queue behind each other, as client-go's limiter does.
     this.tokens -= 1;
-    if (this.tokens >= 0) return;
-    await this.clock.sleep((-this.tokens / this.qps) * 1000, signal);
+    if (this.tokens >= 0) return 0;
+    const ms = (-this.tokens / this.qps) * 1000;
+    await this.clock.sleep(ms, signal);
+    return ms;
   }
 }
 
-/** The transport with every request waiting for the bucket first. */
-export function rateLimited(t: Transport, bucket: TokenBucket): Transport {
+/** The transport with every request waiting for the bucket first; `waited` is told each wait, in seconds
+ *  (0 when a token was there: client-go's rate limiter latency). */
+export function rateLimited(t: Transport, bucket: TokenBucket, waited?: (seconds: number) => void): Transport {
   if (bucket.unlimited) return t;
   return {
     server: t.server,
     async get(path, signal, accept) {
-      await bucket.take(signal);
+      const ms = await bucket.take(signal);
+      waited?.(ms / 1000);
       return t.get(path, signal, accept);
     },
   };
