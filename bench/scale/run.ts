@@ -7,6 +7,7 @@
 //   npm run bench:scale -- --proxies nft,ebpf,upstream --profile 100 [--runs 1] [--seed 1]
 //        [--throughput 10] [--phases create,scale,update,delete] [--out DIR] [--kubeconfig FILE]
 //        [--no-deploy] [--check-timeout 120]
+//   npm run bench:scale -- --lab --proxies nft,upstream,nft:--min-change-period=0s --profile 100
 //
 // --profile: ClusterLoader2's node count (tiny = 20, 100, 1000, 5000) or --nodes N; the load is sized
 //   for that many nodes (30 pods a node) and runs on the kwok nodes, of which there must be enough
@@ -16,6 +17,9 @@
 //   run to run. --no-deploy measures whatever proxy the cluster runs (found by the label k8s-app=kpng
 //   or kube-proxy), for a cluster of your own (KUBECONFIG); the kernel check and the process figures
 //   then need the nodes' network namespaces on this host, else they are left out.
+// --lab: no cluster (lab.ts): the loopback control plane, kube-controller-manager, kube-scheduler and
+//   kwok (make scale-bins), each proxy in a network namespace as the one real node; kpng's entries may
+//   carry extra flags after a `:`.
 // Writes report.md, report.json and SVG plots to --out (default .cache/bench/scale/<profile>-<date>).
 // Figures, never pass/fail.
 import { execFileSync } from 'node:child_process';
@@ -30,6 +34,7 @@ import { describeProfile, NAMED_PROFILES, profileFor } from './profile';
 import { runProxy } from './run-proxy';
 import { findProxies } from './targets';
 import { writeReport, type Report } from './report';
+import { runLab } from './lab';
 
 helpIfAsked(__filename);
 
@@ -49,6 +54,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       kubeconfig: { type: 'string' },
       'no-deploy': { type: 'boolean', default: false },
+      lab: { type: 'boolean', default: false },
       'check-timeout': { type: 'string', default: '120' },
     },
   });
@@ -58,6 +64,25 @@ async function main(): Promise<void> {
   const seed = Number(a.seed);
   const phases = a.phases!.split(',') as PhaseName[];
   for (const p of phases) if (!PHASES.includes(p)) throw new Error(`--phases: ${p} is not one of ${PHASES.join(', ')}`);
+  const log = (m: string) => process.stderr.write(`[scale] ${new Date().toISOString().slice(11, 19)} ${m}\n`);
+  if (a.lab) {
+    const plan = planLoad(profile, seed);
+    const kwokNodes = Math.ceil(profile.pods / 56) + 2;
+    const date = new Date().toISOString();
+    const out = a.out ?? path.join(repoRoot(), '.cache', 'bench', 'scale', `lab-${profile.nodes}-${date.slice(0, 19).replace(/:/g, '')}`);
+    const report: Report = { command: `npm run bench:scale -- ${process.argv.slice(2).join(' ')}`, date, profile: `${describeProfile(profile)} (lab: one real node)`, seed, kwokNodes, results: [] };
+    log(`${describeProfile(profile)}; seed ${seed}; lab with ${kwokNodes} kwok nodes; proxies ${a.proxies}`);
+    await runLab({ plan, kwokNodes, proxies: a.proxies!.split(','), runs: Number(a.runs), log,
+      runOptions: { phases, checkTimeoutMs: Number(a['check-timeout']) * 1000 },
+      onResult: (res) => {
+        report.results.push(res);
+        writeReport(out, report);
+        log(`${res.proxy} run ${res.run}: SLI p99 ${res.sli.p99} s; own share p99 ${res.own.p99.toFixed(0)} ms (${res.own.count} samples); CPU ${res.cpuS.toFixed(1)} s; peak ${res.peakMiB.toFixed(0)} MiB; mismatches ${res.checks.map((c) => c.mismatches).join('/')}`);
+      } });
+    process.stdout.write(fs.readFileSync(path.join(out, 'report.md'), 'utf8'));
+    log(`report: ${out}/report.md (and report.json, latency.svg, cpu.svg, rss.svg)`);
+    return;
+  }
   const local = fs.existsSync(path.join(CLUSTER_STATE, 'up'));
   const kubeconfig = a.kubeconfig ?? process.env.KUBECONFIG ?? (local ? path.join(CLUSTER_STATE, 'admin.kubeconfig') : undefined);
   const kube = new Kube(accessFromKubeconfig(kubeconfig));
@@ -69,7 +94,6 @@ async function main(): Promise<void> {
   const needed = Math.ceil(profile.pods / 56);
   if (kwokNodes < needed) throw new Error(`the load needs at least ${needed} kwok nodes (56 pods each); the cluster has ${kwokNodes} (hack/cluster/up.sh --kwok-nodes ${profile.nodes})`);
   const plan = planLoad(profile, seed);
-  const log = (m: string) => process.stderr.write(`[scale] ${new Date().toISOString().slice(11, 19)} ${m}\n`);
   log(`${describeProfile(profile)}; seed ${seed}; ${kwokNodes} kwok nodes; proxies ${proxies.join(', ')}`);
 
   const config = path.join(repoRoot(), 'bench', 'scale', 'kube-proxy-config.yaml');
