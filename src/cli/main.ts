@@ -138,9 +138,10 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   try {
-    // What runs, first: the line an operator looks for after an upgrade or a crash.
+    // What runs, first: the line an operator looks for after an upgrade or a crash (a one-shot run's
+    // output stays its own).
     const info = buildInfo(version());
-    log.info(`kpng ${info.git_version}${info.git_commit ? ` (commit ${info.git_commit.slice(0, 12)}${info.git_tree_state === 'dirty' ? ', dirty' : ''}, built ${info.build_date})` : ''} on Node.js ${process.version}: ${opts.command} source, ${opts.to} backend, node ${opts.node}`);
+    (opts.once ? log.debug : log.info)(`kpng ${info.git_version}${info.git_commit ? ` (commit ${info.git_commit.slice(0, 12)}${info.git_tree_state === 'dirty' ? ', dirty' : ''}, built ${info.build_date})` : ''} on Node.js ${process.version}: ${opts.command} source, ${opts.to} backend, node ${opts.node}`);
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
       nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}),
