@@ -8,13 +8,14 @@ import { spawnSync } from 'node:child_process';
 import { Lab } from '../vs-upstream/lab';
 import { buildKubeProxy } from '../vs-upstream/proxies';
 import { kpngMain, nodeBinary } from '../events/kpng-child';
-import { startControlPlane } from '../../test/e2e/support/controlplane';
+import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
 import { startKwokCluster } from '../../test/e2e/support/kwok-cluster';
 import { Kube } from './kube';
 import { runProxy, type RunOptions } from './run-proxy';
 import type { LoadPlan } from './load-plan';
 import type { ProxyKind } from './kernel-state';
 import type { ProxyResult } from './report';
+import type { ProxyTarget } from './targets';
 
 /** The one real node: its name, zone and pod CIDR. */
 export const LAB_NODE = { name: 'scale-lab-node', zone: 'zone-a', podCidr: '10.244.1.0/24' } as const;
@@ -57,6 +58,40 @@ export interface LabRun {
   onResult: (r: ProxyResult) => void;
 }
 
+/** The one real node's Node object, created in the control plane. */
+export async function createLabNode(cp: ControlPlane): Promise<void> {
+  const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: LAB_NODE.name, labels: { 'kubernetes.io/hostname': LAB_NODE.name, 'topology.kubernetes.io/zone': LAB_NODE.zone } }, spec: { podCIDR: LAB_NODE.podCidr, podCIDRs: [LAB_NODE.podCidr] } };
+  const created = await cp.request('POST', '/api/v1/nodes', node);
+  if (created.status !== 201) throw new Error(`creating the lab's Node: HTTP ${created.status}: ${created.text.slice(0, 200)}`);
+}
+
+/** The bench's API client for the control plane, with its token and CA (client-node's loader is not needed for one server). */
+export function labKube(cp: ControlPlane): Kube {
+  return new Kube({ server: cp.server, apply: async (r) => { r.ca = cp.caPem; r.headers = { ...r.headers, Authorization: `Bearer ${cp.token}` }; } });
+}
+
+/**
+ * Starts `p` in a network namespace of its own (named after `tag`) as the lab's node, and resolves once
+ * its metrics answer (its first sync is done well before the load's first change), with the target the
+ * measurements read. The caller stops the lab.
+ */
+export async function startLabProxy(p: LabProxy, cp: ControlPlane, tag: string): Promise<{ lab: Lab; target: ProxyTarget }> {
+  const lab = await Lab.create(tag, Number(new URL(cp.server).port));
+  try {
+    const proc = lab.startProxy(p.argv(cp.kubeconfigPath));
+    const t0 = Date.now();
+    while (spawnSync('ip', ['netns', 'exec', lab.netns, 'curl', '-sf', '-o', '/dev/null', 'http://127.0.0.1:10249/metrics']).status !== 0) {
+      if (!lab.proxyRunning || Date.now() - t0 > 120_000) throw new Error(`${p.name} did not serve /metrics: ${lab.stderrTail.join('\n')}`);
+      await new Promise((res) => setTimeout(res, 500));
+    }
+    const target: ProxyTarget = { node: LAB_NODE.name, zone: LAB_NODE.zone, pod: p.name, kind: p.kind, netns: lab.netns, pid: proc.pid, place: { netns: lab.netns }, metricsPort: 10249 };
+    return { lab, target };
+  } catch (e) {
+    await lab.stop();
+    throw e;
+  }
+}
+
 export async function runLab(o: LabRun): Promise<void> {
   let bin: string | undefined;
   const proxies = o.proxies.map((p) => labProxy(p, () => (bin ??= buildKubeProxy())));
@@ -64,15 +99,18 @@ export async function runLab(o: LabRun): Promise<void> {
   try {
     const kwok = await startKwokCluster(cp, o.kwokNodes, o.log);
     try {
-      const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: LAB_NODE.name, labels: { 'kubernetes.io/hostname': LAB_NODE.name, 'topology.kubernetes.io/zone': LAB_NODE.zone } }, spec: { podCIDR: LAB_NODE.podCidr, podCIDRs: [LAB_NODE.podCidr] } };
-      const created = await cp.request('POST', '/api/v1/nodes', node);
-      if (created.status !== 201) throw new Error(`creating the lab's Node: HTTP ${created.status}: ${created.text.slice(0, 200)}`);
-      // The control plane's token and CA (client-node's loader is not needed for one server).
-      const kube = new Kube({ server: cp.server, apply: async (r) => { r.ca = cp.caPem; r.headers = { ...r.headers, Authorization: `Bearer ${cp.token}` }; } });
+      await createLabNode(cp);
+      const kube = labKube(cp);
       try {
         for (let r = 0; r < o.runs; r++) {
           for (const i of proxies.map((_, k) => (k + r) % proxies.length)) {
-            o.onResult(await oneProxy(proxies[i], cp.kubeconfigPath, Number(new URL(cp.server).port), kube, o, r + 1));
+            const { lab, target } = await startLabProxy(proxies[i], cp, 'scl');
+            try {
+              o.log(`${proxies[i].name} run ${r + 1}: pid ${target.pid} in netns ${lab.netns}`);
+              o.onResult(await runProxy(kube, o.plan, proxies[i].name, r + 1, [target], { ...o.runOptions, log: o.log }));
+            } finally {
+              await lab.stop();
+            }
           }
         }
       } finally {
@@ -83,23 +121,5 @@ export async function runLab(o: LabRun): Promise<void> {
     }
   } finally {
     await cp.stop();
-  }
-}
-
-async function oneProxy(p: LabProxy, kubeconfig: string, apiPort: number, kube: Kube, o: LabRun, run: number): Promise<ProxyResult> {
-  const lab = await Lab.create('scl', apiPort);
-  try {
-    const proc = lab.startProxy(p.argv(kubeconfig));
-    // Serving once its metrics answer (its first sync is done well before the load's first change).
-    const t0 = Date.now();
-    while (spawnSync('ip', ['netns', 'exec', lab.netns, 'curl', '-sf', '-o', '/dev/null', 'http://127.0.0.1:10249/metrics']).status !== 0) {
-      if (!lab.proxyRunning || Date.now() - t0 > 120_000) throw new Error(`${p.name} did not serve /metrics: ${lab.stderrTail.join('\n')}`);
-      await new Promise((res) => setTimeout(res, 500));
-    }
-    o.log(`${p.name} run ${run}: pid ${proc.pid} in netns ${lab.netns}`);
-    const target = { node: LAB_NODE.name, zone: LAB_NODE.zone, pod: p.name, kind: p.kind, netns: lab.netns, pid: proc.pid, place: { netns: lab.netns }, metricsPort: 10249 };
-    return await runProxy(kube, o.plan, p.name, run, [target], { ...o.runOptions, log: o.log });
-  } finally {
-    await lab.stop();
   }
 }

@@ -28,7 +28,11 @@ export function readBuildStamp(file: string = path.join(__dirname, '..', 'build-
   }
 }
 
-export function buildInfo(version: string, runtime: { version: string; platform: string; arch: NodeJS.Architecture } = process, stamp: BuildStamp = readBuildStamp()): BuildInfo {
+let ownStamp: BuildStamp | undefined;
+/** This build's stamp, read once (the start line and kubernetes_build_info both want it). */
+const buildStamp = (): BuildStamp => (ownStamp ??= readBuildStamp());
+
+export function buildInfo(version: string, runtime: { version: string; platform: string; arch: NodeJS.Architecture } = process, stamp: BuildStamp = buildStamp()): BuildInfo {
   const [major = '', minor = ''] = version.split('.');
   return {
     major, // kpng's major version

@@ -4,12 +4,10 @@
 // four phases; after each, the node's kernel (read with nft, never from kpng) must hold what the API
 // says; the figures the report needs must be there. Then the check must fail when the proxy stops
 // following the API. The large profiles are benches (npm run bench:scale), not tests.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Lab } from '../../bench/vs-upstream/lab';
-import { kpngMain, nodeBinary } from '../../bench/events/kpng-child';
 import { Kube } from '../../bench/scale/kube';
 import { planLoad } from '../../bench/scale/load-plan';
 import { profileFor } from '../../bench/scale/profile';
@@ -17,6 +15,7 @@ import { runProxy } from '../../bench/scale/run-proxy';
 import { checkKernels } from '../../bench/scale/check';
 import { createNamespaces, runOperations, waitSettled } from '../../bench/scale/load';
 import { writeReport, type ProxyResult } from '../../bench/scale/report';
+import { createLabNode, LAB_NODE, labKube, labProxy, startLabProxy } from '../../bench/scale/lab';
 import type { ProxyTarget } from '../../bench/scale/targets';
 import { gated, need } from '../helpers/gate';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
@@ -25,8 +24,6 @@ import { clusterBinDir, SCALE_BINARIES, startKwokCluster, type KwokCluster } fro
 const binsBuilt = (): boolean => { try { const d = clusterBinDir(); return SCALE_BINARIES.every((b) => fs.existsSync(path.join(d, b))); } catch { return false; } };
 const { describe: d } = gated(...need.netns(), need.built(path.join(__dirname, '..', '..', 'dist', 'src', 'cli', 'main.js')),
   need.that('kube-controller-manager, kube-scheduler and kwok', binsBuilt(), 'run `make scale-bins` (hack/cluster/build.sh --scale)'));
-
-const NODE = 'ksh-node1';
 
 d('bench:scale harness on 20 kwok nodes', () => {
   let cp: ControlPlane;
@@ -41,20 +38,9 @@ d('bench:scale harness on 20 kwok nodes', () => {
     cp = await startControlPlane({ keepAlive: true });
     kwok = await startKwokCluster(cp, 20, log);
     // The one real node: a Node object (no kubelet) in zone-a, whose proxy is kpng in a namespace.
-    const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, 'topology.kubernetes.io/zone': 'zone-a' } }, spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] } };
-    expect((await cp.request('POST', '/api/v1/nodes', node)).status).toBe(201);
-    lab = await Lab.create('ksh', Number(new URL(cp.server).port));
-    lab.startProxy([nodeBinary(), kpngMain(), `--kubeconfig=${cp.kubeconfigPath}`, `--hostname-override=${NODE}`, '--proxy-mode=nftables',
-      '--cluster-cidr=10.244.0.0/16', '--conntrack-max-per-core=0', '--oom-score-adj=0']);
-    // The control plane's token and CA (client-node's loader cannot run under Jest).
-    kube = new Kube({ server: cp.server, apply: async (o) => { o.ca = cp.caPem; o.headers = { ...o.headers, Authorization: `Bearer ${cp.token}` }; } });
-    target = { node: NODE, zone: 'zone-a', pod: 'kpng-local', kind: 'kpng-nft', netns: lab.netns, pid: lab.proxy!.pid, place: { netns: lab.netns }, metricsPort: 10249 };
-    // Serving once its metrics answer (the first sync is done well before the load's first change).
-    const t0 = Date.now();
-    while (!(await fetchable(lab.netns))) {
-      if (!lab.proxyRunning || Date.now() - t0 > 60_000) throw new Error(`kpng did not serve /metrics: ${lab.stderrTail.join('\n')}`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    await createLabNode(cp);
+    ({ lab, target } = await startLabProxy(labProxy('nft', () => { throw new Error('no upstream here'); }), cp, 'ksh'));
+    kube = labKube(cp);
   }, 300_000);
 
   afterAll(async () => {
@@ -104,10 +90,7 @@ d('bench:scale harness on 20 kwok nodes', () => {
     await waitSettled(kube, plan, 'create', 120_000);
     const check = await checkKernels(kube, [target], 'stale', 3000);
     expect(check.mismatches).toBeGreaterThan(0);
-    expect(check.examples.join('\n')).toContain(NODE);
+    expect(check.examples.join('\n')).toContain(LAB_NODE.name);
   }, 300_000);
 });
 
-async function fetchable(netns: string): Promise<boolean> {
-  return spawnSync('ip', ['netns', 'exec', netns, 'curl', '-sf', '-o', '/dev/null', 'http://127.0.0.1:10249/metrics']).status === 0;
-}
