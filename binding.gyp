@@ -26,6 +26,7 @@
         "native/ipvs.cc",
         "native/rtnl.cc",
         "native/ipset.cc",
+        "native/iptables_legacy.cc",
         "native/sysctl.cc",
         "native/ebpf.cc",
         "native/peercred.cc",

@@ -1,7 +1,7 @@
 // kpng native addon entry point: exports the nftables transport, the clean-up's listing and conntrack
-// cleanup, IPVS (generic netlink), ipset destroy (clean-up), rtnetlink links/addresses, sysctls, the eBPF
-// socket load balancer (libbpf), unix socket peer credentials. What only tests use is in the test addon
-// (test/native/), which is never packed.
+// cleanup, IPVS (generic netlink), ipset destroy and iptables-legacy chain removal (clean-up),
+// rtnetlink links/addresses, sysctls, the eBPF socket load balancer (libbpf), unix socket peer
+// credentials. What only tests use is in the test addon (test/native/), which is never packed.
 #include "common.h"
 
 static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
@@ -18,6 +18,9 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("rtnlLink", Napi::Function::New(env, RtnlLink, "rtnlLink"));
   exports.Set("rtnlLinkDelete", Napi::Function::New(env, RtnlLinkDelete, "rtnlLinkDelete"));
   exports.Set("ipsetDestroy", Napi::Function::New(env, IpsetDestroy, "ipsetDestroy"));
+  exports.Set("iptLegacyTables", Napi::Function::New(env, IptLegacyTables, "iptLegacyTables"));
+  exports.Set("iptLegacyList", Napi::Function::New(env, IptLegacyList, "iptLegacyList"));
+  exports.Set("iptLegacyRemoveChains", Napi::Function::New(env, IptLegacyRemoveChains, "iptLegacyRemoveChains"));
   exports.Set("rtnlAddrs", Napi::Function::New(env, RtnlAddrs, "rtnlAddrs"));
   exports.Set("rtnlAddrApply", Napi::Function::New(env, RtnlAddrApply, "rtnlAddrApply"));
   exports.Set("sysctl", Napi::Function::New(env, Sysctl, "sysctl"));

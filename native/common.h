@@ -138,6 +138,10 @@ Napi::Value IpvsInfo(const Napi::CallbackInfo& info);
 Napi::Value RtnlLink(const Napi::CallbackInfo& info);
 Napi::Value RtnlLinkDelete(const Napi::CallbackInfo& info);
 Napi::Value IpsetDestroy(const Napi::CallbackInfo& info);
+// iptables_legacy.cc (x_tables through get/setsockopt: the clean-up of iptables-legacy rules)
+Napi::Value IptLegacyTables(const Napi::CallbackInfo& info);
+Napi::Value IptLegacyList(const Napi::CallbackInfo& info);
+Napi::Value IptLegacyRemoveChains(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrs(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info);
 Napi::Value Sysctl(const Napi::CallbackInfo& info);

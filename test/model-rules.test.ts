@@ -260,7 +260,7 @@ describe('options (options.ts)', () => {
   test('defaults: no pod class, no --masquerade-all, node ports on the primary IPs', () => {
     expect(modelOptions({})).toEqual({
       detectLocalMode: 'ClusterCIDR', clusterCIDRs: [], podBridgeInterface: '', podInterfaceNamePrefix: '',
-      masqueradeAll: false, nodePortAddresses: ['primary'], bindAddress: '',
+      masqueradeAll: false, nodePortAddresses: ['primary'], bindAddress: '', localhostNodePorts: false,
     });
   });
   test('CIDRs are canonical and de-duplicated; a bad one names its flag', () => {

@@ -1,12 +1,15 @@
-// `kpng --cleanup`: removes from this node, through netlink only, what kpng programmed and what
-// upstream kube-proxy leaves behind, then reports what went. Each kernel subsystem has its own file:
-//   nft-tables.ts     nftables tables deleted whole: kpng's (kpng, kpng-ipvs), upstream's (kube-proxy)
-//   iptables-nft.ts   upstream's iptables / IPVS mode chains (KUBE-SERVICES, KUBE-SVC-..., ...) and the
-//                     jumps to them, as iptables-nft made them
-//   ipset.ts          upstream's IPVS mode ipsets (KUBE-CLUSTER-IP, ...), once no rule uses them
-//   bpf.ts            kpng's eBPF programs, links and maps pinned under --bpffs
-//   ipvs.ts           IPVS virtual services (not those in --ipvs-exclude-cidrs)
-//   link.ts           the kube-ipvs0 dummy link
+// `kpng --cleanup`: removes from this node, through netlink (and x_tables' sockopts) only, what kpng
+// programmed and what upstream kube-proxy leaves behind, then reports what went. Each kernel
+// subsystem has its own file:
+//   nft-tables.ts       nftables tables deleted whole: kpng's (kpng, kpng-ipvs), upstream's (kube-proxy)
+//   iptables-nft.ts     upstream's iptables / IPVS mode chains (KUBE-SERVICES, KUBE-SVC-..., ...) and
+//                       the jumps to them, as iptables-nft made them
+//   iptables-legacy.ts  the same chains and jumps as iptables-legacy made them (x_tables, through
+//                       get/setsockopt on a raw socket; no iptables binary is run)
+//   ipset.ts            upstream's IPVS mode ipsets (KUBE-CLUSTER-IP, ...), once no rule uses them
+//   bpf.ts              kpng's eBPF programs, links and maps pinned under --bpffs
+//   ipvs.ts             IPVS virtual services (not those in --ipvs-exclude-cidrs)
+//   link.ts             the kube-ipvs0 dummy link
 // Missing objects are not errors. A failure in one part never stops the others.
 //
 // For the CLI: `--cleanup` calls cleanupNode({ log, pinDir, ipvsExcludeCIDRs }) and exits with
@@ -19,6 +22,7 @@ import type { NativeCallOptions } from '../native';
 import type { Logger } from '../util/log';
 import { removePins, DEFAULT_PIN_DIR } from './bpf';
 import { removeKubeProxyChains } from './iptables-nft';
+import { removeLegacyKubeProxyChains } from './iptables-legacy';
 import { removeKubeProxyIpsets } from './ipset';
 import { removeIpvsServices } from './ipvs';
 import { removeDummyLink, IPVS_DUMMY_LINK } from './link';
@@ -31,6 +35,7 @@ export { KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
 export { IPVS_DUMMY_LINK } from './link';
 export { IPVS_NOT_AVAILABLE } from './ipvs';
 export { isKubeProxyChain } from './iptables-nft';
+export { listLegacyKubeProxyChains, type LegacyKubeProxyChain } from './iptables-legacy';
 export { KUBE_PROXY_IPSETS, IPSET_NOT_AVAILABLE } from './ipset';
 
 export interface CleanupOptions {
@@ -73,6 +78,8 @@ async function removeIpvs(report: CleanupReport, excludeCIDRs: string[], call: N
 async function removeUpstream(report: CleanupReport, call: NativeCallOptions, keepTables: readonly string[] = []): Promise<void> {
   if (!keepTables.includes(UPSTREAM_NFT_TABLE)) mergeReport(report, await deleteTables([UPSTREAM_NFT_TABLE], call));
   mergeReport(report, await removeKubeProxyChains(call));
+  // Before the ipsets: IPVS mode's legacy rules reference them too.
+  mergeReport(report, await removeLegacyKubeProxyChains(call));
   mergeReport(report, await removeKubeProxyIpsets(call));
 }
 
@@ -99,9 +106,10 @@ export async function cleanupNode(opts: CleanupOptions): Promise<CleanupReport> 
 }
 
 /**
- * Removes what upstream kube-proxy left on the node: its nftables tables, its iptables-nft chains and
- * jumps, its IPVS mode's ipsets, and (unless keepIpvs) IPVS virtual services and kube-ipvs0. For a node migrating from
- * kube-proxy: call it once kpng has programmed the node, so no service is ever left unprogrammed.
+ * Removes what upstream kube-proxy left on the node: its nftables tables, its iptables-nft and
+ * iptables-legacy chains and jumps, its IPVS mode's ipsets, and (unless keepIpvs) IPVS virtual
+ * services and kube-ipvs0. For a node migrating from kube-proxy: call it once kpng has programmed the
+ * node, so no service is ever left unprogrammed.
  */
 export async function removeUpstreamRules(log: Logger, opts: UpstreamCleanupOptions = {}): Promise<CleanupReport> {
   const call: NativeCallOptions = opts.netns ? { netns: opts.netns } : {};

@@ -13,7 +13,8 @@
 // kubelet, a CNI or a firewall share them and expect to find them; an empty base chain costs one hook
 // call per packet, nothing worth racing them for.
 //
-// iptables-legacy (x_tables, set with setsockopt, not netlink) is not handled.
+// iptables-legacy (x_tables, set with setsockopt, not netlink) has its own file, iptables-legacy.ts,
+// which removes the same chains (isKubeProxyChain).
 import { nftApply, type NativeCallOptions, type NftOp } from '../native';
 import { listJumps, listTables, type TableJumps, type TableRef } from './nft-listing';
 import { errorLine, type CleanupReport } from './report';

@@ -10,6 +10,8 @@ export interface ChainRef {
   name: string;
   /** Hooked into the packet path (PREROUTING, INPUT, ...): made by iptables-nft, never ours to delete. */
   base: boolean;
+  /** How many rules it holds. */
+  rules: number;
 }
 
 /** A rule whose verdict is a jump or goto to `target` (a chain of the same table). */
@@ -47,7 +49,9 @@ function jumpTarget(expr: { name: string; attrs: Record<number, Uint8Array> }): 
 /** One table's chains and jump rules (no sets: a clean-up never needs them). */
 export async function listJumps(table: TableRef, call?: NativeCallOptions): Promise<TableJumps> {
   const raw = await loadNative().nftListChains(NFPROTO[table.family], table.name, call?.netns);
-  const chains = raw.chains.map((c) => ({ name: c.name, base: c.hooknum !== undefined }));
+  const counts = new Map<string, number>();
+  for (const r of raw.rules) counts.set(r.chain, (counts.get(r.chain) ?? 0) + 1);
+  const chains = raw.chains.map((c) => ({ name: c.name, base: c.hooknum !== undefined, rules: counts.get(c.name) ?? 0 }));
   const jumps: JumpRule[] = [];
   for (const r of raw.rules) {
     for (const x of r.exprs) {

@@ -5,7 +5,7 @@
 export type CleanupWhich = 'kpng' | 'upstream' | 'all';
 
 /** The kernel subsystem a line of the report is about. */
-export type CleanupPart = 'nftables' | 'iptables-nft' | 'ipset' | 'bpf' | 'ipvs' | 'link';
+export type CleanupPart = 'nftables' | 'iptables-nft' | 'iptables-legacy' | 'ipset' | 'bpf' | 'ipvs' | 'link';
 
 export interface CleanupError {
   part: CleanupPart;
@@ -21,7 +21,9 @@ export interface CleanupReport {
   tables: string[];
   /** iptables-nft chains flushed and deleted, "family table chain" (e.g. "ip nat KUBE-SERVICES"). */
   chains: string[];
-  /** Rules outside those chains that jumped to them (e.g. PREROUTING -> KUBE-SERVICES), deleted. */
+  /** iptables-legacy (x_tables) chains removed, "family table chain" (e.g. "ip nat KUBE-SERVICES"). */
+  legacyChains: string[];
+  /** Rules outside those chains (either kind) that jumped to them (e.g. PREROUTING -> KUBE-SERVICES), deleted. */
   jumpRules: number;
   /** ipsets of upstream's IPVS mode destroyed (KUBE-CLUSTER-IP, ...). */
   ipsets: string[];
@@ -40,7 +42,9 @@ export interface CleanupReport {
 }
 
 export function emptyReport(): CleanupReport {
-  return { tables: [], chains: [], jumpRules: 0, ipsets: [], pins: [], ipvsServices: [], ipvsKept: [], links: [], notes: [], errors: [] };
+  return {
+    tables: [], chains: [], legacyChains: [], jumpRules: 0, ipsets: [], pins: [], ipvsServices: [], ipvsKept: [], links: [], notes: [], errors: [],
+  };
 }
 
 /** `kpng --cleanup`'s exit status: 0 when everything that was present is gone, 1 when something is left. */
@@ -52,6 +56,7 @@ export function cleanupExitCode(r: CleanupReport): 0 | 1 {
 export function mergeReport(into: CleanupReport, more: Partial<CleanupReport>): CleanupReport {
   into.tables.push(...(more.tables ?? []));
   into.chains.push(...(more.chains ?? []));
+  into.legacyChains.push(...(more.legacyChains ?? []));
   into.jumpRules += more.jumpRules ?? 0;
   into.ipsets.push(...(more.ipsets ?? []));
   into.pins.push(...(more.pins ?? []));
@@ -78,6 +83,7 @@ export function summarizeReport(r: CleanupReport): string {
     (n ? `${n} ${what}${names && names.length <= 6 ? ` (${names.join(', ')})` : ''}` : '');
   const removed = [
     part(r.tables.length, 'nftables tables', r.tables), part(r.chains.length, 'iptables-nft chains', r.chains),
+    part(r.legacyChains.length, 'iptables-legacy chains', r.legacyChains),
     part(r.jumpRules, 'jump rules'), part(r.ipsets.length, 'ipsets', r.ipsets), part(r.pins.length, 'BPF pins', r.pins),
     part(r.ipvsServices.length, 'IPVS services', r.ipvsServices), part(r.links.length, 'links', r.links),
   ].filter(Boolean);

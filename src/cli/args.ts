@@ -10,7 +10,7 @@ import { contentTypeOf, PROTOBUF, type ContentType } from '../source/kube/protob
 import { DEBUG_VERBOSITY, LOG_FORMATS, type LogFormat } from '../util/log';
 import type { VModule } from '../config/kube-proxy-config';
 
-export const COMMANDS = ['file', 'kube', 'local', 'help', 'version'] as const;
+export const COMMANDS = ['file', 'kube', 'local', 'migrate-check', 'help', 'version'] as const;
 const NODE_COMMANDS = SPECS.filter((c) => c.backends);
 export type Command = (typeof COMMANDS)[number];
 /** A registered backend's name, or 'api' (serve every node's state: not a node backend). */
@@ -158,7 +158,7 @@ export function parseCli(argv: string[]): CliOptions {
     model = modelOptions({
       clusterCIDRs: list(v['cluster-cidr']), masqueradeAll: !!v['masquerade-all'], nodePortAddresses: list(v['nodeport-addresses']),
       detectLocalMode: v['detect-local-mode'], podBridgeInterface: v['pod-bridge-interface'], podInterfaceNamePrefix: v['pod-interface-name-prefix'],
-      bindAddress: v['bind-address'],
+      bindAddress: v['bind-address'], localhostNodePorts: !!v['localhost-nodeports'],
     });
   } catch (e) {
     if (e instanceof OptionError) throw new UsageError(e.message);

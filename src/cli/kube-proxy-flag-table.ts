@@ -66,7 +66,7 @@ export const KUBE_PROXY_FLAGS: readonly KubeProxyFlag[] = [
   { name: 'iptables-sync-period', type: 'duration', when: 'noConfig', arg: 'D', help: 'kpng\'s full-resync period (modes other than ipvs)' },
   { name: 'iptables-min-sync-period', type: 'duration', when: 'noConfig', arg: 'D', help: 'minimum time between syncs (modes other than ipvs)' },
   { name: 'iptables-masquerade-bit', type: 'int', when: 'noConfig', path: 'iptables.masqueradeBit', arg: 'N', help: 'no effect: kpng marks packets its own way', noEffect: 'kpng marks packets its own way' },
-  { name: 'iptables-localhost-nodeports', type: 'bool', when: 'noConfig', path: 'iptables.localhostNodePorts', help: 'no effect: node ports never answer on localhost in kpng', noEffect: 'node ports never answer on localhost in kpng' },
+  { name: 'iptables-localhost-nodeports', type: 'bool', when: 'noConfig', path: 'iptables.localhostNodePorts', help: 'modes iptables and "": node ports also answer on 127.0.0.1 (default true; sets route_localnet); other modes do not read it' },
   { name: 'ipvs-sync-period', type: 'duration', when: 'noConfig', arg: 'D', help: 'kpng\'s full-resync period (mode ipvs)' },
   { name: 'ipvs-min-sync-period', type: 'duration', when: 'noConfig', arg: 'D', help: 'minimum time between syncs (mode ipvs)' },
   { name: 'ipvs-scheduler', type: 'string', when: 'noConfig', path: 'ipvs.scheduler', arg: 'NAME', help: 'IPVS scheduler (mode ipvs; default rr)' },

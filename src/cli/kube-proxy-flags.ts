@@ -69,8 +69,10 @@ ${rows.join('\n')}
 /** kube-proxy's mode names to kpng backends. */
 export function backendForMode(mode: string, registered: readonly string[]): { backend: string; note?: string } {
   if (mode === 'nftables') return { backend: 'nft' };
-  if (mode === '') return { backend: 'nft', note: 'proxy mode not set (kube-proxy\'s default on Linux is iptables): kpng has no iptables mode and runs nftables (nft)' };
-  if (mode === 'iptables') return { backend: 'nft', note: 'proxy mode iptables: kpng has no iptables mode and runs nftables (nft), kube-proxy\'s successor to iptables' };
+  const asIptables = 'kpng runs its nftables backend (nft) and serves node ports as iptables mode does (on every local address unless nodePortAddresses is set, '
+    + 'and on 127.0.0.1 unless iptables.localhostNodePorts is false); its rules are in the nftables table "kpng", not in iptables chains (docs/migration.md)';
+  if (mode === '') return { backend: 'nft', note: `proxy mode not set (kube-proxy's default on Linux is iptables): ${asIptables}` };
+  if (mode === 'iptables') return { backend: 'nft', note: `proxy mode iptables: ${asIptables}` };
   if (mode === 'kernelspace') throw new UsageError('proxy mode "kernelspace" is Windows only (use nftables, iptables or ipvs)');
   if (registered.includes(mode)) return { backend: mode };
   throw new UsageError(`proxy mode ${JSON.stringify(mode)}: no such mode (use nftables, iptables${registered.includes('ipvs') ? ', ipvs' : ''} or one of kpng's backends: ${registered.join(', ')})`);
@@ -154,6 +156,7 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
       setAt(user, `${modeSection(mode)}.${key}`, goDurationString(v as number));
       fromFlag.set(`${modeSection(mode)}.${key}`, `--${flag}`);
     }
+    if (given.has('iptables-localhost-nodeports') && modeSection(mode) !== 'iptables') noEffect.push(`--iptables-localhost-nodeports (mode ${mode} does not read it, as in kube-proxy)`);
   }
   // Without a file, upstream fills the server addresses from the default bind address before it reads
   // --bind-address: an IPv6 --bind-address does not move them (a file's bindAddress does).
@@ -188,7 +191,8 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   const version = versionFlag === undefined || versionFlag === 'false' ? undefined : versionFlag === 'raw' ? 'raw' : 'text';
   const asKubeProxy = opts.invokedAs !== undefined && path.basename(opts.invokedAs).startsWith('kube-proxy');
   const kubeProxyStyle = command === undefined && !help && version === undefined && (argv.length > 0 || asKubeProxy);
-  const defaultsApply = kubeProxyStyle || configFile !== undefined;
+  // migrate-check reads the command line as kube-proxy would: it says what kpng makes of it.
+  const defaultsApply = kubeProxyStyle || configFile !== undefined || command === 'migrate-check';
 
   // --help after a command is that command's help.
   const out = help ? (command !== undefined ? [command, '--help'] : ['help']) : version !== undefined ? ['version'] : [...rest];
@@ -200,7 +204,14 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   };
   if (s.hostnameOverride && !present(out, 'node')) add('hostname-override', s.hostnameOverride);
   if (s.clusterCIDRs.length) add('cluster-cidr', s.clusterCIDRs.join(','));
+  // iptables mode answers on every local address when nodePortAddresses is empty (nftables mode: the
+  // primary ones, kpng's default), and on 127.0.0.1 with localhostNodePorts.
+  // Only where kube-proxy's mode is in force (its invocation, a config file or --proxy-mode): a kpng
+  // command alone keeps kpng's defaults.
+  const modeApplies = defaultsApply || given.has('proxy-mode');
   if (s.nodePortAddresses.length) add('nodeport-addresses', s.nodePortAddresses.join(','));
+  else if (modeApplies && modeSection(s.modeGiven) === 'iptables') add('nodeport-addresses', 'all');
+  if (modeApplies && s.localhostNodePorts) add('localhost-nodeports');
   if (s.masqueradeAll) add('masquerade-all');
   if (s.detectLocalMode !== 'ClusterCIDR') add('detect-local-mode', s.detectLocalMode);
   if (s.podBridgeInterface) add('pod-bridge-interface', s.podBridgeInterface);
@@ -222,7 +233,7 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   let backend = '';
   const toIndex = out.findIndex((a) => a === '--to' || a.startsWith('--to='));
   if (toIndex >= 0) backend = out[toIndex] === '--to' ? out[toIndex + 1] ?? '' : out[toIndex].slice(5);
-  else if (!help && version === undefined && (kubeProxyStyle || configFile !== undefined || given.has('proxy-mode'))) {
+  else if (!help && version === undefined && (defaultsApply || given.has('proxy-mode'))) {
     const m = backendForMode(s.modeGiven, opts.registered);
     if (m.note && given.get('cleanup') !== true && given.get('write-config-to') === undefined) warnings.push(m.note);
     backend = m.backend;

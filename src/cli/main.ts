@@ -17,6 +17,8 @@ import { commandSpec } from './spec';
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule, type KubeTarget } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
 import { Ops } from './ops';
+import { servesLocalhostNodePorts } from '../model/options';
+import { runMigrateCheck } from './migrate-check';
 import { writeConfiguration } from './config-output';
 import { buildInfo, rawVersion } from '../metrics/build-info';
 import { removeKubeProxyRules, runCleanup } from './takeover';
@@ -96,10 +98,16 @@ export async function main(argv: string[]): Promise<number> {
     const which = opts.cleanupOnly === 'kpng' ? 'kpng' : opts.cleanupOnly === 'kube-proxy' ? 'upstream' : 'all';
     return runCleanup({ which, flags: opts.backendFlags, ipvsExcludeCIDRs: kp.ipvs.excludeCIDRs }, log);
   }
+  if (opts.command === 'migrate-check') {
+    return runMigrateCheck({
+      node: opts.node, configuration: kp.configuration, source: kp.ops.configFile ? `--config ${kp.ops.configFile}` : 'the command line',
+      backend: opts.to, model: opts.model, conntrack: kp.ops.conntrack !== null, warnings: kp.warnings,
+    }, out);
+  }
   if (kp.action === 'init-only') {
     // What needs full privileges, then exit: a second run can then do with CAP_NET_ADMIN alone.
     for (const w of kp.warnings) log.warn(w);
-    await new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: true, log, version: version() }).start();
+    await new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: true, log, version: version(), routeLocalnet: servesLocalhostNodePorts(opts.model) }).start();
     if (opts.to === 'ipvs') {
       // kube-proxy's IPVS proxier sets its sysctls, strict ARP and the timeouts before it returns for --init-only.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -144,7 +152,7 @@ export async function main(argv: string[]): Promise<number> {
     (opts.once ? log.debug : log.info)(`kpng ${info.git_version}${info.git_commit ? ` (commit ${info.git_commit.slice(0, 12)}${info.git_tree_state === 'dirty' ? ', dirty' : ''}, built ${info.build_date})` : ''} on Node.js ${process.version}: ${opts.command} source, ${opts.to} backend, node ${opts.node}`);
     for (const w of kp.warnings) log.warn(w);
     const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
-      nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}),
+      routeLocalnet: servesLocalhostNodePorts(opts.model), nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}),
       // As kube-proxy: the Node object is gone from the API server, so end (exit code 1) and let the pod
       // start again, rather than serve a node that no longer exists. A file or the local API is not a cluster.
       ...(opts.command === 'kube' ? { onNodeDeleted: () => { log.info(`Node ${opts.node} was deleted: exiting, as kube-proxy does`); process.exitCode = 1; ac.abort(); } } : {}) });

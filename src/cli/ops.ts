@@ -4,6 +4,7 @@
 // starts (its observeObject sees every raw object), then attach() once the node state and the sink exist.
 import type { BackendDefinition } from '../backend/registry';
 import { applyConntrack, applyOomScoreAdj } from '../config/conntrack';
+import { applyRouteLocalnet } from '../config/route-localnet';
 import { createHealthzServer } from '../health/healthz-server';
 import { nodeEligibilityObserver } from '../health/node-eligibility';
 import { ProxyHealth, type IPFamilyName } from '../health/proxy-health';
@@ -53,6 +54,8 @@ export interface OpsContext {
   /** The effective KubeProxyConfiguration (v1alpha1, with apiVersion and kind) for /configz; without
    *  it, /configz holds what Ops knows (configzFallback). */
   configz?: () => unknown;
+  /** Localhost node ports are served (--localhost-nodeports with 127.0.0.1 in --nodeport-addresses): set route_localnet. */
+  routeLocalnet?: boolean;
 }
 
 /** /configz without a full configuration: the fields Ops itself was given, in v1alpha1's names. */
@@ -114,6 +117,7 @@ export class Ops {
     if (this.o.oomScoreAdj !== undefined) applyOomScoreAdj(this.o.oomScoreAdj, log);
     if (this.o.conntrack && this.ctx.backend.kernel) applyConntrack(this.o.conntrack, log);
     else if (this.o.conntrack) log.debug(`conntrack settings not applied: --to ${this.ctx.backend.name} does not program the kernel`);
+    if (this.ctx.routeLocalnet && this.ctx.backend.kernel) applyRouteLocalnet(log);
     if (this.ctx.once) return;
     if (this.o.healthzBindAddress !== null) {
       const server = createHealthzServer(this.health, {

@@ -62,7 +62,8 @@ export const FLAGS: FlagSpec[] = [
   { name: 'pod-bridge-interface', type: 'string', placeholder: 'NAME', group: 'model', help: 'the bridge pods\' packets arrive on (BridgeInterface mode)' },
   { name: 'pod-interface-name-prefix', type: 'string', placeholder: 'PREFIX', group: 'model', help: 'the prefix of the interfaces pods\' packets arrive on (InterfaceNamePrefix mode)' },
   { name: 'masquerade-all', type: 'boolean', group: 'model', help: 'masquerade all traffic to cluster IPs' },
-  { name: 'nodeport-addresses', type: 'string', multiple: true, placeholder: 'primary|localhost|all|CIDR,...', group: 'model', help: 'where node ports answer: this node\'s addresses inside the CIDRs; primary (the default): the node\'s primary addresses; all: 0.0.0.0/0 and ::/0; localhost: 127.0.0.0/8 and ::1/128, where node ports are never served (as kube-proxy\'s nftables mode). A family without any answers on every address' },
+  { name: 'nodeport-addresses', type: 'string', multiple: true, placeholder: 'primary|localhost|all|CIDR,...', group: 'model', help: 'where node ports answer: this node\'s addresses inside the CIDRs; primary (the default): the node\'s primary addresses; all: 0.0.0.0/0 and ::/0; localhost: 127.0.0.0/8 and ::1/128, served only with --localhost-nodeports (IPv4). A family without any answers on every address' },
+  { name: 'localhost-nodeports', type: 'boolean', group: 'model', help: 'IPv4 node ports also answer on 127.0.0.1 when --nodeport-addresses takes it in (all, localhost or a CIDR holding it), as kube-proxy\'s iptables mode: sets route_localnet=1, masquerades those connections and drops other packets to 127.0.0.0/8 not already tracked (nft backend)' },
   { name: 'bind-address', type: 'string', placeholder: 'IP', group: 'model', help: 'this node\'s primary address of its family, instead of the Node object\'s (0.0.0.0 or ::, the default: the Node object\'s)' },
 
   { name: 'sync-period', type: 'string', placeholder: 'D', group: 'kernel', help: 'full resync period; also repairs rules edited behind kpng\'s back (default 1h)' },
@@ -114,6 +115,9 @@ export const COMMANDS: CommandSpec[] = [
     groups: ['publish', 'aggregator'], backends: false, positionals: 1 },
   { name: 'aggregator', usage: ['aggregator remove PRODUCER [--aggregator URL]', 'aggregator status [--aggregator URL]'], summary: 'remove a producer and its tables, or show what each producer owns',
     groups: ['aggregator'], backends: false, positionals: 2 },
+  { name: 'migrate-check', usage: ['migrate-check [kube-proxy\'s flags, e.g. --config /var/lib/kube-proxy/config.conf]'], summary: 'say what moving this node from kube-proxy to kpng changes, before the switch',
+    about: 'Reads what kube-proxy left on this node (nftables tables, iptables-nft and iptables-legacy chains, IPVS services, route_localnet, ports 10249 and 10256) without changing anything, and compares it with what kpng runs for the same command line or configuration file. Exit status: 0 when nothing a workload can notice changes, 1 when something does (listed). Run it where kube-proxy runs: on the node, in its network namespace (hostNetwork: true).',
+    groups: ['general', 'model', 'kernel'], backends: true },
   { name: 'help', usage: ['help [COMMAND | kube-proxy]'], summary: 'this text, a command\'s, or kube-proxy\'s flags as kpng reads them', groups: [], backends: false, positionals: 1 },
   { name: 'version', usage: ['version'], summary: 'kpng\'s version', groups: [], backends: false },
 ];

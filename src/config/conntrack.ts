@@ -32,7 +32,7 @@ export interface SysctlIO {
   write(path: string, value: number): void;
 }
 
-const realIO: SysctlIO = {
+export const realSysctlIO: SysctlIO = {
   read(path) {
     try { const v = Number(fs.readFileSync(path, 'utf8').trim()); return Number.isFinite(v) ? v : null; } catch { return null; }
   },
@@ -43,7 +43,7 @@ const SYSCTL = '/proc/sys/net/netfilter/';
 const HASHSIZE = '/sys/module/nf_conntrack/parameters/hashsize';
 
 /** Applies the settings; returns what was written. Problems are logged as warnings. */
-export function applyConntrack(s: ConntrackSettings, log: Logger, io: SysctlIO = realIO, cpus = os.availableParallelism()): string[] {
+export function applyConntrack(s: ConntrackSettings, log: Logger, io: SysctlIO = realSysctlIO, cpus = os.availableParallelism()): string[] {
   const done: string[] = [];
   const set = (name: string, value: number, onlyRaise = false) => {
     const path = name.startsWith('/') ? name : SYSCTL + name;

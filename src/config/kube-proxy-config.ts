@@ -28,6 +28,8 @@ export interface KubeProxySettings {
   /** Upstream's list (keywords primary, all, localhost and CIDRs); empty: the mode's default. */
   nodePortAddresses: string[];
   masqueradeAll: boolean;
+  /** IPv4 node ports also answer on 127.0.0.1: iptables.localhostNodePorts in modes iptables and '' (default true), never in others. */
+  localhostNodePorts: boolean;
   /** Only when the user set them: kpng's own defaults differ in meaning (see kube-proxy-flags.ts). */
   syncPeriodMs?: number;
   minSyncPeriodMs?: number;
@@ -135,7 +137,6 @@ export function kubeProxySettings(user: Obj): KubeProxySettings {
   noEffect('winkernel', 'Windows only');
   noEffect('windowsRunAsService', 'Windows only');
   noEffect(`${masqueradeSection(modeGiven)}.masqueradeBit`, 'kpng marks packets its own way');
-  if (section === 'iptables' && at(user, 'iptables.localhostNodePorts') === true) unsupported.push('iptables.localhostNodePorts (node ports never answer on localhost in kpng, as in upstream\'s nftables mode)');
   for (const g of Object.keys(isObj(user.featureGates) ? user.featureGates : {})) unsupported.push(`featureGates.${g} (kpng has no feature gates)`);
 
   const conntrack: ConntrackSettings = {
@@ -166,6 +167,7 @@ export function kubeProxySettings(user: Obj): KubeProxySettings {
     podInterfaceNamePrefix: str(at(eff, 'detectLocal.interfaceNamePrefix')),
     nodePortAddresses: ((user.nodePortAddresses as string[] | null | undefined) ?? []).map((s) => s.trim()).filter(Boolean),
     masqueradeAll: at(user, `${masqueradeSection(modeGiven)}.masqueradeAll`) === true,
+    localhostNodePorts: section === 'iptables' && at(eff, 'iptables.localhostNodePorts') !== false,
     syncPeriodMs,
     minSyncPeriodMs,
     metricsBindAddress: str(eff.metricsBindAddress),

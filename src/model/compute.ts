@@ -275,6 +275,7 @@ function nodePodCIDRs(node: NodeSpec | undefined): string[] {
 
 export function computeNodeItem(name: string, node: NodeSpec | undefined, opts: ModelOptions = DEFAULT_MODEL_OPTIONS): Item {
   const mode = opts.detectLocalMode;
+  const ports = nodePortAddresses(opts, primaryAddresses(node, opts));
   return {
     key: NODE_KEY,
     node: {
@@ -282,9 +283,10 @@ export function computeNodeItem(name: string, node: NodeSpec | undefined, opts: 
       zone: node?.zone ?? '',
       addresses: node?.addresses ?? [],
       podCidrs: splitFamilies(mode === 'ClusterCIDR' ? opts.clusterCIDRs : mode === 'NodeCIDR' ? nodePodCIDRs(node) : []),
-      nodePortAddresses: nodePortAddresses(opts, primaryAddresses(node, opts)),
+      nodePortAddresses: ports,
       podBridgeInterface: opts.podBridgeInterface,
       podInterfaceNamePrefix: opts.podInterfaceNamePrefix,
+      ...(opts.localhostNodePorts && ports.v4.some((c) => cidrContains(c, '127.0.0.1')) ? { localhostNodePorts: true } : {}),
     },
   };
 }

@@ -61,8 +61,10 @@ export interface NodeInfo {
   addresses: string[];
   /** Sources of the "pod" client class by address (ClusterCIDR / NodeCIDR detection). */
   podCidrs: IPSet;
-  /** Where node ports answer: this node's addresses inside these, loopback excepted. */
+  /** Where node ports answer: this node's addresses inside these, loopback excepted unless localhostNodePorts. */
   nodePortAddresses: IPSet;
+  /** IPv4 node ports also answer on the loopback addresses inside nodePortAddresses (kube-proxy's iptables mode). */
+  localhostNodePorts?: boolean;
   /** Pods' packets arrive on this interface (BridgeInterface detection), or ''. */
   podBridgeInterface: string;
   /** Pods' packets arrive on interfaces whose name starts with this (InterfaceNamePrefix detection), or ''. */
@@ -165,6 +167,7 @@ export function normalizeItem(raw: unknown): Item {
     item.node = {
       name: n.name ?? '', zone: n.zone ?? '', addresses: [...(n.addresses ?? [])], podCidrs: ipset(n.podCidrs), nodePortAddresses: ipset(n.nodePortAddresses),
       podBridgeInterface: n.podBridgeInterface ?? '', podInterfaceNamePrefix: n.podInterfaceNamePrefix ?? '',
+      ...(n.localhostNodePorts ? { localhostNodePorts: true } : {}),
     };
   }
   return item;

@@ -2,7 +2,7 @@
 // --pod-bridge-interface and --pod-interface-name-prefix, --masquerade-all, --nodeport-addresses,
 // --bind-address), validated once, with kube-proxy's defaults and validation rules
 // (pkg/proxy/apis/config/validation).
-import { canonicalCIDR, canonicalIP, ipFamily } from './ip';
+import { canonicalCIDR, canonicalIP, cidrContains, ipFamily } from './ip';
 
 /** How the "pod" client class is recognised (kube-proxy's --detect-local-mode). */
 export type DetectLocalMode = 'ClusterCIDR' | 'NodeCIDR' | 'BridgeInterface' | 'InterfaceNamePrefix';
@@ -29,11 +29,16 @@ export interface ModelOptions {
   nodePortAddresses: string[];
   /** This node's primary address of its family, overriding the Node object's ('' = from the Node object). */
   bindAddress: string;
+  /**
+   * IPv4 node ports also answer on loopback addresses inside nodePortAddresses, as kube-proxy's
+   * iptables mode does with localhostNodePorts (its default there); needs route_localnet on the node.
+   */
+  localhostNodePorts: boolean;
 }
 
 export const DEFAULT_MODEL_OPTIONS: ModelOptions = {
   detectLocalMode: 'ClusterCIDR', clusterCIDRs: [], podBridgeInterface: '', podInterfaceNamePrefix: '',
-  masqueradeAll: false, nodePortAddresses: ['primary'], bindAddress: '',
+  masqueradeAll: false, nodePortAddresses: ['primary'], bindAddress: '', localhostNodePorts: false,
 };
 
 export class OptionError extends Error {}
@@ -48,6 +53,7 @@ export interface RawModelOptions {
   podBridgeInterface?: string;
   podInterfaceNamePrefix?: string;
   bindAddress?: string;
+  localhostNodePorts?: boolean;
 }
 
 /** Linux interface names are at most 15 bytes (IFNAMSIZ - 1): a longer name or prefix matches nothing. */
@@ -119,6 +125,7 @@ export function modelOptions(raw: RawModelOptions): ModelOptions {
     masqueradeAll: !!raw.masqueradeAll,
     nodePortAddresses: nodePortAddresses(raw.nodePortAddresses ?? []),
     bindAddress: bindAddress(raw.bindAddress),
+    localhostNodePorts: !!raw.localhostNodePorts,
   };
 }
 
@@ -134,7 +141,14 @@ export function modelNotes(o: ModelOptions): ModelNote[] {
   if (o.detectLocalMode === 'ClusterCIDR' && o.clusterCIDRs.length === 0) {
     notes.push({ level: 'debug', text: '--detect-local-mode ClusterCIDR without --cluster-cidr: pods cannot be told apart from other clients (no local traffic detection)' });
   }
-  if (o.nodePortAddresses.includes('localhost') || o.nodePortAddresses.some(isLoopbackCIDR)) {
+  if (servesLocalhostNodePorts(o)) {
+    notes.push({
+      level: 'info',
+      text: 'node ports also answer on 127.0.0.1 (localhost node ports, as kube-proxy\'s iptables mode): route_localnet=1 is set on the node, '
+        + 'connections from 127.0.0.0/8 are masqueraded and other packets to 127.0.0.0/8 not already tracked are dropped; '
+        + 'to turn this off, set --iptables-localhost-nodeports=false or leave loopback out of --nodeport-addresses',
+    });
+  } else if (o.nodePortAddresses.includes('localhost') || o.nodePortAddresses.some(isLoopbackCIDR)) {
     notes.push({
       level: 'info',
       text: '--nodeport-addresses: node ports are not served on loopback addresses (as kube-proxy\'s nftables mode without the KubeProxyNFTablesLocalhostNodePorts feature gate: '
@@ -142,6 +156,20 @@ export function modelNotes(o: ModelOptions): ModelNote[] {
     });
   }
   return notes;
+}
+
+/**
+ * Whether --nodeport-addresses (canonical) takes IPv4 loopback addresses in: all, localhost, a CIDR
+ * holding 127.0.0.1, or nothing of IPv4 at all (the family then answers on every local address).
+ */
+export function servesIPv4Loopback(list: readonly string[]): boolean {
+  const v4 = list.filter((a) => !a.includes(':'));
+  return v4.length === 0 || v4.some((a) => a === 'all' || a === 'localhost' || (a.includes('/') && cidrContains(a, '127.0.0.1')));
+}
+
+/** Whether these settings serve IPv4 node ports on 127.0.0.1 (the node then needs route_localnet). */
+export function servesLocalhostNodePorts(o: Pick<ModelOptions, 'localhostNodePorts' | 'nodePortAddresses'>): boolean {
+  return o.localhostNodePorts && servesIPv4Loopback(o.nodePortAddresses);
 }
 
 /** A CIDR that holds loopback addresses only (127.0.0.0/8 or inside it, ::1/128). */

@@ -127,7 +127,7 @@ describe('against a real API server, in a network namespace', () => {
     // kubeadm's container: command [/usr/local/bin/kube-proxy, --config=/var/lib/kube-proxy/config.conf, --hostname-override=$(NODE_NAME)].
     lab.startProxy([process.execPath, KPNG, `--config=${confDir}/config.conf`, '--hostname-override=n1']);
     await waitFor('the service in kpng\'s table', nftHas(clusterIP), 30_000);
-    expect(stderr()).toMatch(/proxy mode not set .* runs nftables/);
+    expect(stderr()).toMatch(/proxy mode not set .* runs its nftables backend \(nft\) and serves node ports as iptables mode does/);
     expect(stderr()).not.toMatch(/no effect in kpng|unknown field/);
   }, 120_000);
 });

@@ -2,7 +2,9 @@
 // pause: no connection may fail, and each proxy's rules are gone once the other has taken over. The node
 // is a network namespace reaching a real kube-apiserver (the benchmark's lab, bench/vs-upstream/lab.ts);
 // the endpoint is a "pod" namespace behind a veth; upstream kube-proxy v1.37 is built from Go modules
-// (hack/kube-proxy/build.sh). docs/migration.md follows this test step by step.
+// (hack/kube-proxy/build.sh). kube-proxy runs in nftables mode, and in iptables mode with either
+// iptables (iptables-nft, iptables-legacy: the `iptables` it finds on its PATH, as its image's wrapper
+// picks one); kpng gets the same --proxy-mode. docs/migration.md follows this test step by step.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -44,12 +46,30 @@ setInterval(() => { const m = 'm' + (n++) + ';'; long.write(m); }, 100);
 setInterval(() => console.log('ok ' + ok + ' long ' + echoed.split(';').length), 1000);
 `;
 
+/** kube-proxy's mode, and for iptables mode the iptables it runs. */
+interface Mode { proxyMode: 'nftables' | 'iptables'; xtables?: 'nft' | 'legacy' }
+const MODES: Array<[string, Mode]> = [
+  ['nftables mode', { proxyMode: 'nftables' }],
+  ['iptables mode (iptables-nft)', { proxyMode: 'iptables', xtables: 'nft' }],
+  ['iptables mode (iptables-legacy)', { proxyMode: 'iptables', xtables: 'legacy' }],
+];
+/** Chains the kubelet makes and keeps, whatever the proxy (kpng's clean-up leaves them too). */
+const KUBELET_CHAINS = /KUBE-(FIREWALL|KUBELET-CANARY|IPTABLES-HINT)\b/;
+
 let upstream: string;
 let dir: string;
 beforeAll(() => {
   upstream = buildKubeProxy();
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-migration-'));
   fs.writeFileSync(path.join(dir, 'client.js'), CLIENT);
+  // PATH directories whose iptables, iptables-save, iptables-restore (and ip6) are one variant.
+  for (const v of ['nft', 'legacy']) {
+    fs.mkdirSync(path.join(dir, v));
+    for (const tool of ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore']) {
+      const [base, ...rest] = tool.split('-');
+      fs.symlinkSync(`/usr/sbin/${[base, v, ...rest].join('-')}`, path.join(dir, v, tool));
+    }
+  }
 }, 600_000);
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -67,7 +87,7 @@ function collect(p: ChildProcess, lines: string[]): void {
   }
 }
 
-test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no leftovers', async () => {
+test.each(MODES)('kube-proxy (%s) -> kpng -> kube-proxy on a live node: no failed connection, no leftovers', async (_name, mode) => {
   let cp: ControlPlane | undefined;
   let lab: Lab | undefined;
   const pods = new NetLab('kmig');
@@ -101,25 +121,34 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     await waitFor('the pod\'s server', () => serverOut.includes('ready'));
 
     const kubeconfig = cp.kubeconfigPath;
+    const env = mode.xtables ? { ...process.env, PATH: `${path.join(dir, mode.xtables)}:${process.env.PATH}` } : process.env;
     const startUpstream = () => {
-      const p = track(spawn('ip', ['netns', 'exec', lab!.netns, upstream, '--proxy-mode=nftables', `--kubeconfig=${kubeconfig}`, '--hostname-override=n1',
+      const p = track(spawn('ip', ['netns', 'exec', lab!.netns, upstream, `--proxy-mode=${mode.proxyMode}`, `--kubeconfig=${kubeconfig}`, '--hostname-override=n1',
         '--cluster-cidr=10.244.0.0/16', '--conntrack-max-per-core=0', '--oom-score-adj=0', '--metrics-bind-address=127.0.0.1:10249', '--healthz-bind-address=127.0.0.1:10256'],
-      { stdio: ['ignore', 'pipe', 'pipe'] }));
+      { stdio: ['ignore', 'pipe', 'pipe'], env }));
       return p;
     };
     const startKpng = () => {
-      const p = track(spawn('ip', ['netns', 'exec', lab!.netns, process.execPath, KPNG, '--proxy-mode=nftables', `--kubeconfig=${kubeconfig}`, '--hostname-override=n1',
+      const p = track(spawn('ip', ['netns', 'exec', lab!.netns, process.execPath, KPNG, `--proxy-mode=${mode.proxyMode}`, `--kubeconfig=${kubeconfig}`, '--hostname-override=n1',
         '--cluster-cidr=10.244.0.0/16', '--conntrack-max-per-core=0', '--oom-score-adj=0', '--metrics-bind-address=127.0.0.1:10349', '--healthz-bind-address=127.0.0.1:10356'],
       { stdio: ['ignore', 'pipe', 'pipe'] }));
       return p;
     };
     const netns = lab.netns;
     const table = (name: string) => spawnSync('ip', ['netns', 'exec', netns, 'nft', 'list', 'table', 'ip', name], { encoding: 'utf8' }).stdout;
-    const serves = (name: string) => () => table(name).includes(clusterIP);
+    // kube-proxy's rules in iptables, both variants (kpng's clean-up must find them wherever they are).
+    const xtables = (variants = ['nft', 'legacy']) => variants.flatMap((v) => ['iptables', 'ip6tables'].map((t) => spawnSync('ip', ['netns', 'exec', netns, `${t}-${v}-save`], { encoding: 'utf8' }).stdout)).join('');
+    const upstreamRules = () => (mode.proxyMode === 'nftables' ? table('kube-proxy') : xtables().split('\n').filter((l) => /KUBE-/.test(l) && !KUBELET_CHAINS.test(l)).join('\n'));
+    const serves = (name: string) => () => (name === 'kube-proxy' ? upstreamRules() : table(name)).includes(clusterIP);
 
     // 1. kube-proxy serves the node; the client starts.
     let kubeProxy = startUpstream();
     await waitFor('kube-proxy\'s rules', serves('kube-proxy'), 60_000);
+    // In the iptables kube-proxy was given, and only there.
+    if (mode.xtables) {
+      expect(xtables([mode.xtables])).toContain(`-d ${clusterIP}/32`);
+      expect(xtables([mode.xtables === 'nft' ? 'legacy' : 'nft'])).not.toContain(clusterIP);
+    }
     const client = track(spawn('ip', ['netns', 'exec', lab.netns, process.execPath, path.join(dir, 'client.js'), clusterIP, '80'], { stdio: ['ignore', 'pipe', 'pipe'] }));
 
     const clientOut: string[] = [];
@@ -135,7 +164,7 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     collect(kpng, kpngLines);
     await waitFor('kpng\'s rules', serves('kpng'), 60_000);
     await stop(kubeProxy);
-    await waitFor('kube-proxy\'s rules removed by kpng', () => table('kube-proxy') === '', 30_000);
+    await waitFor('kube-proxy\'s rules removed by kpng', () => upstreamRules() === '', 30_000);
     const before = okCount();
     await waitFor('connections through kpng alone', () => okCount() > before + 100, 20_000);
     expect(failures()).toEqual([]);
@@ -161,7 +190,10 @@ test('kube-proxy -> kpng -> kube-proxy on a live node: no failed connection, no 
     await stop(client);
     const all = spawnSync('ip', ['netns', 'exec', lab.netns, process.execPath, KPNG, '--cleanup'], { encoding: 'utf8' });
     expect(all.status).toBe(0);
-    expect(inNode(['nft', 'list', 'ruleset']).trim()).toBe('');
+    expect(upstreamRules()).toBe('');
+    // iptables-nft's own tables (filter, nat, ...) stay, empty of kube-proxy's chains; no proxy's table is left.
+    expect(inNode(['nft', 'list', 'tables']).split('\n').filter((l) => /kpng|kube-proxy/.test(l))).toEqual([]);
+    if (mode.proxyMode === 'nftables') expect(inNode(['nft', 'list', 'ruleset']).trim()).toBe('');
   } finally {
     for (const c of children.reverse()) await stop(c);
     await lab?.stop();

@@ -97,6 +97,8 @@ const CLUSTERS: Cluster[] = [
   { name: 'InterfaceNamePrefix', objects: [thisNode({ v6: true }), ...services()], opts: { detectLocalMode: 'InterfaceNamePrefix', podInterfaceNamePrefix: 'veth' } },
   { name: 'NodeCIDR', objects: [thisNode({ v6: true, podCIDRs: ['10.180.0.0/24', 'fd00:10::/112'] }), ...services()], opts: { detectLocalMode: 'NodeCIDR' } },
   { name: 'node ports on localhost only (none), a node without IPv6 address', objects: [thisNode(), ...services()], opts: { clusterCIDRs: PODS, nodePortAddresses: ['localhost'] } },
+  { name: 'iptables mode: node ports on every address and on 127.0.0.1', objects: [thisNode({ v6: true }), ...services()], opts: { clusterCIDRs: PODS, nodePortAddresses: ['all'], localhostNodePorts: true } },
+  { name: 'iptables mode with node ports on a CIDR holding loopback and the primary address', objects: [thisNode({ v6: true }), ...services()], opts: { clusterCIDRs: PODS, nodePortAddresses: ['96.0.0.0/3', 'primary'], localhostNodePorts: true } },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +155,8 @@ const STMT_KINDS: Record<Stmt['s'], string | null> = {
   vmapVip: null, vmapPort: null, jump: null, goto: null, srcCidr: null, classGoto: null,
   rejectDaddrInSet: null, dnatPick: null, dnat: null, affinityGoto: null, randomGoto: null, affinityUpdate: null, drop: null,
   rejectTcp: null, rejectIcmp: null, hairpinMasq: null, returnIfNoMark: null, clearMark: null, masquerade: null,
+  // IPv4 only (localhost node ports): checked below for ip.
+  localnetMasq: 'IPv4 only', dropLocalnet: 'IPv4 only',
   // src/model/client-routes.ts never refuses pods while it DNATs another class, so a dispatch chain never
   // returns a pod (a return by source CIDR comes from the firewall chains).
   iifReturn: 'the client routes never refuse pods while DNATing other clients',
@@ -308,7 +312,7 @@ d('the tracer\'s tables are the kernel\'s (nft full sync through the addon)', ()
         'vip element goto', 'vip element drop', 'port element goto', 'port element drop',
       ].map((x) => `${fam} ${x}`));
     }
-    want.push('ip vmapPort local cidr except loopback');
+    want.push('ip vmapPort local cidr except loopback', 'ip localnetMasq', 'ip dropLocalnet');
     expect(want.filter((x) => !seen.has(x))).toEqual([]);
   });
 });

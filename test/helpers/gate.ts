@@ -51,6 +51,9 @@ export const need = {
   /** What test/helpers/netns.ts's namespaces need: root, iproute2 and nft. */
   netns: (): Need[] => [need.root(), tool('ip', ['netns', 'list'], 'iproute2'), tool('nft', ['--version'], 'nftables')],
   ipset: (): Need => tool('ipset', ['--version'], 'ipset'),
+  /** The iptables-legacy tools (x_tables), to build rulesets like an old node's kube-proxy. */
+  iptablesLegacy: (): Need[] => ['iptables-legacy', 'ip6tables-legacy', 'iptables-legacy-save', 'ip6tables-legacy-restore']
+    .map((cmd) => tool(cmd, ['--version'], 'iptables (its legacy variants)')),
   native: (): Need => loads('the native addon', loadNative),
   /** The test addon (test/native/: the full nftables listing, libnftnl's ids), built with the product's. */
   testNative: (): Need => loads('the test addon', loadTestNative),

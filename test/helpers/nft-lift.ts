@@ -17,7 +17,7 @@ type Expr = NftRuleInfo['exprs'][number];
 const TYPE = { integer: 4, ipv4: 7, ipv6: 8, proto: 12, service: 13, mark: 19 } as const;
 const NFT_DATA_VERDICT = 0xffffff00;
 const SET_MAP = 0x8, SET_TIMEOUT = 0x10, SET_EVAL = 0x20;
-const CT_NEW = 0x8, IPS_DST_NAT = 0x20, RTN_LOCAL = 2;
+const CT_NEW = 0x8, CT_ESTABLISHED = 0x2, CT_RELATED = 0x4, IPS_DST_NAT = 0x20, RTN_LOCAL = 2;
 const PROTO_BY_NUM: Record<number, L4> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
 const cat = (...ids: number[]): number => ids.reduce((a, id) => a * 64 + id, 0);
@@ -50,7 +50,7 @@ function cidrOf(fam: Fam, net: Uint8Array, mask: Uint8Array): string {
 // the kernel lists a register in the 16-byte form when it is aligned to one).
 
 type Val =
-  | { k: 'saddr' | 'daddr' | 'daddr0' | 'dport' | 'l4proto' | 'mark' | 'iifname' | 'ctState' | 'ctStatus' }
+  | { k: 'saddr' | 'daddr' | 'saddr0' | 'daddr0' | 'dport' | 'l4proto' | 'mark' | 'iifname' | 'ctState' | 'ctStatus' }
   | { k: 'fibType'; of: 'saddr' | 'daddr' }
   | { k: 'numgen'; mod: number; offset: number }
   | { k: 'const'; bytes: Uint8Array }
@@ -107,6 +107,10 @@ class Regs {
 
 type Cond =
   | { c: 'ctNew' } | { c: 'ctDnat' } | { c: 'notLoopback' } | { c: 'markClear' }
+  /** ct state & (established | related) == 0; ct status & dnat == 0 */
+  | { c: 'ctUntracked' } | { c: 'ctNotDnat' }
+  /** The first byte of an IPv4 address is (eq) or is not 127: inside 127.0.0.0/8. */
+  | { c: 'loopbackNet'; of: 'saddr' | 'daddr'; eq: boolean }
   | { c: 'fibLocal'; of: 'saddr' | 'daddr' }
   | { c: 'cidr'; of: 'saddr' | 'daddr'; cidr: string }
   | { c: 'l4proto'; proto: L4 }
@@ -129,6 +133,8 @@ function cond(fam: Fam, s: Slot, op: string, data: Uint8Array): Cond {
   if (v.k === 'l4proto' && op === 'eq' && exact && PROTO_BY_NUM[data[0]]) return { c: 'l4proto', proto: PROTO_BY_NUM[data[0]] };
   if (v.k === 'fibType' && op === 'eq' && isU32(data, RTN_LOCAL)) return { c: 'fibLocal', of: v.of };
   if (v.k === 'daddr0' && fam === 'ip' && op === 'neq' && exact && data[0] === 127) return { c: 'notLoopback' };
+  if (v.k === 'daddr0' && fam === 'ip' && op === 'eq' && exact && data[0] === 127) return { c: 'loopbackNet', of: 'daddr', eq: true };
+  if (v.k === 'saddr0' && fam === 'ip' && (op === 'eq' || op === 'neq') && exact && data[0] === 127) return { c: 'loopbackNet', of: 'saddr', eq: op === 'eq' };
   if (v.k === 'daddr' && fam === 'ip6' && op === 'neq' && exact && addrOf(fam, data) === '::1') return { c: 'notLoopback' };
   if ((v.k === 'saddr' || v.k === 'daddr') && op === 'eq' && exact) return { c: 'cidr', of: v.k, cidr: cidrOf(fam, data, new Uint8Array(data.length).fill(0xff)) };
   if (v.k === 'iifname' && op === 'eq' && data.length >= 1 && data.length <= 16) {
@@ -147,6 +153,8 @@ function cond(fam: Fam, s: Slot, op: string, data: Uint8Array): Cond {
     const of = v.of;
     if (of.k === 'ctState' && isU32(v.mask, CT_NEW) && op === 'neq' && isU32(data, 0)) return { c: 'ctNew' };
     if (of.k === 'ctStatus' && isU32(v.mask, IPS_DST_NAT) && op === 'neq' && isU32(data, 0)) return { c: 'ctDnat' };
+    if (of.k === 'ctStatus' && isU32(v.mask, IPS_DST_NAT) && op === 'eq' && isU32(data, 0)) return { c: 'ctNotDnat' };
+    if (of.k === 'ctState' && isU32(v.mask, CT_ESTABLISHED | CT_RELATED) && op === 'eq' && isU32(data, 0)) return { c: 'ctUntracked' };
     if (of.k === 'mark' && isU32(v.mask, MASQ_BIT) && op === 'eq' && isU32(data, 0)) return { c: 'markClear' };
     if ((of.k === 'saddr' || of.k === 'daddr') && op === 'eq' && exact) return { c: 'cidr', of: of.k, cidr: cidrOf(fam, data, v.mask) };
   }
@@ -180,7 +188,7 @@ function readRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): { conds:
         const p = x as Extract<Expr, { type: 'payload' }>;
         const at = `${p.base}:${p.offset}:${p.len}`;
         const net: Record<string, Val['k']> = fam === 'ip'
-          ? { 'network:12:4': 'saddr', 'network:16:4': 'daddr', 'network:16:1': 'daddr0' }
+          ? { 'network:12:4': 'saddr', 'network:16:4': 'daddr', 'network:12:1': 'saddr0', 'network:16:1': 'daddr0' }
           : { 'network:8:16': 'saddr', 'network:24:16': 'daddr' };
         const k = at === 'transport:2:2' ? 'dport' : net[at];
         if (!k) throw new LiftError(`payload ${at} is no field kpng reads`);
@@ -357,7 +365,12 @@ export function liftRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): S
         if (take('markClear')) return only({ s: 'returnIfNoMark' });
         return only({ s: 'srcCidr', cidr: all, then: 'return' });
       }
-      if (final.v === 'drop') return only({ s: 'drop' });
+      if (final.v === 'drop') {
+        if (take('loopbackNet', (c) => c.of === 'daddr' && c.eq) && take('loopbackNet', (c) => c.of === 'saddr' && !c.eq) && take('ctUntracked') && take('ctNotDnat')) {
+          return only({ s: 'dropLocalnet' });
+        }
+        return only({ s: 'drop' });
+      }
       throw new LiftError(`verdict ${final.v}`);
     }
     case 'reject': {
@@ -389,7 +402,10 @@ export function liftRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): S
       throw new LiftError(`pick key ${key.map((v) => v.k).join(' . ')}`);
     }
     case 'masq': {
-      if (final.fullyRandom) return only({ s: 'masquerade' });
+      if (final.fullyRandom) {
+        if (take('ctDnat') && take('loopbackNet', (c) => c.of === 'saddr' && c.eq)) return only({ s: 'localnetMasq' });
+        return only({ s: 'masquerade' });
+      }
       const dn = take('ctDnat');
       // The tracer reads the hairpin set by its name.
       const pair = take('inSet', (c) => c.set === 'hairpin' && keyIs(c.key, 'saddr', 'daddr'));

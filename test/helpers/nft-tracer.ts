@@ -161,6 +161,7 @@ const NAT_ONLY: Partial<Record<Stmt['s'], Array<'prerouting' | 'output' | 'postr
   dnat: ['prerouting', 'output'],
   masquerade: ['postrouting'],
   hairpinMasq: ['postrouting'],
+  localnetMasq: ['postrouting'],
 };
 
 export class FakeNft {
@@ -651,6 +652,16 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
       st.masq = true;
       return [{ k: 'end', end: 'accept', st }];
     }
+    case 'localnetMasq': {
+      if (!st0.dnat || !inCidr(st0.saddr, '127.0.0.0/8')) return [next];
+      const st = hit();
+      st.masq = true;
+      return [{ k: 'end', end: 'accept', st }];
+    }
+    case 'dropLocalnet':
+      // Tracked packets (not new) and DNATed ones pass, as with ct state established,related / ct status dnat.
+      if (!inCidr(st0.daddr, '127.0.0.0/8') || inCidr(st0.saddr, '127.0.0.0/8') || !st0.ctNew || st0.dnat) return [next];
+      return [{ k: 'end', end: 'drop', st: hit() }];
     case 'returnIfNoMark': return (st0.mark & MASQ_BIT) === 0 ? [{ k: 'return', st: hit() }] : [next];
     case 'clearMark': { const st = hit(); st.mark ^= MASQ_BIT; return [{ k: 'next', st }]; }
     case 'masquerade': { const st = hit(); st.masq = true; return [{ k: 'end', end: 'accept', st }]; }

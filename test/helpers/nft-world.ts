@@ -20,6 +20,8 @@ export interface WorldOptions {
   podBridgeInterface?: string;
   podInterfaceNamePrefix?: string;
   bindAddress?: string;
+  /** --localhost-nodeports (kube-proxy's iptables mode). */
+  localhostNodePorts?: boolean;
   /** Local addresses beyond the Node object's (e.g. an address kubelet does not report). */
   extraLocal?: string[];
 }
@@ -45,7 +47,7 @@ export function renderFull(services: Array<[string, Service]>, node: NodeInfo | 
 export function nftWorld(objects: Obj[], o: WorldOptions = {}) {
   const model = modelOptions({
     clusterCIDRs: o.clusterCIDRs ?? [], masqueradeAll: o.masqueradeAll, nodePortAddresses: o.nodePortAddresses,
-    detectLocalMode: o.detectLocalMode, podBridgeInterface: o.podBridgeInterface, podInterfaceNamePrefix: o.podInterfaceNamePrefix, bindAddress: o.bindAddress,
+    detectLocalMode: o.detectLocalMode, podBridgeInterface: o.podBridgeInterface, podInterfaceNamePrefix: o.podInterfaceNamePrefix, bindAddress: o.bindAddress, localhostNodePorts: o.localhostNodePorts,
   });
   const c = cluster(o.node ?? 'n1', objects, { model });
   const { services, node } = enlsOf(c.state);

@@ -11,15 +11,17 @@ import { cidrContains } from '../../model/ip';
 import { isLoopbackCIDR } from '../../model/options';
 import { N, type ChainSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
 
-/** What the fixed objects depend on: where node ports answer (NodeInfo.nodePortAddresses). */
+/** What the fixed objects depend on: where node ports answer (NodeInfo.nodePortAddresses, localhostNodePorts). */
 export interface BaseOptions {
   nodePortAddresses: string[];
+  /** Node ports answer on the loopback addresses inside nodePortAddresses too (IPv4 only, as upstream's iptables mode). */
+  localhost?: boolean;
 }
 
 export function baseOptions(fam: Fam, node: NodeInfo | undefined): BaseOptions {
   const all = fam === 'ip' ? '0.0.0.0/0' : '::/0';
   const list = node ? (fam === 'ip' ? node.nodePortAddresses.v4 : node.nodePortAddresses.v6) : [all];
-  return { nodePortAddresses: list.length ? list : [all] };
+  return { nodePortAddresses: list.length ? list : [all], ...(fam === 'ip' && node?.localhostNodePorts ? { localhost: true } : {}) };
 }
 
 export const SHARED_SETS: SetSpec[] = [
@@ -37,13 +39,18 @@ const SRCNAT = 100;
 
 /**
  * One rule per node-port CIDR: the node's own addresses inside it, never loopback ones (as kube-proxy's
- * nftables mode: a connection from 127.0.0.1 DNATed to a pod would need route_localnet). A /0 means
- * every local address but loopback; a CIDR of loopback addresses only gives no rule at all.
+ * nftables mode: a connection from 127.0.0.1 DNATed to a pod needs route_localnet). A /0 means every
+ * local address but loopback; a CIDR of loopback addresses only gives no rule at all. With localhost
+ * node ports (iptables mode), loopback addresses inside a CIDR are kept: the rule tests the CIDR alone
+ * (a /0 stays as the CIDR, which the kernel rule reduces to no address test).
  */
 function nodePortRules(opts: BaseOptions, map: string, ctNew: boolean): Stmt[] {
-  return opts.nodePortAddresses.filter((c) => !isLoopbackCIDR(c)).map((c): Stmt => (/\/0$/.test(c)
-    ? { s: 'vmapPort', map, ctNew, local: true }
-    : { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c, ...(holdsLoopback(c) ? { exceptLoopback: true } : {}) }));
+  return opts.nodePortAddresses.filter((c) => opts.localhost || !isLoopbackCIDR(c)).map((c): Stmt => {
+    if (opts.localhost && holdsLoopback(c)) return { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c };
+    return /\/0$/.test(c)
+      ? { s: 'vmapPort', map, ctNew, local: true }
+      : { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c, ...(holdsLoopback(c) ? { exceptLoopback: true } : {}) };
+  });
 }
 
 /** Whether a CIDR (not /0) also holds loopback addresses (e.g. 96.0.0.0/3). */
@@ -52,7 +59,10 @@ function holdsLoopback(cidr: string): boolean {
 }
 
 export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpec; rules: Stmt[] }> {
-  void fam;
+  // Localhost node ports: route_localnet lets 127.0.0.0/8 cross interfaces, so packets from elsewhere
+  // to it that conntrack did not already accept are dropped (kube-proxy's "block incoming localnet
+  // connections"), and a connection from 127.0.0.1 DNATed to a pod leaves with the node's address.
+  const localhost = fam === 'ip' && !!opts.localhost;
   return [
     { chain: { name: N.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
     {
@@ -74,7 +84,7 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
     },
     {
       chain: { name: N.filterInput, hook: { type: 'filter', hook: 'input', priority: -110 } },
-      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, ...nodePortRules(opts, N.noEndpointNodePorts, true)],
+      rules: [...(localhost ? [{ s: 'dropLocalnet' } as const] : []), { s: 'vmapVip', map: N.noEndpoints, ctNew: true }, ...nodePortRules(opts, N.noEndpointNodePorts, true)],
     },
     {
       chain: { name: N.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
@@ -84,7 +94,7 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
     { chain: { name: N.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
     {
       chain: { name: N.natPostrouting, hook: { type: 'nat', hook: 'postrouting', priority: SRCNAT } },
-      rules: [{ s: 'hairpinMasq' }, { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' }],
+      rules: [{ s: 'hairpinMasq' }, ...(localhost ? [{ s: 'localnetMasq' } as const] : []), { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' }],
     },
   ];
 }

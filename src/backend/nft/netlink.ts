@@ -31,6 +31,23 @@ function ctNew(): NftExpr[] {
   ];
 }
 
+/** ct status & dnat != 0 (or == 0 with `none`). */
+function ctDnat(none = false): NftExpr[] {
+  return [
+    { type: 'ct', key: 'status', dreg: NFT_REG_1 },
+    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(IPS_DST_NAT), xor: u32host(0) },
+    { type: 'cmp', sreg: NFT_REG_1, op: none ? 'eq' : 'neq', data: u32host(0) },
+  ];
+}
+
+/** The first byte of an IPv4 address (saddr or daddr) is (or is not) 127: inside 127.0.0.0/8. */
+function inLoopbackNet(which: 'saddr' | 'daddr', eq: boolean): NftExpr[] {
+  return [
+    { type: 'payload', base: 'network', offset: which === 'saddr' ? saddrOff('ip') : daddrOff('ip'), len: 1, dreg: NFT_REG_1 },
+    { type: 'cmp', sreg: NFT_REG_1, op: eq ? 'eq' : 'neq', data: new Uint8Array([127]) },
+  ];
+}
+
 function orMark(): NftExpr[] {
   return [
     { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
@@ -161,11 +178,22 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
     case 'rejectIcmp':
       // ICMP port unreachable is code 3; ICMPv6 port unreachable is code 4.
       return [{ type: 'reject', reject: 'icmp', code: fam === 'ip' ? 3 : 4 }];
+    case 'localnetMasq':
+      if (fam !== 'ip') throw new Error('localnetMasq: IPv4 only');
+      return [...ctDnat(), ...inLoopbackNet('saddr', true), { type: 'masq', flags: { fullyRandom: true } }];
+    case 'dropLocalnet':
+      if (fam !== 'ip') throw new Error('dropLocalnet: IPv4 only');
+      return [
+        ...inLoopbackNet('daddr', true), ...inLoopbackNet('saddr', false),
+        { type: 'ct', key: 'state', dreg: NFT_REG_1 },
+        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(CT_STATE.established | CT_STATE.related), xor: u32host(0) },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(0) },
+        ...ctDnat(true),
+        verdict('drop'),
+      ];
     case 'hairpinMasq':
       return [
-        { type: 'ct', key: 'status', dreg: NFT_REG_1 },
-        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(IPS_DST_NAT), xor: u32host(0) },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
+        ...ctDnat(),
         saddr(fam), daddr(fam, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2),
         { type: 'lookup', sreg: NFT_REG_1, set: N.hairpin },
         { type: 'masq' },

@@ -41,6 +41,8 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'rejectTcp': return 'meta l4proto tcp reject with tcp reset';
     case 'rejectIcmp': return fam === 'ip' ? 'reject with icmp type port-unreachable' : 'reject with icmpv6 type port-unreachable';
     case 'hairpinMasq': return `ct status dnat ${fam} saddr . ${fam} daddr @${N.hairpin} masquerade`;
+    case 'localnetMasq': return 'ct status dnat ip saddr 127.0.0.0/8 masquerade fully-random';
+    case 'dropLocalnet': return 'ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state & (established | related) == 0 ct status & dnat == 0 drop';
     case 'returnIfNoMark': return `meta mark & ${hex(MASQ_BIT)} == 0 return`;
     case 'clearMark': return `meta mark set meta mark ^ ${hex(MASQ_BIT)}`;
     case 'masquerade': return 'masquerade fully-random';

@@ -111,6 +111,10 @@ export type Stmt =
   | { s: 'rejectIcmp' }
   /** ct status dnat <fam> saddr . <fam> daddr @hairpin masquerade */
   | { s: 'hairpinMasq' }
+  /** ct status dnat ip saddr 127.0.0.0/8 masquerade fully-random (a localhost node port's connection; IPv4 only) */
+  | { s: 'localnetMasq' }
+  /** ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state != established,related ct status != dnat drop (IPv4 only) */
+  | { s: 'dropLocalnet' }
   /** meta mark & MASQ_BIT == 0 return */
   | { s: 'returnIfNoMark' }
   /** meta mark set meta mark ^ MASQ_BIT */

@@ -87,6 +87,8 @@ export interface KpngOptions {
   podBridgeInterface?: string;
   podInterfaceNamePrefix?: string;
   bindAddress?: string;
+  /** --localhost-nodeports (kube-proxy's iptables mode). */
+  localhostNodePorts?: boolean;
   minSyncPeriod?: string;
   mode?: KpngMode;
   /**
@@ -138,6 +140,7 @@ export class Kpng {
       const args = [CLI, 'file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
         ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : []),
         ...(this.opts.nodePortAddresses ?? []).flatMap((c) => ['--nodeport-addresses', c]),
+        ...(this.opts.localhostNodePorts ? ['--localhost-nodeports'] : []),
         ...([['detect-local-mode', this.opts.detectLocalMode], ['pod-bridge-interface', this.opts.podBridgeInterface],
           ['pod-interface-name-prefix', this.opts.podInterfaceNamePrefix], ['bind-address', this.opts.bindAddress]] as const)
           .flatMap(([flag, value]) => (value === undefined ? [] : [`--${flag}`, value])),
@@ -155,6 +158,7 @@ export class Kpng {
     const model = modelOptions({
       clusterCIDRs: cidrs, masqueradeAll: !!o.masqueradeAll, nodePortAddresses: o.nodePortAddresses,
       detectLocalMode: o.detectLocalMode, podBridgeInterface: o.podBridgeInterface, podInterfaceNamePrefix: o.podInterfaceNamePrefix, bindAddress: o.bindAddress,
+      localhostNodePorts: o.localhostNodePorts,
     });
     const store = new ClusterStore({ log: logger, model });
     const src = new FileSource({ file: this.file, store, log: logger });
