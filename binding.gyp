@@ -21,6 +21,7 @@
         "native/nft_apply.cc",
         "native/nft_dump.cc",
         "native/nft_list.cc",
+        "native/nft_monitor.cc",
         "native/conntrack.cc",
         "native/netlink_batch.cc",
         "native/ipvs.cc",

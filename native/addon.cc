@@ -1,4 +1,4 @@
-// kpng native addon entry point: exports the nftables transport, the clean-up's listing and conntrack
+// kpng native addon entry point: exports the nftables transport and change monitor, the clean-up's listing and conntrack
 // cleanup, IPVS (generic netlink), ipset destroy and iptables-legacy chain removal (clean-up),
 // rtnetlink links/addresses, sysctls, the eBPF socket load balancer (libbpf), unix socket peer
 // credentials. What only tests use is in the test addon (test/native/), which is never packed.
@@ -10,6 +10,7 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("nftCloseSockets", Napi::Function::New(env, NftCloseSockets, "nftCloseSockets"));
   exports.Set("nftListChains", Napi::Function::New(env, NftListChains, "nftListChains"));
   exports.Set("nftListTables", Napi::Function::New(env, NftListTables, "nftListTables"));
+  exports.Set("nftMonitor", Napi::Function::New(env, NftMonitor, "nftMonitor"));
   exports.Set("conntrackDelete", Napi::Function::New(env, ConntrackDelete, "conntrackDelete"));
   exports.Set("ipvsApply", Napi::Function::New(env, IpvsApply, "ipvsApply"));
   exports.Set("ipvsDump", Napi::Function::New(env, IpvsDump, "ipvsDump"));

@@ -130,6 +130,7 @@ Napi::Value NftApply(const Napi::CallbackInfo& info);
 Napi::Value NftCloseSockets(const Napi::CallbackInfo& info);
 Napi::Value NftListChains(const Napi::CallbackInfo& info);
 Napi::Value NftListTables(const Napi::CallbackInfo& info);
+Napi::Value NftMonitor(const Napi::CallbackInfo& info);
 Napi::Value ConntrackDelete(const Napi::CallbackInfo& info);
 Napi::Value IpvsApply(const Napi::CallbackInfo& info);
 Napi::Value IpvsDump(const Napi::CallbackInfo& info);

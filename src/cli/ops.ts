@@ -184,6 +184,7 @@ export class Ops {
       // The applied state stopped working: an update is due, as if a change were queued now, so /healthz
       // turns unhealthy once it is older than the timeout and no sync has repaired it.
       lost: () => {
+        m.stateLost.labels(backend).inc();
         const now = Date.now() / 1000;
         for (const f of this.tracker!.families()) {
           this.health.queued(f, state.revision);

@@ -7,6 +7,7 @@ import { ElemWriter, toNftOps } from './netlink';
 import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 import { ELEM_CHUNK, type FamOps } from './types';
 import { Yielder } from '../../util/yielder';
+import { startNftMonitor, type NftMonitor } from '../../native/nft-monitor';
 
 export { NftDataplane, nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 export { toNftOps } from './netlink';
@@ -14,17 +15,35 @@ export { toNftText } from './text';
 
 /** The production kernel: one atomic netlink batch per apply, through the native addon. */
 export function nativeKernel(callOpts: NativeCallOptions = {}): NftKernel {
+  let monitor: NftMonitor | undefined;
+  // Applies in flight: the monitor leaves the notification group while any runs (its own commits are
+  // no news, and a full sync's notifications, one per element, would flood it).
+  let applying = 0;
   return {
     async apply(table, famOps, waiting) {
       const batch = await encodeFamOps(table, famOps);
-      const applied = native.nftApply(batch, callOpts);
-      waiting?.();
-      const r = await applied;
-      return { messages: r.messages, bytes: r.bytes, ms: r.ms + (r.encodeMs ?? 0) };
+      if (applying++ === 0) monitor?.pause();
+      try {
+        const applied = native.nftApply(batch, callOpts);
+        waiting?.();
+        const r = await applied;
+        return { messages: r.messages, bytes: r.bytes, ms: r.ms + (r.encodeMs ?? 0) };
+      } finally {
+        if (--applying === 0) monitor?.resume();
+      }
     },
     // One conntrack dump per family for all filters; run after the rules are in place.
     conntrackDelete: (filters) => native.conntrackDelete(filters, callOpts),
-    async close() { native.nftCloseSockets(); },
+    watchForeign(onCommit) {
+      monitor?.close();
+      monitor = startNftMonitor(onCommit, callOpts);
+      if (applying > 0) monitor.pause();
+    },
+    async close() {
+      monitor?.close();
+      monitor = undefined;
+      native.nftCloseSockets();
+    },
   };
 }
 

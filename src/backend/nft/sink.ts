@@ -4,6 +4,7 @@
 // committed (the affinity sets keep their elements: kernel-objects.ts), else by replacing them.
 // Wrapped by the shared KernelSink.
 import type { ConntrackFilter } from '../../native/nft-types';
+import { describeChanges, type NftForeignCommit } from '../../native/nft-monitor';
 import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { KernelSink } from '../kernel/kernel-sink';
@@ -19,7 +20,9 @@ export interface NftKernel {
   /** `waiting`, when given, is called once the batch is built and only the kernel's part remains. */
   apply(table: string, ops: FamOps[], waiting?: () => void): Promise<KernelApplyResult>;
   conntrackDelete(filters: ConntrackFilter[]): Promise<number>;
-  /** Releases what the kernel side keeps between batches (pooled sockets). */
+  /** Optional: reports nftables transactions of other processes (until close), never the kernel's own applies. */
+  watchForeign?(onCommit: (c: NftForeignCommit) => void): void;
+  /** Releases what the kernel side keeps between batches (pooled sockets, the monitor). */
   close?(): Promise<void>;
 }
 
@@ -86,6 +89,22 @@ export class NftDataplane implements Dataplane {
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     // An update of an unknown table (its last batch failed) is followed by a full sync that replaces it.
     return this.apply(ops, (f) => { const k = this.objects[f.fam]; k?.record(f.ops); return k; });
+  }
+
+  /**
+   * Another process changed this dataplane's tables (`nft delete table`, `nft flush ruleset`, a rule
+   * inserted into one of its chains, an element deleted): `lost` says who and what, and the runner
+   * resyncs in full at once. Notifications lost to an overflow may have hidden such a change: the
+   * same. Without a kernel that watches, tampering waits for the periodic resync.
+   */
+  watch(lost: (why: string) => void): void {
+    this.kernel.watchForeign?.((c) => {
+      if (c.overflow) { lost('nftables change notifications were lost (socket buffer overflow)'); return; }
+      const mine = c.changes.filter((x) => x.table === this.table && (x.family === 'ip' || x.family === 'ip6'));
+      if (mine.length === 0) return;
+      const fams = [...new Set(mine.map((x) => x.family))].join(' and ');
+      lost(`table ${this.table} (${fams}) changed by another process (pid ${c.pid}${c.comm ? ` ${c.comm}` : ''}: ${describeChanges(mine)})`);
+    });
   }
 
   async close(): Promise<void> {
