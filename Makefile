@@ -17,7 +17,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest demo bench clean image image-host image-test cluster cluster-down conformance prebuilds install-test
+.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest demo bench clean image image-host image-test cluster cluster-down reboot-check conformance prebuilds install-test
 
 all: build
 
@@ -86,6 +86,10 @@ cluster: build image-host
 
 cluster-down:
 	@hack/cluster/down.sh
+
+# A node rebooted with the API server named in the node's /etc/hosts: the proxy must serve again by itself.
+reboot-check: build image-host
+	@hack/cluster/reboot-check.sh --backend $(BACKEND)
 
 BACKEND ?= nft
 conformance: build

@@ -40,6 +40,11 @@ export interface ClusterPlan {
   prefixLength: number;
   apiServer: string;
   apiServerPort: number;
+  /**
+   * The API server's DNS name, as kubeadm's controlPlaneEndpoint gives one: in its certificate, and
+   * resolved on every node by the node's own /etc/hosts (never by the cluster's DNS).
+   */
+  apiServerName: string;
   serviceCIDR: string;
   kubernetesServiceIP: string;
   clusterCIDR: string;
@@ -86,6 +91,7 @@ export function clusterPlan(nodeCount = 2, state = '/var/lib/kpng-cluster'): Clu
     prefixLength: 24,
     apiServer: 'https://172.30.0.1:6443',
     apiServerPort: 6443,
+    apiServerName: 'api.kpng-cluster.test',
     serviceCIDR: '10.96.0.0/16',
     kubernetesServiceIP: '10.96.0.1',
     clusterCIDR: '10.244.0.0/16',
@@ -318,6 +324,7 @@ export function shellEnv(plan: ClusterPlan): string {
     `prefix_length=${sq(plan.prefixLength)}`,
     `api_server=${sq(plan.apiServer)}`,
     `api_server_port=${sq(plan.apiServerPort)}`,
+    `api_server_name=${sq(plan.apiServerName)}`,
     `service_cidr=${sq(plan.serviceCIDR)}`,
     `kubernetes_service_ip=${sq(plan.kubernetesServiceIP)}`,
     `cluster_cidr=${sq(plan.clusterCIDR)}`,

@@ -9,37 +9,32 @@
 #   hack/cluster/proxy.sh none       removes whichever is deployed
 #   --config FILE   the KubeProxyConfiguration (config.conf) of the proxy's ConfigMap instead of the
 #                   one its manifests carry (bench:scale gives every proxy the same one)
+#   --api-name      the proxy reaches the API server by its DNS name (api.kpng-cluster.test, which
+#                   each node's /etc/hosts resolves, as kubeadm's controlPlaneEndpoint) instead of its IP
 # Both DaemonSets stay off kwok nodes (label type=kwok, hack/cluster/up.sh --kwok-nodes): a fake node
 # runs no proxy.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib/common.sh"
-backend=""; config=""
+backend=""; config=""; api_name=0
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--config) config="$(realpath "$2")"; [[ -f $config ]] || die "--config: $2 is not a file"; shift 2 ;;
+	--api-name) api_name=1; shift ;;
 	-h|--help) usage_of "$0"; exit 0 ;;
-	-*) echo "usage: $0 nft|ebpf|upstream|none [--config FILE]" >&2; exit 2 ;;
+	-*) echo "usage: $0 nft|ebpf|upstream|none [--config FILE] [--api-name]" >&2; exit 2 ;;
 	*) backend="$1"; shift ;;
 	esac
 done
 [[ -e $cluster_state/up ]] || die "no cluster is up (hack/cluster/up.sh)"
 eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+((api_name == 0)) || api_server="https://$api_server_name:$api_server_port"
 
 # The manifests as applied. kpng: deploy/overlays/<backend> through a kustomization of this cluster's
 # own, as docs/deploy.md tells an operator to write one: the overlay, and kubeconfig.conf with the API
 # server's own address merged into the ConfigMap. upstream: its manifest with the address and version.
-# A capability that root on this host does not hold (CAP_SYS_RESOURCE, in some sandboxes) cannot be
-# granted to a container either: runc fails with "unable to apply caps". It is left out, and said so.
-cap_held() { # <capability number>
-	local bnd; bnd=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)
-	(( (16#$bnd >> $1) & 1 ))
-}
-cap_filter=(-e '')
-if ! cap_held 24; then
-	cap_filter=(-e '/^ *- SYS_RESOURCE$/d')
-	echo "proxy: this host's root lacks CAP_SYS_RESOURCE: the DaemonSet is applied without it (kpng keeps its default OOM score)"
-fi
+# (held_caps_filter, lib/common.sh: a capability this host's root lacks is left out of the DaemonSet.)
+held_caps_filter
 # Keeps a DaemonSet off the kwok nodes (kustomize patch of the pod template's node affinity).
 not_on_kwok_patch() { # <daemonset name>
 	cat <<-EOF

@@ -50,7 +50,7 @@ mkdir -p "$cluster_state/pids" "$cluster_state/logs"
 echo "$nodes" >"$cluster_state/node-count"
 echo "$kwok_nodes" >"$cluster_state/kwok-node-count"
 
-pki_make "$cluster_state/pki" "$bridge_ip" "$kubernetes_service_ip" "${node_names[@]}"
+pki_make "$cluster_state/pki" "$bridge_ip" "$api_server_name" "$kubernetes_service_ip" "${node_names[@]}"
 pki="$cluster_state/pki"
 plan kubeconfigs --nodes "$nodes" --state "$cluster_state"
 
@@ -74,11 +74,6 @@ for i in "${!node_names[@]}"; do
 	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
 done
 
-start_daemon() { # <name> <command...>: in its own session, output to logs/<name>.log, pid in pids/<name>
-	local name="$1"; shift
-	setsid "$@" >"$cluster_state/logs/$name.log" 2>&1 </dev/null &
-	echo $! >"$cluster_state/pids/$name"
-}
 api_get() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$api_server$1"; }
 # With kwok nodes, the controller-manager and the scheduler get a higher client rate limit than their
 # defaults (20 QPS, burst 30; the scheduler 50 and 100), as large clusters and ClusterLoader2's set-ups
@@ -121,7 +116,6 @@ start_daemon kube-scheduler "$cluster_bin/kube-scheduler" --kubeconfig "$cluster
 for p in $NODE_PRIVATE_PATHS; do
 	[[ -e $p ]] || { mkdir -p "$p" && echo "$p" >>"$cluster_state/made-paths"; }
 done
-images_list="$cache/cluster/$k8s_version/images/list"
 pause_image=$(sed -n 's/^pause=//p' "$cache/cluster/$k8s_version/images/refs")
 for i in "${!node_names[@]}"; do
 	name="${node_names[$i]}" cg="${node_cgroups[$i]}" dir="${node_dirs[$i]}"
@@ -135,8 +129,7 @@ for i in "${!node_names[@]}"; do
 			for f in cpuset.cpus cpuset.mems; do cat "$h/$f" >"$h$cg/$f"; cat "$h/$f" >"$h$cg/system/$f"; done
 		fi
 	done
-	start_daemon "$name" unshare --mount --propagation private -- \
-		nsenter --net="/run/netns/${node_netns[$i]}" -- "$here/lib/node-init.sh" "$name" "${node_ips[$i]}" "$dir" "$cg" "$cluster_bin" "$images_list"
+	start_node "$i"
 done
 
 node_registered() { kubectl_ get node "$1" -o name; }

@@ -78,6 +78,9 @@ make_root() {
   install -d -m 1777 "$root/tmp"
   printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$root/etc/passwd"
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  # Without this file glibc asks DNS first and stops at its "not found": an API server named in the
+  # node's /etc/hosts (kubeadm's controlPlaneEndpoint often is) would never resolve.
+  printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
   echo "image: $arch: root without compile cache in $((SECONDS - start)) s" >&2
   warm "$arch" "$root"
   echo "image: $arch: compile cache in $((SECONDS - start)) s" >&2

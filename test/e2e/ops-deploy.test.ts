@@ -14,7 +14,7 @@ import { kustomize, OVERLAYS, renderOverlay, type Obj } from '../helpers/deploy'
 
 function collection(o: Obj): string {
   const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
-  const plural: Record<string, string> = { ServiceAccount: 'serviceaccounts', ConfigMap: 'configmaps', ClusterRole: 'clusterroles', ClusterRoleBinding: 'clusterrolebindings', DaemonSet: 'daemonsets' };
+  const plural: Record<string, string> = { ServiceAccount: 'serviceaccounts', ConfigMap: 'configmaps', ClusterRole: 'clusterroles', ClusterRoleBinding: 'clusterrolebindings', DaemonSet: 'daemonsets', Job: 'jobs' };
   if (!plural[o.kind]) throw new Error(`no collection known for ${o.kind}`);
   const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
   return `${base}${o.metadata.namespace ? `/namespaces/${o.metadata.namespace}` : ''}/${plural[o.kind]}`;
@@ -47,6 +47,23 @@ describe('deploy/ and node health against a real API server', () => {
     expect(ds.spec.template.spec.dnsPolicy ?? 'Default').not.toBe('ClusterFirstWithHostNet');
     // The privileges themselves: deploy-privileges.test.ts (nft, ebpf) and its .guest twin (ipvs).
     expect(c.securityContext.privileged ?? c.securityContext.capabilities.add.includes('NET_ADMIN')).toBe(true);
+  });
+
+  test('deploy/migration: kpng only on labelled nodes, kube-proxy\'s patch and the clean-up Job accepted (dry run, strict)', async () => {
+    const dir = path.join(ROOT, 'deploy', 'migration');
+    const objs = kustomize(dir);
+    const ds = objs.find((o) => o.kind === 'DaemonSet')!;
+    expect(ds.spec.template.spec.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux', 'kpng.io/service-proxy': 'kpng' });
+    const job = parseYaml(fs.readFileSync(path.join(dir, 'cleanup-kpng-job.yaml'), 'utf8').replace(/NODE_NAME/g, 'n1')) as Obj;
+    expect(job.spec.template.spec.containers[0].args).toEqual(['--cleanup', '--cleanup-only=kpng']);
+    // kube-proxy's DaemonSet as kubeadm makes it, with the patch merged as `kubectl patch` merges it.
+    const patch = parseYaml(fs.readFileSync(path.join(dir, 'kube-proxy-patch.yaml'), 'utf8')) as Obj;
+    const kubeProxy = parseYaml(fs.readFileSync(path.join(ROOT, 'hack', 'cluster', 'manifests', 'kube-proxy.yaml'), 'utf8').split(/^---$/m).find((d) => /kind: DaemonSet/.test(d))!.replace(/K8S_VERSION/g, 'v1.37.1')) as Obj;
+    kubeProxy.spec.template.spec.affinity = patch.spec.template.spec.affinity;
+    for (const o of [...objs, job, kubeProxy]) {
+      const r = await cp.request('POST', `${collection(o)}?dryRun=All&fieldValidation=Strict`, o);
+      expect({ kind: o.kind, status: r.status, message: r.body?.message }).toEqual({ kind: o.kind, status: 201, message: undefined });
+    }
   });
 
   test('the ConfigMap is kube-proxy\'s as kubeadm writes it; the IPVS overlay changes only the mode and its section', () => {

@@ -35,6 +35,21 @@ wait_for() {
 	done
 }
 
+start_daemon() { # <name> <command...>: in its own session, output to logs/<name>.log, pid in pids/<name>
+	local name="$1"; shift
+	setsid "$@" >"$cluster_state/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$cluster_state/pids/$name"
+}
+
+# start_node <index>: node <index> of the plan (plan env's arrays) started: its first process
+# (lib/node-init.sh) in its network namespace and a mount namespace of its own.
+start_node() {
+	local i="$1"
+	start_daemon "${node_names[$i]}" unshare --mount --propagation private -- \
+		nsenter --net="/run/netns/${node_netns[$i]}" -- "$cluster_dir/lib/node-init.sh" "${node_names[$i]}" "${node_ips[$i]}" \
+		"${node_dirs[$i]}" "${node_cgroups[$i]}" "$cluster_bin" "$cache/cluster/$k8s_version/images/list" "$bridge_ip $api_server_name"
+}
+
 # node_exec <node name> <command...>: a command inside a running node (its network and mount namespaces).
 node_exec() {
 	local name="$1" pid; shift
@@ -46,6 +61,21 @@ node_import() {
 	local out
 	out=$(node_exec "$1" "$cluster_bin/ctr" --address /run/containerd/containerd.sock -n k8s.io images import --local "$2" 2>&1) ||
 		die "importing $2 into $1 failed: $out"
+}
+
+# A capability that root on this host does not hold (CAP_SYS_RESOURCE, in some sandboxes) cannot be
+# granted to a container either: runc fails with "unable to apply caps". held_caps_filter sets
+# cap_filter, sed arguments that leave it out of a rendered manifest, and says so.
+cap_held() { # <capability number>
+	local bnd; bnd=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)
+	(( (16#$bnd >> $1) & 1 ))
+}
+held_caps_filter() {
+	cap_filter=(-e '')
+	if ! cap_held 24; then
+		cap_filter=(-e '/^ *- SYS_RESOURCE$/d')
+		echo "proxy: this host's root lacks CAP_SYS_RESOURCE: the DaemonSet is applied without it (kpng keeps its default OOM score)"
+	fi
 }
 
 # usage_of <script>: its header comment (what --help prints).

@@ -4,9 +4,10 @@
 # private copies of the host paths a kubelet and containerd write to, starts containerd, imports the
 # cluster's images, starts the kubelet, and lives as long as both do.
 #
-#   node-init.sh <node name> <node IP> <node dir> <cgroup root> <bin dir> <image list>
+#   node-init.sh <node name> <node IP> <node dir> <cgroup root> <bin dir> <image list> ["<IP> <name>"]
+#   The last argument is a line for the node's own /etc/hosts (the API server's DNS name).
 set -euo pipefail
-name="$1" ip="$2" dir="$3" cgroup="$4" bin="$5" images="$6"
+name="$1" ip="$2" dir="$3" cgroup="$4" bin="$5" images="$6" hosts_line="${7:-}"
 log() { echo "$(date -u +%H:%M:%S) node-init $name: $*"; }
 
 # Every process of the node (daemons, shims, containers) descends from this one: it joins
@@ -26,6 +27,12 @@ private() { # <host path>: a directory of the node's own over it
 	mount --bind "$dir/mnt$1" "$1"
 }
 for p in $NODE_PRIVATE_PATHS; do private "$p"; done
+# The node's resolver knows the API server's name (as an operator's DNS or /etc/hosts would): the
+# host's /etc/hosts and that line, seen by the node and by its hostNetwork pods.
+if [[ -n $hosts_line ]]; then
+	{ cat /etc/hosts; echo "$hosts_line"; } >"$dir/hosts"
+	mount --bind "$dir/hosts" /etc/hosts
+fi
 mkdir -p /sys/fs/bpf
 mount -t bpf bpf /sys/fs/bpf
 
