@@ -68,7 +68,7 @@ export function createEbpfSink(opts: EbpfSinkOptions): KernelSink {
     return lb;
   };
   const ebpf = new EbpfDataplane(open, opts.log, opts.mapEntries ?? DEFAULT_MAP_ENTRIES, { destroyTcp: opts.destroyTcp === true });
-  const nft = new NftDataplane(opts.nftTable, kernel);
+  const nft = new NftDataplane(opts.nftTable, kernel, opts.log);
   return new KernelSink(new CombinedDataplane('ebpf', [nft, ebpf]), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }
 

@@ -3,7 +3,8 @@ import type { Item } from '../../model/enls';
 import { modelOptions } from '../../model/options';
 import type { Batch, StateView } from '../../sink/sink';
 import { cluster, ep, slice, svc as svcObj } from '../../../test/helpers/k8s';
-import { nftKernelSink, type NftKernel } from './sink';
+import { NftDataplane, nftKernelSink, type NftKernel } from './sink';
+import type { NftForeignCommit } from '../../native/nft-monitor';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
 import { elemChunks, PICK_SHARDS, type FamOps, type Op } from './types';
@@ -275,4 +276,31 @@ test('affinity sets carry no size: the kernel would size the hash by it and zero
   const sized = toNftOps('ip', 'kpng', [{ k: 'addSet', set: { name: 'cluster-ips', kind: 'addrSet', size: 4096 } }]);
   expect((sized[0] as { set: { size?: number } }).set.size).toBe(4096);
   expect(toNftText('ip', 'kpng', [{ k: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }])).not.toMatch(/size/);
+});
+
+describe('tampering (NftDataplane.watch over a kernel that reports other processes\' transactions)', () => {
+  const base: NftKernel = { apply: async () => ({ messages: 0, bytes: 0, ms: 0 }), conntrackDelete: async () => 0 };
+
+  test('a change to its own table (either family) is lost state, named; other tables and overflows', () => {
+    let report: ((c: NftForeignCommit) => void) | undefined;
+    const dp = new NftDataplane('kpng', { ...base, watchForeign: (cb) => { report = cb; } });
+    const lost: string[] = [];
+    dp.watch((why) => lost.push(why));
+    report!({ overflow: false, pid: 42, comm: 'nft', changes: [{ family: 'ip', table: 'kpng', kind: 'table-', count: 1 }, { family: 'ip', table: 'kpng', kind: 'rule-', count: 3 }] });
+    report!({ overflow: false, pid: 43, comm: 'firewalld', changes: [{ family: 'inet', table: 'firewalld', kind: 'rule+', count: 9 }, { family: 'inet', table: 'kpng', kind: 'rule+', count: 1 }] });
+    report!({ overflow: false, pid: 44, comm: 'nft', changes: [{ family: 'ip6', table: 'kpng', kind: 'element-', count: 2 }] });
+    report!({ overflow: true });
+    expect(lost).toEqual([
+      'table kpng (ip) changed by another process (pid 42 nft: 1 table deleted, 3 rules deleted)',
+      'table kpng (ip6) changed by another process (pid 44 nft: 2 elements deleted)',
+      'nftables change notifications were lost (socket buffer overflow)',
+    ]);
+  });
+
+  test('a monitor that cannot start is said once; the dataplane works on (periodic resync only)', () => {
+    const logs: string[] = [];
+    const dp = new NftDataplane('kpng', { ...base, watchForeign: () => { throw new Error('EPERM: join NFNLGRP_NFTABLES'); } }, (m) => logs.push(m));
+    dp.watch(() => { throw new Error('never lost'); });
+    expect(logs).toEqual(['nft: cannot watch nftables changes (EPERM: join NFNLGRP_NFTABLES): changes made to table kpng by others are repaired at the periodic resync only']);
+  });
 });

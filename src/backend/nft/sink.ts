@@ -43,8 +43,8 @@ export class NftDataplane implements Dataplane {
    */
   private objects: Partial<Record<Fam, KernelObjects>> = {};
 
-  /** `table`: the table name in both families. */
-  constructor(readonly table: string, private readonly kernel: NftKernel) {}
+  /** `table`: the table name in both families; `log`: what is worth saying outside a sync's own line. */
+  constructor(readonly table: string, private readonly kernel: NftKernel, private readonly log?: (msg: string) => void) {}
 
   /** Applies a batch, following what the tables hold (forgotten if it fails). */
   private async apply(ops: FamOps[], after: (f: FamOps) => KernelObjects | undefined, waiting?: () => void): Promise<SyncReport> {
@@ -98,13 +98,19 @@ export class NftDataplane implements Dataplane {
    * same. Without a kernel that watches, tampering waits for the periodic resync.
    */
   watch(lost: (why: string) => void): void {
-    this.kernel.watchForeign?.((c) => {
-      if (c.overflow) { lost('nftables change notifications were lost (socket buffer overflow)'); return; }
-      const mine = c.changes.filter((x) => x.table === this.table && (x.family === 'ip' || x.family === 'ip6'));
-      if (mine.length === 0) return;
-      const fams = [...new Set(mine.map((x) => x.family))].join(' and ');
-      lost(`table ${this.table} (${fams}) changed by another process (pid ${c.pid}${c.comm ? ` ${c.comm}` : ''}: ${describeChanges(mine)})`);
-    });
+    try {
+      this.kernel.watchForeign?.((c) => this.onForeign(c, lost));
+    } catch (e) {
+      this.log?.(`nft: cannot watch nftables changes (${(e as Error).message}): changes made to table ${this.table} by others are repaired at the periodic resync only`);
+    }
+  }
+
+  private onForeign(c: NftForeignCommit, lost: (why: string) => void): void {
+    if (c.overflow) { lost('nftables change notifications were lost (socket buffer overflow)'); return; }
+    const mine = c.changes.filter((x) => x.table === this.table && (x.family === 'ip' || x.family === 'ip6'));
+    if (mine.length === 0) return;
+    const fams = [...new Set(mine.map((x) => x.family))].join(' and ');
+    lost(`table ${this.table} (${fams}) changed by another process (pid ${c.pid}${c.comm ? ` ${c.comm}` : ''}: ${describeChanges(mine)})`);
   }
 
   async close(): Promise<void> {
@@ -120,5 +126,5 @@ export interface NftSinkOptions {
 
 /** The nft backend as a Sink: the nft dataplane inside the shared kernel sink. */
 export function nftKernelSink(opts: NftSinkOptions, kernel: NftKernel): KernelSink {
-  return new KernelSink(new NftDataplane(opts.tablePrefix || 'kpng', kernel), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
+  return new KernelSink(new NftDataplane(opts.tablePrefix || 'kpng', kernel, opts.log), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }
