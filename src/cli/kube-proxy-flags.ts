@@ -206,9 +206,9 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
   if (s.clusterCIDRs.length) add('cluster-cidr', s.clusterCIDRs.join(','));
   // iptables mode answers on every local address when nodePortAddresses is empty (nftables mode: the
   // primary ones, kpng's default), and on 127.0.0.1 with localhostNodePorts.
-  // Only where kube-proxy's mode is in force (its invocation, a config file or --proxy-mode): a kpng
-  // command alone keeps kpng's defaults.
-  const modeApplies = defaultsApply || given.has('proxy-mode');
+  // Only where kube-proxy's defaults apply (its invocation, a config file, migrate-check): a kpng
+  // command keeps kpng's own defaults.
+  const modeApplies = defaultsApply;
   if (s.nodePortAddresses.length) add('nodeport-addresses', s.nodePortAddresses.join(','));
   else if (modeApplies && modeSection(s.modeGiven) === 'iptables') add('nodeport-addresses', 'all');
   if (modeApplies && s.localhostNodePorts) add('localhost-nodeports');

@@ -176,8 +176,13 @@ describe('kube-proxy\'s command line', () => {
   test('kube-proxy\'s way always programs the kernel: mode "" and iptables run nftables, saying so', () => {
     const plain = resolve(['--kubeconfig=/k', '--cluster-cidr=10.244.0.0/16']);
     expect(parseCli(plain.argv)).toMatchObject({ command: 'kube', to: 'nft' });
-    expect(plain.warnings).toEqual([expect.stringMatching(/proxy mode not set .*runs nftables/)]);
-    expect(resolve(['--proxy-mode=iptables']).warnings).toEqual([expect.stringMatching(/proxy mode iptables: kpng has no iptables mode and runs nftables/)]);
+    expect(plain.warnings).toEqual([expect.stringMatching(/proxy mode not set .*runs its nftables backend \(nft\) and serves node ports as iptables mode does/)]);
+    // iptables mode's node ports: every local address, and 127.0.0.1 (localhostNodePorts, true by default there).
+    expect(plain.argv).toEqual(expect.arrayContaining(['--nodeport-addresses', 'all', '--localhost-nodeports']));
+    expect(resolve(['--proxy-mode=iptables']).warnings).toEqual([expect.stringMatching(/proxy mode iptables: kpng runs its nftables backend \(nft\)/)]);
+    expect(resolve(['--proxy-mode=iptables', '--iptables-localhost-nodeports=false']).argv).not.toContain('--localhost-nodeports');
+    expect(resolve(['--proxy-mode=nftables']).argv).not.toContain('--localhost-nodeports');
+    expect(resolve(['--proxy-mode=nftables']).argv).not.toContain('--nodeport-addresses');
     expect(parseCli(resolve([], '/usr/local/bin/kube-proxy').argv)).toMatchObject({ command: 'kube', to: 'nft' });
     expect(parseCli(resolve(['--config', '/c.yaml']).argv).to).toBe('nft');
     expect(parseCli(resolve(['--proxy-mode=ipvs', '--ipvs-scheduler=lc']).argv)).toMatchObject({ to: 'ipvs', backendFlags: { 'ipvs-scheduler': 'lc' } });
