@@ -27,9 +27,9 @@ import { removeKubeProxyIpsets } from './ipset';
 import { removeIpvsServices } from './ipvs';
 import { removeDummyLink, IPVS_DUMMY_LINK } from './link';
 import { deleteTables, KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
-import { emptyReport, mergeReport, summarizeReport, type CleanupReport, type CleanupWhich } from './report';
+import { emptyReport, mergeReport, removedAnything, summarizeReport, type CleanupReport, type CleanupWhich } from './report';
 
-export { summarizeReport, cleanupExitCode, emptyReport, type CleanupReport, type CleanupWhich, type CleanupError, type CleanupPart } from './report';
+export { summarizeReport, cleanupExitCode, removedAnything, emptyReport, type CleanupReport, type CleanupWhich, type CleanupError, type CleanupPart } from './report';
 export { DEFAULT_PIN_DIR } from './bpf';
 export { KPNG_NFT_TABLES, UPSTREAM_NFT_TABLE } from './nft-tables';
 export { IPVS_DUMMY_LINK } from './link';
@@ -59,6 +59,8 @@ export interface UpstreamCleanupOptions {
   /** The tables kpng itself uses now (its --nft-table may have been named kube-proxy): never deleted. */
   kpngTables?: string[];
   netns?: string;
+  /** Log the summary only when something was removed or failed (a check again after the first). */
+  quietWhenNothing?: boolean;
 }
 
 function checkedCIDRs(cidrs: readonly string[] | undefined): string[] {
@@ -118,6 +120,6 @@ export async function removeUpstreamRules(log: Logger, opts: UpstreamCleanupOpti
   await removeUpstream(report, call, opts.kpngTables);
   if (!opts.keepIpvs) await removeIpvs(report, excludeCIDRs, call);
   for (const e of report.errors) log.error(`clean-up: ${e.part}: ${e.what}: ${e.message}`);
-  log.info(summarizeReport(report));
+  if (!opts.quietWhenNothing || removedAnything(report) || report.errors.length) log.info(summarizeReport(report));
   return report;
 }

@@ -47,6 +47,11 @@ export function emptyReport(): CleanupReport {
   };
 }
 
+/** Whether the clean-up found and removed anything (notes and errors aside). */
+export function removedAnything(r: CleanupReport): boolean {
+  return r.tables.length + r.chains.length + r.legacyChains.length + r.jumpRules + r.ipsets.length + r.pins.length + r.ipvsServices.length + r.links.length > 0;
+}
+
 /** `kpng --cleanup`'s exit status: 0 when everything that was present is gone, 1 when something is left. */
 export function cleanupExitCode(r: CleanupReport): 0 | 1 {
   return r.errors.length === 0 ? 0 : 1;

@@ -21,7 +21,7 @@ import { servesLocalhostNodePorts } from '../model/options';
 import { runMigrateCheck } from './migrate-check';
 import { writeConfiguration } from './config-output';
 import { buildInfo, rawVersion } from '../metrics/build-info';
-import { removeKubeProxyRules, runCleanup } from './takeover';
+import { removeKubeProxyRules, runCleanup, TAKEOVER_RECHECKS_MS } from './takeover';
 import { limitYoungGeneration, promoteWholePagesOnLargeHeaps, reduceMemoryWhenIdle } from '../util/memory';
 import { flushCompileCache } from '../util/compile-cache';
 import { enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, type JitPolicy } from '../util/jit';
@@ -234,7 +234,7 @@ export async function main(argv: string[]): Promise<number> {
         // One memory-reducing GC once idle after the first sync (the lists' garbage is gone then);
         // started earlier, it could land inside that sync.
         // kpng's rules now serve the node: kube-proxy's (if it ran here) can go.
-        if (!takeover && def.kernel) takeover = removeKubeProxyRules(opts.to, opts.backendFlags, log);
+        if (!takeover && def.kernel) takeover = removeKubeProxyRules(opts.to, opts.backendFlags, log, opts.once ? {} : { signal: ac.signal, rechecksMs: TAKEOVER_RECHECKS_MS });
         if (!firstApplied && !opts.once) {
           firstApplied = true;
           reduceMemoryWhenIdle(log, ac.signal, () => { if (enableMaglev()) log.debug('jit: Maglev on for the steady state, with its own thresholds (TurboFan when the cluster or the load needs it)'); });

@@ -33,14 +33,35 @@ export async function runCleanup(req: CleanupRequest, log: Logger): Promise<numb
   }
 }
 
-/** After kpng's first sync: kube-proxy's rules go (kept: the tables kpng itself uses, and IPVS when kpng runs IPVS). */
-export async function removeKubeProxyRules(backend: string, flags: Record<string, FlagValue>, log: Logger): Promise<void> {
+/**
+ * When kube-proxy's rules are looked for again after the first clean-up, ms after it: a kube-proxy
+ * still running at kpng's first sync (its pod terminating: 30 s of grace by default) may write them
+ * back at its next sync before it stops, and they would then stay.
+ */
+export const TAKEOVER_RECHECKS_MS: readonly number[] = [10_000, 30_000, 60_000];
+
+/**
+ * After kpng's first sync: kube-proxy's rules go (kept: the tables kpng itself uses, and IPVS when kpng
+ * runs IPVS); then again at each of `rechecksMs` (until `signal` aborts), said only when something was
+ * there. Resolves after the first clean-up.
+ */
+export async function removeKubeProxyRules(backend: string, flags: Record<string, FlagValue>, log: Logger,
+  opts: { signal?: AbortSignal; rechecksMs?: readonly number[] } = {}): Promise<void> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const c = require('../cleanup') as typeof import('../cleanup');
-  try {
-    // It logs what it removed (and each error) itself.
-    await c.removeUpstreamRules(log, { keepIpvs: backend === 'ipvs', kpngTables: kpngTables(flags, []) });
-  } catch (e) {
-    log.warn(`kube-proxy's rules: not removed: ${(e as Error).message}`);
+  const once = async (again: boolean) => {
+    try {
+      // It logs what it removed (and each error) itself.
+      const r = await c.removeUpstreamRules(log, { keepIpvs: backend === 'ipvs', kpngTables: kpngTables(flags, []), quietWhenNothing: again });
+      if (again && c.removedAnything(r)) log.info('clean-up: kube-proxy\'s rules were back after the first clean-up (kube-proxy was still running then): removed again');
+    } catch (e) {
+      log.warn(`kube-proxy's rules: not removed: ${(e as Error).message}`);
+    }
+  };
+  await once(false);
+  for (const ms of opts.rechecksMs ?? []) {
+    const t = setTimeout(() => { if (!opts.signal?.aborted) void once(true); }, ms);
+    t.unref();
+    opts.signal?.addEventListener('abort', () => clearTimeout(t), { once: true });
   }
 }

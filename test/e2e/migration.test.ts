@@ -169,6 +169,15 @@ test.each(MODES)('kube-proxy (%s) -> kpng -> kube-proxy on a live node: no faile
     await waitFor('connections through kpng alone', () => okCount() > before + 100, 20_000);
     expect(failures()).toEqual([]);
 
+    // A kube-proxy still running at kpng's first clean-up writes its rules back at its next sync
+    // before it stops: kpng looks again (10 s after its first clean-up, then 30 and 60 s) and removes them.
+    if (mode.proxyMode === 'nftables') {
+      inNode(['nft', 'add', 'table', 'ip', 'kube-proxy']);
+      inNode(['nft', 'add', 'chain', 'ip', 'kube-proxy', 'services']);
+      await waitFor('kube-proxy\'s late table removed again', () => table('kube-proxy') === '', 40_000);
+      await waitFor('kpng\'s log line', () => kpngLines.some((l) => /kube-proxy's rules were back after the first clean-up/.test(l)), 5_000);
+    }
+
     // 3. Back: kube-proxy starts beside kpng, kpng stops, and `kpng --cleanup-only=kpng` removes kpng's
     //    rules (kube-proxy's stay).
     kubeProxy = startUpstream();
