@@ -56,11 +56,13 @@ describe('deploy/ and node health against a real API server', () => {
     expect(ds.spec.template.spec.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux', 'kpng.io/service-proxy': 'kpng' });
     const job = parseYaml(fs.readFileSync(path.join(dir, 'cleanup-kpng-job.yaml'), 'utf8').replace(/NODE_NAME/g, 'n1')) as Obj;
     expect(job.spec.template.spec.containers[0].args).toEqual(['--cleanup', '--cleanup-only=kpng']);
+    const check = parseYaml(fs.readFileSync(path.join(dir, 'migrate-check-job.yaml'), 'utf8').replace(/NODE_NAME/g, 'n1')) as Obj;
+    expect(check.spec.template.spec.containers[0].args).toEqual(['migrate-check', '--config=/var/lib/kube-proxy/config.conf', '--hostname-override=n1']);
     // kube-proxy's DaemonSet as kubeadm makes it, with the patch merged as `kubectl patch` merges it.
     const patch = parseYaml(fs.readFileSync(path.join(dir, 'kube-proxy-patch.yaml'), 'utf8')) as Obj;
     const kubeProxy = parseYaml(fs.readFileSync(path.join(ROOT, 'hack', 'cluster', 'manifests', 'kube-proxy.yaml'), 'utf8').split(/^---$/m).find((d) => /kind: DaemonSet/.test(d))!.replace(/K8S_VERSION/g, 'v1.37.1')) as Obj;
     kubeProxy.spec.template.spec.affinity = patch.spec.template.spec.affinity;
-    for (const o of [...objs, job, kubeProxy]) {
+    for (const o of [...objs, job, check, kubeProxy]) {
       const r = await cp.request('POST', `${collection(o)}?dryRun=All&fieldValidation=Strict`, o);
       expect({ kind: o.kind, status: r.status, message: r.body?.message }).toEqual({ kind: o.kind, status: 201, message: undefined });
     }
