@@ -204,7 +204,8 @@ export class Lab {
     let err = '';
     child.stdout!.on('data', (d) => { out += d; });
     child.stderr!.on('data', (d) => { err += d; });
-    const code: number | null = await new Promise((resolve) => child.on('exit', resolve));
+    // 'close', not 'exit': a short-lived probe can exit before its stdout is read to the end.
+    const code: number | null = await new Promise((resolve) => child.on('close', resolve));
     const lines = out.split('\n').filter((l) => l.trim() !== '');
     if (code !== 0 || lines.length !== count) throw new Error(`probe failed (exit ${code}): ${err}${out}`);
     return lines.map((l) => JSON.parse(l) as ProbeResult);
