@@ -2,6 +2,8 @@
 // without changing anything: for `kpng migrate-check`, which tells an operator what moving this node
 // from kube-proxy to kpng changes. Each reading that fails is reported as such, never guessed.
 import fs from 'node:fs';
+import { realSysctlIO } from '../config/conntrack';
+import { ROUTE_LOCALNET } from '../config/route-localnet';
 import { ipvsDump } from '../native/ipvs';
 import type { NativeCallOptions } from '../native';
 import { listLegacyKubeProxyChains } from './iptables-legacy';
@@ -74,17 +76,12 @@ export function listeningPorts(ports: readonly number[], read: (path: string) =>
 
 function procSysWritable(): boolean {
   try {
-    fs.accessSync('/proc/sys/net/ipv4/conf/all/route_localnet', fs.constants.W_OK);
     // access() says yes on a read-only mount too (root): statfs is not reachable from Node, so open for writing.
-    fs.closeSync(fs.openSync('/proc/sys/net/ipv4/conf/all/route_localnet', 'r+'));
+    fs.closeSync(fs.openSync(ROUTE_LOCALNET, 'r+'));
     return true;
   } catch {
     return false;
   }
-}
-
-function readNumber(path: string): number | null {
-  try { const v = Number(fs.readFileSync(path, 'utf8').trim()); return Number.isFinite(v) ? v : null; } catch { return null; }
 }
 
 /** Reads the node (this process's network namespace, or `call.netns` for the kernel objects). */
@@ -107,7 +104,7 @@ export async function surveyNode(call: NativeCallOptions = {}): Promise<NodeSurv
         throw e;
       }
     }),
-    routeLocalnet: readNumber('/proc/sys/net/ipv4/conf/all/route_localnet'),
+    routeLocalnet: realSysctlIO.read(ROUTE_LOCALNET),
     procSysWritable: procSysWritable(),
     portsInUse: listeningPorts(PROXY_PORTS),
   };
