@@ -17,7 +17,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest demo bench clean image image-host image-test cluster cluster-down reboot-check conformance prebuilds install-test
+.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest test-fast-path demo bench clean image image-host image-test cluster cluster-down reboot-check conformance prebuilds install-test
 
 all: build
 
@@ -49,12 +49,17 @@ test: build controlplane kube-proxy scale-bins
 	@npm run --silent lint:deps
 	@export KPNG_TEST_STRICT=1; mkdir -p .cache; status=0; npx jest --ci --json --outputFile=.cache/jest-results.json || status=$$?; \
 	  hack/qemu/test-guest.sh || status=$$?; \
+	  hack/qemu/test-fast-path.sh || status=$$?; \
 	  hack/image/make-test.sh || status=$$?; \
-	  node hack/test-summary.js .cache/jest-results.json .cache/jest-guest-results.json .cache/image-results.json && exit $$status
+	  node hack/test-summary.js .cache/jest-results.json .cache/jest-guest-results.json .cache/jest-fast-path-results.json .cache/image-results.json && exit $$status
 
 # Only the tests that need a kernel with IPVS (*.guest.test.ts), inside a qemu guest (hack/qemu/).
 test-guest: build
 	@KPNG_TEST_STRICT=1 hack/qemu/test-guest.sh; status=$$?; node hack/test-summary.js .cache/jest-guest-results.json && exit $$status
+
+# The nft backend's lab tests with the fast path on (--nft-flowtable), in the qemu guest (flowtables).
+test-fast-path: build
+	@KPNG_TEST_STRICT=1 hack/qemu/test-fast-path.sh; status=$$?; node hack/test-summary.js .cache/jest-fast-path-results.json && exit $$status
 
 demo: build
 	@node dist/hack/demo.js

@@ -9,6 +9,8 @@
 //   stream HOST PORT SECONDS   one TCP connection, 64 KiB writes for SECONDS: prints MB/s.
 //   udp HOST PORT SECONDS      unconnected sendto() of 64-byte datagrams for SECONDS: prints datagrams
 //                              sent per second (the server's count is read with `count`).
+//   crr HOST PORT SECONDS      a new TCP connection per 1-byte request / 1-byte reply, closed after it:
+//                              prints connections per second.
 //   count HOST PORT            asks the server for its UDP count since the last ask.
 #include <arpa/inet.h>
 #include <errno.h>
@@ -130,6 +132,23 @@ static int rr(const char* host, int port, double seconds) {
   return 0;
 }
 
+static int crr(const char* host, int port, double seconds) {
+  char b = 'x';
+  unsigned long n = 0;
+  double t0 = now(), end = t0 + seconds;
+  while (now() < end) {
+    int fd = tcp_connect(host, port);
+    if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1) {
+      perror("crr");
+      return 1;
+    }
+    close(fd);
+    n++;
+  }
+  printf("%.0f\n", n / (now() - t0));
+  return 0;
+}
+
 static int stream(const char* host, int port, double seconds) {
   int fd = tcp_connect(host, port);
   static char buf[65536];
@@ -183,9 +202,10 @@ int main(int argc, char** argv) {
   if (argc >= 5) {
     double s = atof(argv[4]);
     if (strcmp(argv[1], "rr") == 0) return rr(argv[2], atoi(argv[3]), s);
+    if (strcmp(argv[1], "crr") == 0) return crr(argv[2], atoi(argv[3]), s);
     if (strcmp(argv[1], "stream") == 0) return stream(argv[2], atoi(argv[3]), s);
     if (strcmp(argv[1], "udp") == 0) return udp(argv[2], atoi(argv[3]), s);
   }
-  fprintf(stderr, "usage: serve PORT | rr|stream|udp HOST PORT SECONDS | count HOST PORT\n");
+  fprintf(stderr, "usage: serve PORT | rr|crr|stream|udp HOST PORT SECONDS | count HOST PORT\n");
   return 2;
 }

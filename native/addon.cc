@@ -23,6 +23,7 @@ static Napi::Object InitKpng(Napi::Env env, Napi::Object exports) {
   exports.Set("iptLegacyList", Napi::Function::New(env, IptLegacyList, "iptLegacyList"));
   exports.Set("iptLegacyRemoveChains", Napi::Function::New(env, IptLegacyRemoveChains, "iptLegacyRemoveChains"));
   exports.Set("rtnlAddrs", Napi::Function::New(env, RtnlAddrs, "rtnlAddrs"));
+  exports.Set("rtnlLinks", Napi::Function::New(env, RtnlLinks, "rtnlLinks"));
   exports.Set("rtnlAddrApply", Napi::Function::New(env, RtnlAddrApply, "rtnlAddrApply"));
   exports.Set("sysctl", Napi::Function::New(env, Sysctl, "sysctl"));
   exports.Set("ebpfOpen", Napi::Function::New(env, EbpfOpen, "ebpfOpen"));

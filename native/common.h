@@ -144,6 +144,7 @@ Napi::Value IptLegacyTables(const Napi::CallbackInfo& info);
 Napi::Value IptLegacyList(const Napi::CallbackInfo& info);
 Napi::Value IptLegacyRemoveChains(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrs(const Napi::CallbackInfo& info);
+Napi::Value RtnlLinks(const Napi::CallbackInfo& info);
 Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info);
 Napi::Value Sysctl(const Napi::CallbackInfo& info);
 Napi::Value EbpfOpen(const Napi::CallbackInfo& info);

@@ -16,6 +16,7 @@
 #include <libnftnl/chain.h>
 #include <libnftnl/common.h>
 #include <libnftnl/expr.h>
+#include <libnftnl/flowtable.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
@@ -35,10 +36,10 @@ namespace {
 
 // Newer than the system uapi headers (kernel >= 6.3).
 constexpr uint16_t kMsgDestroyTable = 26, kMsgDestroyChain = 27, kMsgDestroyRule = 28, kMsgDestroySet = 29,
-                   kMsgDestroySetElem = 30;
+                   kMsgDestroySetElem = 30, kMsgDestroyFlowtable = 32;
 
 enum Op : uint8_t { OP_ADD = 1, OP_CREATE, OP_DELETE, OP_DESTROY, OP_FLUSH, OP_INSERT, OP_REPLACE };
-enum Kind : uint8_t { K_TABLE = 1, K_CHAIN, K_SET, K_ELEMENTS, K_RULE };
+enum Kind : uint8_t { K_TABLE = 1, K_CHAIN, K_SET, K_ELEMENTS, K_RULE, K_FLOWTABLE };
 enum Tag : uint8_t { T_ATTR = 1, T_EXPR, T_EXPR_ATTR, T_ELEM };
 
 constexpr size_t kElemListMax = 60000;  // NFTA_SET_ELEM_LIST_ELEMENTS nla_len is 16 bits
@@ -154,6 +155,7 @@ class BatchBuilder {
         case K_SET: ok = Set(i, op, family, body, blen); break;
         case K_ELEMENTS: ok = Elements(i, op, family, body, blen); break;
         case K_RULE: ok = Rule(i, op, family, body, blen); break;
+        case K_FLOWTABLE: ok = Flowtable(i, op, family, body, blen); break;
         default: return Fail(i, "unknown object kind");
       }
       if (!ok) return false;
@@ -243,6 +245,42 @@ class BatchBuilder {
       EndMsg(nlh);
     }
     nftnl_chain_free(c);
+    return ok;
+  }
+
+  // A flowtable: its attributes as for other objects, except the devices, one ATTR item each
+  // (libnftnl takes them as one NULL-terminated array).
+  bool Flowtable(uint32_t i, uint8_t op, uint8_t family, const uint8_t* body, size_t blen) {
+    nftnl_flowtable* f = nftnl_flowtable_alloc();
+    nftnl_flowtable_set_u32(f, NFTNL_FLOWTABLE_FAMILY, family);
+    std::vector<std::string> devices;
+    BodyReader r(body, blen);
+    Item it;
+    int rc;
+    bool ok = true;
+    while (ok && (rc = r.Next(&it)) == 1) {
+      if (it.tag != T_ATTR) ok = Fail(i, "unexpected item in flowtable");
+      else if (it.id == NFTNL_FLOWTABLE_DEVICES) devices.emplace_back((const char*)it.data, strnlen((const char*)it.data, it.len));
+      else if (nftnl_flowtable_set_data(f, it.id, Scratch(it), it.len) < 0) ok = Fail(i, "bad flowtable attribute " + std::to_string(it.id));
+    }
+    if (ok && rc != 0) ok = Fail(i, "malformed record");
+    if (ok && !devices.empty()) {
+      std::vector<const char*> names;
+      for (const std::string& d : devices) names.push_back(d.c_str());
+      names.push_back(nullptr);
+      if (nftnl_flowtable_set_array(f, NFTNL_FLOWTABLE_DEVICES, names.data()) < 0) ok = Fail(i, "bad flowtable devices");
+    }
+    if (ok) {
+      uint16_t type, flags;
+      if (!ObjectMsg(op, NFT_MSG_NEWFLOWTABLE, NFT_MSG_DELFLOWTABLE, kMsgDestroyFlowtable, &type, &flags)) {
+        nftnl_flowtable_free(f);
+        return Fail(i, "bad op for flowtable");
+      }
+      nlmsghdr* nlh = StartMsg(type, family, flags, i, K_FLOWTABLE, 0, 4096 + 4 * blen);
+      nftnl_flowtable_nlmsg_build_payload(nlh, f);
+      EndMsg(nlh);
+    }
+    nftnl_flowtable_free(f);
     return ok;
   }
 

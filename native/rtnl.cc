@@ -4,6 +4,7 @@
 //   rtnlLinkDelete(name, {kind?}, netns?)  delete a link by name (only when its kind is `kind`, if given);
 //                                          -> {deleted, kind} (absent: deleted false, kind "")
 //   rtnlAddrs(ifindex, netns?)             the addresses of one link (0: every link) as records
+//   rtnlLinks(netns?)                      every link: [{name, ifindex, flags, master, kind}]
 //   rtnlAddrApply(records, netns?)         add (replace) / delete addresses; failures by record index
 // Address records (24 bytes, little-endian): u32 ifindex, u8 family, u8 prefixlen, u8 op (apply: 1 add,
 // 2 delete) or scope (dump), u8 flags (dump: low ifa_flags), 16 bytes address. Mirrored by src/native/rtnl.ts.
@@ -158,6 +159,74 @@ class LinkWorker : public Napi::AsyncWorker {
   bool created_ = false, isUp_ = false;
   int err_ = 0;
   std::string what_;
+};
+
+struct LinkRow {
+  std::string name, kind;
+  int ifindex = 0;
+  unsigned flags = 0;
+  int master = 0;
+};
+
+// Every link of the namespace, for choices made by what the node has (the flowtable's devices).
+class LinksWorker : public Napi::AsyncWorker {
+ public:
+  LinksWorker(Napi::Env env, std::string netns)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
+    if (fd < 0) { err_ = -fd; return; }
+    for (int attempt = 0; attempt < 5; attempt++) {  // EINTR: the dump changed under us, start again
+      rows_.clear();
+      NlMessages m;
+      m.Begin(RTM_GETLINK, 0);
+      ifinfomsg ifi = {};
+      ifi.ifi_family = AF_UNSPEC;
+      m.Payload(&ifi, sizeof(ifi));
+      err_ = RunDump(fd, m, [&](const nlmsghdr* h) {
+        if (h->nlmsg_type != RTM_NEWLINK) return;
+        const ifinfomsg* r = (const ifinfomsg*)NLMSG_DATA(h);
+        LinkRow row;
+        row.ifindex = r->ifi_index;
+        row.flags = r->ifi_flags;
+        ForEachAttr((const uint8_t*)r + NLMSG_ALIGN(sizeof(ifinfomsg)), h->nlmsg_len - NLMSG_HDRLEN - NLMSG_ALIGN(sizeof(ifinfomsg)),
+                    [&](const NlAttrView& a) {
+                      if (a.type() == IFLA_IFNAME) row.name = std::string((const char*)a.data(), strnlen((const char*)a.data(), a.len()));
+                      else if (a.type() == IFLA_MASTER && a.len() >= 4) memcpy(&row.master, a.data(), 4);
+                      else if (a.type() == IFLA_LINKINFO)
+                        ForEachAttr(a.data(), a.len(), [&](const NlAttrView& i) {
+                          if (i.type() == IFLA_INFO_KIND) row.kind = std::string((const char*)i.data(), strnlen((const char*)i.data(), i.len()));
+                        });
+                    });
+        rows_.push_back(std::move(row));
+      });
+      if (err_ != EINTR) break;
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, "link dump").Value()); return; }
+    Napi::Array out = Napi::Array::New(env, rows_.size());
+    for (size_t i = 0; i < rows_.size(); i++) {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("name", rows_[i].name);
+      o.Set("ifindex", rows_[i].ifindex);
+      o.Set("flags", rows_[i].flags);
+      o.Set("master", rows_[i].master);
+      o.Set("kind", rows_[i].kind);
+      out.Set(i, o);
+    }
+    deferred_.Resolve(out);
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string netns_;
+  std::vector<LinkRow> rows_;
+  int err_ = 0;
 };
 
 class AddrsWorker : public Napi::AsyncWorker {
@@ -339,6 +408,16 @@ Napi::Value RtnlAddrs(const Napi::CallbackInfo& info) {
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
   auto* w = new AddrsWorker(env, ifindex, netns);
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+Napi::Value RtnlLinks(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string netns;
+  if (!NetnsArg(info, 0, &netns)) return env.Undefined();
+  auto* w = new LinksWorker(env, netns);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

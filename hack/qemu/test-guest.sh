@@ -5,11 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .cache
-rm -f .cache/jest-guest-results.json
+results="${KPNG_GUEST_RESULTS:-.cache/jest-guest-results.json}"
+rm -f "$results"
 # ip_vs: loaded up front for the tests that call IPVS from jest itself (the kernel does load it on a
 # first IPVS request: deploy-privileges.guest.test.ts unloads it and sees so); br_netfilter: the lab's bridged pods (sysctls
 # under net/bridge only exist once it is loaded). Everything else autoloads.
 exec hack/qemu/run.sh --timeout "${KPNG_GUEST_TIMEOUT:-900}" --mem "${KPNG_GUEST_MEM:-2048}" \
   --modules "ip_vs dummy veth bridge br_netfilter" --rw .cache -- \
   node_modules/.bin/node node_modules/jest/bin/jest.js -c jest.guest.config.js --ci \
-  --json --outputFile=.cache/jest-guest-results.json "$@"
+  --json --outputFile="$results" "$@"

@@ -4,7 +4,7 @@
 import type { ApplyResult, NftApplyError, NftFailure, NftOp, NftRule } from '../native/nft-types';
 import { Aggregator, ProducerRefused, type ProducerEvent } from './aggregator';
 import { diffStates } from './diff';
-import { applyOps, DeclarationError, type ProducerState } from './state';
+import { applyOps, DeclarationError, opTable, type ProducerState } from './state';
 import type { NftTransport } from './transport';
 
 class FakeKernel implements NftTransport {
@@ -179,7 +179,7 @@ describe('aggregator', () => {
     // The retry is a full resync of firewall only (its table replaced), refused again with the same reason.
     await new Promise((r) => setTimeout(r, 80));
     const retry = kernel.batches[3];
-    expect(retry.every((o) => ('table' in o ? o.table.name : 'rule' in o ? o.rule.table : 'chain' in o ? o.chain.table : 'set' in o ? o.set.table : o.elements.table) === 'fw')).toBe(true);
+    expect(retry.every((o) => opTable(o).table === 'fw')).toBe(true);
     expect(kinds(retry).slice(0, 3)).toEqual(['add table', 'delete table', 'add table']);
     expect(events[0].kind).toBe('refused');
     expect(events.filter((e) => e.kind === 'refused').length).toBeGreaterThanOrEqual(2);

@@ -237,7 +237,7 @@ export class Aggregator {
       else if ('chain' in o) sc.chains.add(o.chain.name);
       else if ('set' in o) sc.sets.add(o.set.name);
       else if ('elements' in o) sc.sets.add(o.elements.set);
-      else sc.chains.add(o.rule.chain);
+      else if ('rule' in o) sc.chains.add(o.rule.chain);
     }
     if (declare) {
       for (const k of p.desired.keys()) p.dirty.set(k, 'all');

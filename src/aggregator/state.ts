@@ -25,6 +25,7 @@ export function opTable(o: NftOp): { family: string; table: string } {
   if ('chain' in o) return { family: o.chain.family, table: o.chain.table };
   if ('set' in o) return { family: o.set.family, table: o.set.table };
   if ('elements' in o) return { family: o.elements.family, table: o.elements.table };
+  if ('flowtable' in o) return { family: o.flowtable.family, table: o.flowtable.table };
   return { family: o.rule.family, table: o.rule.table };
 }
 
@@ -87,6 +88,8 @@ export function checkOps(state: ProducerState, ops: NftOp[]): { index: number; r
     } else if ('elements' in o) {
       if (o.elements.setId !== undefined) return { index: i, reason: 'elements by set id are not supported here: name the set' };
       if (!has(sets, tk, o.elements.set, (t) => t.sets)) return { index: i, reason: `set ${o.elements.set} does not exist in table ${family} ${table}` };
+    } else if ('flowtable' in o) {
+      return { index: i, reason: 'flowtables are not supported by the aggregator' };
     } else {
       const r = o.rule;
       if (o.op !== 'add' && o.op !== 'insert') return { index: i, reason: `rule ${o.op}: rules have no handles here; change the chain's rule list instead` };
@@ -155,6 +158,7 @@ function applyOp(state: ProducerState, o: NftOp): void {
     else for (const e of o.elements.elements) s.elements.delete(elementKey(e));
     return;
   }
+  if ('flowtable' in o) throw new Error('flowtables are not supported by the aggregator');
   const c = mustTable(state, o.rule.family, o.rule.table).chains.get(o.rule.chain);
   if (!c) throw new Error(`chain ${o.rule.chain} does not exist`);
   // Each model creates its own rule arrays (chain creation, flush), so they are never shared.

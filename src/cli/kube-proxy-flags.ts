@@ -249,6 +249,13 @@ export function resolveKubeProxyArgs(argv: string[], opts: { registered: readonl
     }
     if (s.ipvs.excludeCIDRs.length) add('ipvs-exclude-cidrs', s.ipvs.excludeCIDRs.join(','));
   }
+  // kpng's fast path: the nft backend's flags (the eBPF and IPVS backends have no flowtable yet).
+  if (s.nftFlowtable.interfaces.length) {
+    if (backend === 'nft') {
+      add('nft-flowtable', s.nftFlowtable.interfaces.join(','));
+      if (s.nftFlowtable.packetThreshold !== undefined) add('nft-flowtable-packets', String(s.nftFlowtable.packetThreshold));
+    } else noEffect.push(`nftables.flowtable (only the nft backend has the fast path; the backend is ${backend || 'none'})`);
+  }
   // IPVS settings: read in mode ipvs only, as upstream.
   const ipvsFields: Array<[string, boolean]> = [['ipvs.strictARP', s.ipvs.strictARP], ['ipvs.excludeCIDRs', s.ipvs.excludeCIDRs.length > 0], ['ipvs.tcpTimeout', s.ipvs.tcpTimeoutMs > 0],
     ['ipvs.tcpFinTimeout', s.ipvs.tcpFinTimeoutMs > 0], ['ipvs.udpTimeout', s.ipvs.udpTimeoutMs > 0], ['ipvs.scheduler', !!s.ipvs.scheduler]];

@@ -45,6 +45,8 @@ export interface KubeProxySettings {
   conntrack: ConntrackSettings;
   ipvs: { scheduler: string; excludeCIDRs: string[]; strictARP: boolean; tcpTimeoutMs: number; tcpFinTimeoutMs: number; udpTimeoutMs: number };
   featureGates: Record<string, boolean>;
+  /** kpng's fast path (nftables.flowtable): interfaces ("auto" or names; empty: off), packets before offload (undefined: the default). */
+  nftFlowtable: { interfaces: string[]; packetThreshold?: number };
   /** The whole configuration after defaulting, as /configz and --write-config-to show it. */
   effective: Obj;
   /** Set fields with no effect in kpng, by path, each with the reason. */
@@ -92,6 +94,15 @@ const ms = (v: unknown): number => (typeof v === 'string' ? parseGoDuration(v) ?
 const seconds = (v: unknown): number | undefined => { const n = Math.floor(ms(v) / 1000); return n > 0 ? n : undefined; };
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const num = (v: unknown, d = 0): number => (typeof v === 'number' ? v : d);
+
+/** nftables.flowtable, checked: interface names or ["auto"], a packet count >= 0. */
+function flowtable(user: Obj): KubeProxySettings['nftFlowtable'] {
+  const interfaces = ((at(user, 'nftables.flowtable.interfaces') as string[] | null | undefined) ?? []).map((s) => s.trim()).filter(Boolean);
+  if (interfaces.includes('auto') && interfaces.length > 1) throw new ConfigError('nftables.flowtable.interfaces: "auto" stands alone (it means every interface that can forward)');
+  const n = at(user, 'nftables.flowtable.packetThreshold');
+  if (typeof n === 'number' && n < 0) throw new ConfigError(`nftables.flowtable.packetThreshold: ${n} must be >= 0`);
+  return { interfaces, ...(typeof n === 'number' ? { packetThreshold: n } : {}) };
+}
 
 /** Turns the user's configuration (file and/or flags, upstream's v1alpha1 shape) into kpng's settings. */
 export function kubeProxySettings(user: Obj): KubeProxySettings {
@@ -189,6 +200,7 @@ export function kubeProxySettings(user: Obj): KubeProxySettings {
       udpTimeoutMs: ms(at(eff, 'ipvs.udpTimeout')),
     },
     featureGates: (eff.featureGates as Record<string, boolean>) ?? {},
+    nftFlowtable: flowtable(user),
     effective: eff,
     unsupported,
   };

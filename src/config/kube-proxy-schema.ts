@@ -31,7 +31,8 @@ export const KUBE_PROXY_CONFIGURATION: Shape = {
     syncPeriod: 'duration', minSyncPeriod: 'duration', scheduler: 'string', excludeCIDRs: 'strings', strictARP: 'bool',
     tcpTimeout: 'duration', tcpFinTimeout: 'duration', udpTimeout: 'duration',
   },
-  nftables: { masqueradeBit: 'int', masqueradeAll: 'bool', syncPeriod: 'duration', minSyncPeriod: 'duration' },
+  // flowtable: kpng's fast path (--nft-flowtable), not in upstream's format (KEP-4963 proposes a field alike).
+  nftables: { masqueradeBit: 'int', masqueradeAll: 'bool', syncPeriod: 'duration', minSyncPeriod: 'duration', flowtable: { interfaces: 'strings', packetThreshold: 'int' } },
   winkernel: { networkName: 'string', sourceVip: 'string', enableDSR: 'bool', rootHnsEndpointName: 'string', forwardHealthCheckVip: 'bool' },
   detectLocalMode: 'string',
   detectLocal: { bridgeInterface: 'string', interfaceNamePrefix: 'string' },

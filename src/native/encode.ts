@@ -12,12 +12,12 @@
 // Strings are NUL-terminated. Element ops: ATTR ids are NFTNL_SET_TABLE / NAME / ID.
 import {
   NFPROTO, dataTypeId, dataTypeLen, NFT_DATATYPES,
-  type NftChain, type NftElement, type NftElements, type NftExpr, type NftFamily, type NftOp, type NftRule,
+  type NftChain, type NftElement, type NftElements, type NftExpr, type NftFamily, type NftFlowtable, type NftOp, type NftRule,
   type NftSet, type NftTable, type NftVerdict,
 } from './nft-types';
 
 export const OP = { add: 1, create: 2, delete: 3, destroy: 4, flush: 5, insert: 6, replace: 7 } as const;
-export const KIND = { table: 1, chain: 2, set: 3, elements: 4, rule: 5 } as const;
+export const KIND = { table: 1, chain: 2, set: 3, elements: 4, rule: 5, flowtable: 6 } as const;
 export type OpName = keyof typeof OP;
 export type KindName = keyof typeof KIND;
 
@@ -32,6 +32,7 @@ export const A = {
   SET_ID: 8, SET_POLICY: 9, SET_DESC_SIZE: 10, SET_TIMEOUT: 11, SET_GC_INTERVAL: 12, SET_USERDATA: 13,
   SET_DESC_CONCAT: 16,
   RULE_TABLE: 1, RULE_CHAIN: 2, RULE_HANDLE: 3, RULE_POSITION: 6, RULE_USERDATA: 7,
+  FLOWTABLE_NAME: 0, FLOWTABLE_TABLE: 2, FLOWTABLE_HOOKNUM: 3, FLOWTABLE_PRIO: 4, FLOWTABLE_DEVICES: 6, FLOWTABLE_FLAGS: 8,
 } as const;
 
 type W = 'u8' | 'u16' | 'u32' | 'u64' | 'str' | 'bytes';
@@ -60,6 +61,8 @@ export const EXPR_ATTRS: Record<string, Record<string, [number, W]>> = {
   masq: { flags: [1, 'u32'], regProtoMin: [2, 'u32'], regProtoMax: [3, 'u32'] },
   fib: { dreg: [1, 'u32'], result: [2, 'u32'], flags: [3, 'u32'] },
   notrack: {},
+  byteorder: { dreg: [1, 'u32'], sreg: [2, 'u32'], op: [3, 'u32'], len: [4, 'u32'], size: [5, 'u32'] },
+  flow_offload: { table: [1, 'str'] },
 };
 
 // kernel enums
@@ -72,7 +75,7 @@ export const META_KEY = {
 } as const;
 export const CT_KEY = {
   state: 0, direction: 1, status: 2, mark: 3, expiration: 5, l3protocol: 7, src: 8, dst: 9, protocol: 10,
-  proto_src: 11, proto_dst: 12, zone: 17, src_ip: 19, dst_ip: 20, src_ip6: 21, dst_ip6: 22,
+  proto_src: 11, proto_dst: 12, packets: 14, bytes: 15, zone: 17, src_ip: 19, dst_ip: 20, src_ip6: 21, dst_ip6: 22,
 } as const;
 export const VERDICT = { drop: 0, accept: 1, continue: -1, break: -2, jump: -3, goto: -4, return: -5 } as const;
 export const HOOK = { prerouting: 0, input: 1, forward: 2, output: 3, postrouting: 4, ingress: 0 } as const;
@@ -311,6 +314,7 @@ export class NftBatch extends ItemWriter {
       this.descs[idx].elements = o.elements.elements;
       for (const e of o.elements.elements) this.element(e);
     } else if ('rule' in o) this.rule(o.op, o.rule);
+    else if ('flowtable' in o) this.flowtable(o.op, o.flowtable);
     else throw new Error('unknown op');
     return idx;
   }
@@ -335,6 +339,19 @@ export class NftBatch extends ItemWriter {
       if (c.device) this.attr(A.CHAIN_DEV, 'str', c.device);
     }
     if (c.comment && (op === 'add' || op === 'create')) this.attr(A.CHAIN_USERDATA, 'bytes', udataComment(0, c.comment));
+  }
+
+  flowtable(op: NftOp['op'], f: NftFlowtable): void {
+    this.begin(op as OpName, 'flowtable', f.family,
+      { op: op as OpName, kind: 'flowtable', object: `flowtable ${f.family} ${f.table} ${f.name}` });
+    this.attr(A.FLOWTABLE_TABLE, 'str', f.table);
+    this.attr(A.FLOWTABLE_NAME, 'str', f.name);
+    if (op !== 'add' && op !== 'create') return;
+    // Flowtables hook ingress only; the kernel wants the hook (with its devices) on every add.
+    this.attr(A.FLOWTABLE_HOOKNUM, 'u32', HOOK.ingress);
+    this.attr(A.FLOWTABLE_PRIO, 'u32', f.priority ?? 0);
+    if (f.counter) this.attr(A.FLOWTABLE_FLAGS, 'u32', 0x2); // NFT_FLOWTABLE_COUNTER
+    for (const d of f.devices) this.attr(A.FLOWTABLE_DEVICES, 'str', d);
   }
 
   set(op: NftOp['op'], s: NftSet): void {
@@ -480,6 +497,10 @@ export class NftBatch extends ItemWriter {
         });
         break;
       case 'notrack': put('notrack', {}); break;
+      case 'byteorder':
+        put('byteorder', { dreg: x.dreg, sreg: x.sreg, op: x.op === 'hton' ? 1 : 0, len: x.len, size: x.size });
+        break;
+      case 'flowOffload': put('flow_offload', { table: x.flowtable }); break;
       default: throw new Error(`unknown expression ${(x as { type: string }).type}`);
     }
   }

@@ -70,6 +70,12 @@ gated(need.testNative()).test('encoder attribute ids match the libnftnl headers 
   expect(c.NFTNL_EXPR_REJECT_CODE).toBe(E.reject.code[0]);
   expect(c.NFTNL_EXPR_MASQ_REG_PROTO_MAX).toBe(E.masq.regProtoMax[0]);
   expect(c.NFTNL_EXPR_FIB_FLAGS).toBe(E.fib.flags[0]);
+  expect([c.NFTNL_FLOWTABLE_NAME, c.NFTNL_FLOWTABLE_TABLE, c.NFTNL_FLOWTABLE_HOOKNUM, c.NFTNL_FLOWTABLE_PRIO, c.NFTNL_FLOWTABLE_DEVICES,
+    c.NFTNL_FLOWTABLE_FLAGS]).toEqual([A.FLOWTABLE_NAME, A.FLOWTABLE_TABLE, A.FLOWTABLE_HOOKNUM, A.FLOWTABLE_PRIO, A.FLOWTABLE_DEVICES,
+    A.FLOWTABLE_FLAGS]);
+  expect([c.NFTNL_EXPR_BYTEORDER_DREG, c.NFTNL_EXPR_BYTEORDER_SREG, c.NFTNL_EXPR_BYTEORDER_OP, c.NFTNL_EXPR_BYTEORDER_LEN,
+    c.NFTNL_EXPR_BYTEORDER_SIZE, c.NFTNL_EXPR_FLOW_TABLE_NAME]).toEqual([E.byteorder.dreg[0], E.byteorder.sreg[0], E.byteorder.op[0],
+    E.byteorder.len[0], E.byteorder.size[0], E.flow_offload.table[0]]);
 });
 
 test('encoding does not depend on buffer growth', () => {

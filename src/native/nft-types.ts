@@ -127,7 +127,7 @@ export type NftMetaKey =
   | 'iifgroup' | 'oifgroup' | 'cgroup' | 'prandom';
 export type NftCtKey =
   | 'state' | 'direction' | 'status' | 'mark' | 'expiration' | 'l3protocol' | 'src' | 'dst' | 'protocol'
-  | 'proto_src' | 'proto_dst' | 'zone' | 'src_ip' | 'dst_ip' | 'src_ip6' | 'dst_ip6';
+  | 'proto_src' | 'proto_dst' | 'packets' | 'bytes' | 'zone' | 'src_ip' | 'dst_ip' | 'src_ip6' | 'dst_ip6';
 
 /** Rule expressions (the kernel's nf_tables expressions, one to one). */
 export type NftExpr =
@@ -162,7 +162,27 @@ export type NftExpr =
   | { type: 'fib'; flags: ('saddr' | 'daddr' | 'mark' | 'iif' | 'oif' | 'present')[]; result: 'oif' | 'oifname' | 'addrtype'; dreg: number }
   | { type: 'log'; prefix?: string; group?: number; level?: number; snaplen?: number; qthreshold?: number }
   | { type: 'limit'; rate: number; unit: 'second' | 'minute' | 'hour' | 'day'; burst?: number; bytes?: boolean; invert?: boolean }
-  | { type: 'notrack' };
+  | { type: 'notrack' }
+  /** dreg = byte-swapped sreg, `len` bytes in words of `size` (2, 4 or 8): host-order values compared with lt/gt. */
+  | { type: 'byteorder'; op: 'hton' | 'ntoh'; sreg: number; dreg: number; len: number; size: number }
+  /** Offload the packet's connection to a flowtable of the same table (`flow add @name`). */
+  | { type: 'flowOffload'; flowtable: string };
+
+/**
+ * A flowtable: established connections forwarded between its devices skip the netfilter hooks (the
+ * kernel's fast path), once a rule's `flowOffload` added them. Adding an existing flowtable adds
+ * the devices it lacks; every device must exist.
+ */
+export interface NftFlowtable {
+  family: NftFamily;
+  table: string;
+  name: string;
+  /** Ingress hook priority (default 0). */
+  priority?: number;
+  devices: string[];
+  /** Count packets and bytes of offloaded flows in conntrack (NFT_FLOWTABLE_COUNTER). */
+  counter?: boolean;
+}
 
 /** One operation of a batch. Ops are applied in order, in one transaction. */
 export type NftOp =
@@ -170,7 +190,8 @@ export type NftOp =
   | { op: 'add' | 'create' | 'delete' | 'destroy' | 'flush'; chain: NftChain }
   | { op: 'add' | 'create' | 'delete' | 'destroy' | 'flush'; set: NftSet }
   | { op: 'add' | 'create' | 'delete' | 'destroy'; elements: NftElements }
-  | { op: 'add' | 'insert' | 'replace' | 'delete' | 'destroy'; rule: NftRule };
+  | { op: 'add' | 'insert' | 'replace' | 'delete' | 'destroy'; rule: NftRule }
+  | { op: 'add' | 'create' | 'delete' | 'destroy'; flowtable: NftFlowtable };
 // add = create or keep (NLM_F_CREATE); create = fail with EEXIST if present; delete = fail with ENOENT if
 // absent; destroy = delete if present (kernel >= 6.3); flush table/chain = delete their rules; flush set =
 // delete its elements.

@@ -330,7 +330,8 @@ maybe('nftables through the native addon (real kernel, netns)', () => {
     setImmediate(spin);
     const r = await nftApply(batch, { netns: ns.path });
     spinning = false;
-    expect(ticks).toBeGreaterThan(5);
+    // A blocking call would resolve before any setImmediate ran; how many ran depends on the machine's load.
+    expect(ticks).toBeGreaterThan(0);
     expect(r.messages).toBeGreaterThan(3);
     const l = await nftList('ip', T, { netns: ns.path });
     expect(l.sets[0].elements).toHaveLength(n);

@@ -6,6 +6,9 @@ import { addrText } from './addr-text';
 import { ipAddr, type NativeCallOptions } from './nft-types';
 
 export interface LinkInfo { ifindex: number; created: boolean; up: boolean }
+/** One link of a dump: `flags` are IFF_* (up 0x1, loopback 0x8), `master` the ifindex of its bridge/bond (0: none), `kind` e.g. "veth", "bridge" ("" for physical). */
+export interface LinkRow { name: string; ifindex: number; flags: number; master: number; kind: string }
+
 /** deleted: the link was there (and of the asked kind) and is gone now; kind: its kind ("" when absent). */
 export interface LinkDeleteResult { deleted: boolean; kind: string }
 export interface AddrInfo { ifindex: number; family: 'ip' | 'ip6'; address: string; prefixLength: number; scope: number; flags: number }
@@ -19,6 +22,7 @@ interface RtnlNative {
   rtnlLink(name: string, opts: { kind?: string; up?: boolean }, netns?: string): Promise<LinkInfo>;
   rtnlLinkDelete(name: string, opts: { kind?: string }, netns?: string): Promise<LinkDeleteResult>;
   rtnlAddrs(ifindex: number, netns?: string): Promise<Buffer>;
+  rtnlLinks(netns?: string): Promise<LinkRow[]>;
   rtnlAddrApply(records: Buffer, netns?: string): Promise<RawResult>;
   sysctl(entries: [string, string | null][], netns?: string): Promise<SysctlResult[]>;
 }
@@ -40,6 +44,11 @@ export async function ensureLink(name: string, opts: { kind?: 'dummy'; up?: bool
 export async function deleteLink(name: string, opts: { kind?: 'dummy' } = {}, call?: NativeCallOptions): Promise<LinkDeleteResult> {
   if (!/^[A-Za-z0-9_.-]{1,15}$/.test(name)) throw new RangeError(`bad interface name ${JSON.stringify(name)}`);
   return addon().rtnlLinkDelete(name, opts, call?.netns);
+}
+
+/** Every link of the namespace. */
+export async function listLinks(call?: NativeCallOptions): Promise<LinkRow[]> {
+  return addon().rtnlLinks(call?.netns);
 }
 
 /** Addresses of one link (ifindex 0: of every link). */

@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { Aggregator, ProducerRefused, type ProducerHandle } from '../../src/aggregator';
 import { nativeTransport } from '../../src/aggregator/transport';
+import { opTable } from '../../src/aggregator/state';
 import { ipv4, type NftOp, type NftRule } from '../../src/native/nft-types';
 import { Lab, ADDR } from './lab/lab';
 import { Kpng } from './lab/kpng';
@@ -63,7 +64,7 @@ d('aggregator e2e (kpng and a firewall producer on n1, real packets)', () => {
       transport: {
         // Records every transaction the aggregator sends (tables touched, and whether the kernel took it).
         async apply(ops) {
-          const tables = new Set(ops.map((o) => ('table' in o ? o.table.name : 'chain' in o ? o.chain.table : 'set' in o ? o.set.table : 'elements' in o ? o.elements.table : o.rule.table)));
+          const tables = new Set(ops.map((o) => opTable(o).table));
           try {
             const r = await transport.apply(ops);
             batches.push({ ops: ops.length, tables, ok: true });

@@ -157,6 +157,8 @@ const STMT_KINDS: Record<Stmt['s'], string | null> = {
   rejectTcp: null, rejectIcmp: null, hairpinMasq: null, returnIfNoMark: null, clearMark: null, masquerade: null,
   // IPv4 only (localhost node ports): checked below for ip.
   localnetMasq: 'IPv4 only', dropLocalnet: 'IPv4 only',
+  // The fast path is opt-in and needs a kernel with flowtables (not this one): checked in test/e2e/fast-path.guest.test.ts.
+  flowOffload: 'the fast path needs flowtables (the guest kernel)',
   // src/model/client-routes.ts never refuses pods while it DNATs another class, so a dispatch chain never
   // returns a pod (a return by source CIDR comes from the firewall chains).
   iifReturn: 'the client routes never refuse pods while DNATing other clients',

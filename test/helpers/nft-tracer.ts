@@ -92,10 +92,13 @@ export class FakeTable {
   exists = false;
   sets = new Map<string, FakeSet>();
   chains = new Map<string, FakeChain>();
+  /** Flowtables by name: their devices. */
+  flowtables = new Map<string, Set<string>>();
 
   clone(): FakeTable {
     const t = new FakeTable();
     t.exists = this.exists;
+    for (const [n, d] of this.flowtables) t.flowtables.set(n, new Set(d));
     for (const [n, s] of this.sets) t.sets.set(n, { spec: s.spec, elems: new Map(s.elems), dynamic: new Map(s.dynamic) });
     for (const [n, c] of this.chains) t.chains.set(n, { spec: c.spec, rules: [...c.rules] });
     return t;
@@ -199,6 +202,7 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
     t.exists = true;
     t.sets = new Map();
     t.chains = new Map();
+    t.flowtables = new Map();
     return;
   }
   if (op.k === 'addTable') {
@@ -230,6 +234,20 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
         return;
       }
       t.chains.set(op.chain.name, { spec: op.chain, rules: [] });
+      return;
+    }
+    case 'addFlowtable': {
+      // As the kernel: an add of an existing flowtable adds the devices it lacks.
+      const cur = t.flowtables.get(op.flowtable.name) ?? new Set<string>();
+      for (const d of op.flowtable.devices) cur.add(d);
+      t.flowtables.set(op.flowtable.name, cur);
+      return;
+    }
+    case 'delFlowtable': {
+      if (!t.flowtables.has(op.name)) throw new NftFakeError(`ENOENT: no flowtable ${op.name}`);
+      const users = [...t.chains].filter(([, c]) => c.rules.some((r) => r.s === 'flowOffload' && r.flowtable === op.name)).map(([n]) => n);
+      if (users.length) throw new NftFakeError(`EBUSY: flowtable ${op.name} is used by chain(s) ${users.join(', ')}`);
+      t.flowtables.delete(op.name);
       return;
     }
     case 'flushSet': {
@@ -264,6 +282,7 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
         if (!set) throw new NftFakeError(`ENOENT: rule names missing set ${s}`);
         if (set.spec.kind !== kind) throw new NftFakeError(`EINVAL: rule uses set ${s} (${set.spec.kind}) as ${kind}`);
       }
+      if (op.stmt.s === 'flowOffload' && !t.flowtables.has(op.stmt.flowtable)) throw new NftFakeError(`ENOENT: rule names missing flowtable ${op.stmt.flowtable}`);
       if (op.stmt.s === 'dnat' && famOfAddr(op.stmt.addr) !== fam) throw new NftFakeError(`EINVAL: dnat to ${op.stmt.addr} in family ${fam}`);
       for (const cidr of [op.stmt.s === 'srcCidr' ? op.stmt.cidr : null, op.stmt.s === 'classGoto' && typeof op.stmt.from === 'object' && 'cidr' in op.stmt.from ? op.stmt.from.cidr : null, op.stmt.s === 'vmapPort' ? op.stmt.daddrCidr ?? null : null]) {
         if (cidr && famOfAddr(cidr.split('/')[0]) !== fam) throw new NftFakeError(`EINVAL: CIDR ${cidr} in family ${fam}`);
@@ -665,6 +684,8 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
     case 'returnIfNoMark': return (st0.mark & MASQ_BIT) === 0 ? [{ k: 'return', st: hit() }] : [next];
     case 'clearMark': { const st = hit(); st.mark ^= MASQ_BIT; return [{ k: 'next', st }]; }
     case 'masquerade': { const st = hit(); st.masq = true; return [{ k: 'end', end: 'accept', st }]; }
+    // Offloading changes where later packets of the connection are handled, not their fate.
+    case 'flowOffload': return [next];
   }
 }
 

@@ -125,6 +125,18 @@ describe('kube-proxy\'s command line', () => {
   beforeAll(() => {
     files['/c.yaml'] = kubeadm.replace('hostnameOverride: ""', 'hostnameOverride: from-file').replace('mode: ""', 'mode: nftables');
     files['/j.yaml'] = kubeadm.replace('contentType: ""', 'contentType: application/json');
+    const fast = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclientConnection: {kubeconfig: /k}\nmode: MODE\nnftables:\n  flowtable: {interfaces: [eth0, cni0], packetThreshold: 8}\n';
+    files['/fast.yaml'] = fast.replace('MODE', 'nftables');
+    files['/fast-ipvs.yaml'] = fast.replace('MODE', 'ipvs');
+  });
+
+  test('nftables.flowtable (kpng\'s fast path) becomes the nft backend\'s flags; another backend says it has no effect', () => {
+    const r = resolve(['--config', '/fast.yaml']);
+    expect(parseCli(r.argv)).toMatchObject({ to: 'nft', backendFlags: { 'nft-flowtable': 'eth0,cni0', 'nft-flowtable-packets': '8' } });
+    expect(r.warnings.join('\n')).not.toMatch(/unknown|flowtable/);
+    expect(resolve(['--config', '/fast-ipvs.yaml']).warnings.join('\n')).toMatch(/no effect in kpng .*nftables\.flowtable \(only the nft backend has the fast path; the backend is ipvs\)/);
+    expect(() => settings('apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables: {flowtable: {interfaces: [auto, eth0]}}\n')).toThrow(/"auto" stands alone/);
+    expect(() => settings('apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables: {flowtable: {packetThreshold: -1}}\n')).toThrow(/must be >= 0/);
   });
 
   test('with --config, the file wins over the flags of the same settings, except --hostname-override and logging flags', () => {

@@ -9,19 +9,25 @@
 import type { NodeInfo } from '../../model/enls';
 import { cidrContains } from '../../model/ip';
 import { isLoopbackCIDR } from '../../model/options';
-import { N, type ChainSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
+import { N, type ChainSpec, type FastPathSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
 
 /** What the fixed objects depend on: where node ports answer (NodeInfo.nodePortAddresses, localhostNodePorts). */
 export interface BaseOptions {
   nodePortAddresses: string[];
   /** Node ports answer on the loopback addresses inside nodePortAddresses too (IPv4 only, as upstream's iptables mode). */
   localhost?: boolean;
+  /** The fast path (opt-in): a flowtable on these devices and the forward chain that offloads to it. */
+  fastPath?: FastPathSpec;
 }
 
-export function baseOptions(fam: Fam, node: NodeInfo | undefined): BaseOptions {
+export function baseOptions(fam: Fam, node: NodeInfo | undefined, fastPath?: FastPathSpec): BaseOptions {
   const all = fam === 'ip' ? '0.0.0.0/0' : '::/0';
   const list = node ? (fam === 'ip' ? node.nodePortAddresses.v4 : node.nodePortAddresses.v6) : [all];
-  return { nodePortAddresses: list.length ? list : [all], ...(fam === 'ip' && node?.localhostNodePorts ? { localhost: true } : {}) };
+  return {
+    nodePortAddresses: list.length ? list : [all],
+    ...(fam === 'ip' && node?.localhostNodePorts ? { localhost: true } : {}),
+    ...(fastPath && fastPath.devices.length ? { fastPath } : {}),
+  };
 }
 
 export const SHARED_SETS: SetSpec[] = [
@@ -36,6 +42,12 @@ export const SHARED_SETS: SetSpec[] = [
 
 const DSTNAT = -100;
 const SRCNAT = 100;
+/**
+ * The offload chain runs after the forward filters others install (iptables' and nftables' filter at 0,
+ * firewalld's at 10, security at 50): a connection any of them drops is never offloaded, and the
+ * kernel offloads only connections seen both ways, whose packets every hook has accepted.
+ */
+const FAST_PATH_PRIORITY = 60;
 
 /**
  * One rule per node-port CIDR: the node's own addresses inside it, never loopback ones (as kube-proxy's
@@ -90,6 +102,10 @@ export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpe
       chain: { name: N.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
       rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: N.clusterIPs }],
     },
+    ...(opts.fastPath ? [{
+      chain: { name: N.fastPathForward, hook: { type: 'filter' as const, hook: 'forward' as const, priority: FAST_PATH_PRIORITY } },
+      rules: [{ s: 'flowOffload' as const, flowtable: N.fastPath, minPackets: opts.fastPath.minPackets }],
+    }] : []),
     { chain: { name: N.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
     { chain: { name: N.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
     {
@@ -106,6 +122,7 @@ export function baseOps(fam: Fam, opts: BaseOptions, sizeOf: (set: string) => nu
     const size = sizeOf(set.name);
     ops.push({ k: 'addSet', set: size === undefined ? set : { ...set, size } });
   }
+  if (opts.fastPath) ops.push({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: opts.fastPath.devices } });
   const chains = baseChains(fam, opts);
   // All chains first (a vmap/jump may name any of them), then the rules.
   for (const c of chains) ops.push({ k: 'addChain', chain: c.chain });

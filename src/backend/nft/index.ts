@@ -8,9 +8,12 @@ import { nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 import { ELEM_CHUNK, type FamOps } from './types';
 import { Yielder } from '../../util/yielder';
 import { startNftMonitor, type NftMonitor } from '../../native/nft-monitor';
+import { listLinks } from '../../native/rtnl';
+import { FastPath, type FastPathConfig } from './fast-path';
 
 export { NftDataplane, nftKernelSink, type NftKernel, type NftSinkOptions } from './sink';
 export { toNftOps } from './netlink';
+export { FastPath, parseFastPathInterfaces, DEFAULT_MIN_PACKETS, type FastPathConfig } from './fast-path';
 export { toNftText } from './text';
 
 /** The production kernel: one atomic netlink batch per apply, through the native addon. */
@@ -103,6 +106,27 @@ export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yiel
   return batch;
 }
 
-export function createNftSink(opts: NftSinkOptions & { netns?: string; kernel?: NftKernel }): Sink {
-  return nftKernelSink(opts, opts.kernel ?? nativeKernel(opts.netns ? { netns: opts.netns } : {}));
+export function createNftSink(opts: NftSinkOptions & { netns?: string; kernel?: NftKernel; flowtable?: FastPathConfig }): Sink {
+  const call: NativeCallOptions = opts.netns ? { netns: opts.netns } : {};
+  const fastPath = opts.flowtable ? new FastPath(opts.flowtable, {
+    listLinks: () => listLinks(call),
+    probe: () => probeFlowtables(call),
+    log: opts.log,
+  }) : undefined;
+  return nftKernelSink({ ...opts, fastPath }, opts.kernel ?? nativeKernel(call));
+}
+
+/**
+ * Whether the kernel takes a flowtable and a rule offloading to it: one batch that creates a scratch
+ * table holding both and deletes it again, so that it changes nothing either way.
+ */
+export async function probeFlowtables(call: NativeCallOptions = {}): Promise<void> {
+  const t = { family: 'ip' as const, table: 'kpng-flowtable-probe' };
+  await native.nftApply([
+    { op: 'add', table: { family: t.family, name: t.table } },
+    { op: 'add', flowtable: { ...t, name: 'probe', devices: [] } },
+    { op: 'add', chain: { ...t, name: 'probe' } },
+    { op: 'add', rule: { ...t, chain: 'probe', exprs: [{ type: 'flowOffload', flowtable: 'probe' }] } },
+    { op: 'delete', table: { family: t.family, name: t.table } },
+  ], call);
 }

@@ -17,6 +17,7 @@ const sameSpec = (a: SetSpec, b: SetSpec): boolean =>
 export class KernelObjects {
   private readonly chains = new Set<string>();
   private readonly sets = new Map<string, SetSpec>();
+  private readonly flowtables = new Set<string>();
 
   /** The objects of a table made by `ops` from nothing (a full sync's ops start with resetTable). */
   static of(ops: readonly Op[]): KernelObjects {
@@ -29,7 +30,9 @@ export class KernelObjects {
   record(ops: readonly Op[]): void {
     for (const op of ops) {
       switch (op.k) {
-        case 'resetTable': this.chains.clear(); this.sets.clear(); break;
+        case 'resetTable': this.chains.clear(); this.sets.clear(); this.flowtables.clear(); break;
+        case 'addFlowtable': this.flowtables.add(op.flowtable.name); break;
+        case 'delFlowtable': this.flowtables.delete(op.name); break;
         case 'addChain': this.chains.add(op.chain.name); break;
         case 'delChain': this.chains.delete(op.name); break;
         case 'addSet': if (!this.sets.has(op.set.name)) this.sets.set(op.set.name, op.set); break;
@@ -54,6 +57,8 @@ export class KernelObjects {
     for (const name of this.chains) out.push({ k: 'flushChain', name });
     // Verdict maps name chains in their elements: flushed before those chains go.
     for (const [name, spec] of this.sets) if (spec.kind !== 'affinity') out.push({ k: 'flushSet', name });
+    // A flowtable is kept (the full sync's add adds devices it lacks: offloaded flows stay), unless unwanted.
+    for (const name of this.flowtables) if (!want.flowtables.has(name)) out.push({ k: 'delFlowtable', name });
     for (const name of this.chains) if (!want.chains.has(name)) out.push({ k: 'delChain', name });
     for (const [name, spec] of this.sets) {
       const next = want.sets.get(name);

@@ -213,6 +213,17 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
       ];
     case 'masquerade':
       return [{ type: 'masq', flags: { fullyRandom: true } }];
+    case 'flowOffload': {
+      // ct packets is a host-order u64: swapped to network order so that cmp (a memcmp) orders it.
+      const min = new Uint8Array(8);
+      new DataView(min.buffer).setBigUint64(0, BigInt(st.minPackets), false);
+      const threshold: NftExpr[] = st.minPackets > 0 ? [
+        { type: 'ct', key: 'packets', dreg: NFT_REG_1 },
+        { type: 'byteorder', op: 'hton', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 8, size: 8 },
+        { type: 'cmp', sreg: NFT_REG_1, op: 'gt', data: min },
+      ] : [];
+      return [...ctDnat(), ...threshold, { type: 'flowOffload', flowtable: st.flowtable }];
+    }
   }
 }
 
@@ -271,6 +282,8 @@ export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
         out.push({ op: 'add', chain: { ...t, name: op.chain.name, ...(h ? { hook: h.hook, type: h.type, priority: h.priority, policy: 'accept' as const } : {}) } });
         break;
       }
+      case 'addFlowtable': out.push({ op: 'add', flowtable: { ...t, name: op.flowtable.name, devices: op.flowtable.devices } }); break;
+      case 'delFlowtable': out.push({ op: 'delete', flowtable: { ...t, name: op.name, devices: [] } }); break;
       case 'flushChain': out.push({ op: 'flush', chain: { ...t, name: op.name } }); break;
       case 'delChain': out.push({ op: 'delete', chain: { ...t, name: op.name } }); break;
       case 'addRule': out.push({ op: 'add', rule: { ...t, chain: op.chain, exprs: stmtExprs(fam, op.stmt) } }); break;

@@ -9,7 +9,7 @@ import { PackedElems } from './packed';
 import { RefCounts } from './ref-counts';
 import type { SlotState } from './slots';
 import type { Yielder } from '../../util/yielder';
-import { elemChunks, N, type Elem, type Fam, type Op, type Stmt } from './types';
+import { elemChunks, N, type Elem, type Fam, type FastPathSpec, type Op, type Stmt } from './types';
 
 
 /**
@@ -64,7 +64,9 @@ export class TableModel {
   /** Sized sets: elements held and the capacity each was created with. */
   readonly counts = new Map<string, number>();
   readonly capacity = new Map<string, number>();
-  constructor(readonly fam: Fam) {}
+  /** The fast path the next full sync programs (set by the dataplane before each one). */
+  fastPath: FastPathSpec | undefined;
+  constructor(readonly fam: Fam, fastPath?: FastPathSpec) { this.fastPath = fastPath; }
   /** The capacity to create a set with (undefined: not a sized set). */
   readonly sizeOf = (set: string): number | undefined => this.capacity.get(set);
 }
@@ -305,7 +307,7 @@ export function fullSyncOps(model: TableModel, services: Iterable<[string, Servi
   for (const [key, svc] of services) if (inFamily(svc, model.fam)) updateService(model, key, svc, node, c);
   settleSharedChains(model, c);
   applyCapacity(model, c, true);
-  return [...baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf), ...c.ops(model.sizeOf)];
+  return [...baseOps(model.fam, baseOptions(model.fam, node, model.fastPath), model.sizeOf), ...c.ops(model.sizeOf)];
 }
 
 /**
@@ -325,7 +327,7 @@ export async function fullSyncOpsChunked(model: TableModel, services: Iterable<[
   settleSharedChains(model, c);
   applyCapacity(model, c, true);
   await y.maybe();
-  const ops = baseOps(model.fam, baseOptions(model.fam, node), model.sizeOf);
+  const ops = baseOps(model.fam, baseOptions(model.fam, node, model.fastPath), model.sizeOf);
   pushAll(ops, c.ops(model.sizeOf));
   await y.maybe();
   return ops;

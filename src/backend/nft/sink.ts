@@ -12,6 +12,7 @@ import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, Tab
 import { Yielder } from '../../util/yielder';
 import type { Fam, FamOps } from './types';
 import { KernelObjects } from './kernel-objects';
+import type { FastPath } from './fast-path';
 
 export interface KernelApplyResult { messages: number; bytes: number; ms: number }
 
@@ -43,8 +44,11 @@ export class NftDataplane implements Dataplane {
    */
   private objects: Partial<Record<Fam, KernelObjects>> = {};
 
-  /** `table`: the table name in both families; `log`: what is worth saying outside a sync's own line. */
-  constructor(readonly table: string, private readonly kernel: NftKernel, private readonly log?: (msg: string) => void) {}
+  /**
+   * `table`: the table name in both families; `log`: what is worth saying outside a sync's own line;
+   * `fastPath`: the flowtable's devices, decided again at every full sync.
+   */
+  constructor(readonly table: string, private readonly kernel: NftKernel, private readonly log?: (msg: string) => void, private readonly fastPath?: FastPath) {}
 
   /** Applies a batch, following what the tables hold (forgotten if it fails). */
   private async apply(ops: FamOps[], after: (f: FamOps) => KernelObjects | undefined, waiting?: () => void): Promise<SyncReport> {
@@ -60,7 +64,8 @@ export class NftDataplane implements Dataplane {
 
   async fullSync(services: Service[], node: NodeInfo | undefined, _revision?: number, waiting?: () => void, signal?: AbortSignal): Promise<SyncReport> {
     // A fresh model: if the batch fails, the kernel keeps the old table and the next sync is full again.
-    this.models = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
+    const fast = await this.fastPath?.spec();
+    this.models = { ip: new TableModel('ip', fast), ip6: new TableModel('ip6', fast) };
     // Rendered in slices so that a large state never blocks the event loop for long; a stop abandons
     // the render at the next slice (the batch is atomic: nothing was sent, the old tables stay).
     const y = new Yielder(undefined, signal);
@@ -122,9 +127,11 @@ export interface NftSinkOptions {
   log: (msg: string) => void;
   /** Table name in both families (default 'kpng'). */
   tablePrefix?: string;
+  /** The fast path (--nft-flowtable); absent: off. */
+  fastPath?: FastPath;
 }
 
 /** The nft backend as a Sink: the nft dataplane inside the shared kernel sink. */
 export function nftKernelSink(opts: NftSinkOptions, kernel: NftKernel): KernelSink {
-  return new KernelSink(new NftDataplane(opts.tablePrefix || 'kpng', kernel, opts.log), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
+  return new KernelSink(new NftDataplane(opts.tablePrefix || 'kpng', kernel, opts.log, opts.fastPath), { log: opts.log, conntrackDelete: (f) => kernel.conntrackDelete(f) });
 }

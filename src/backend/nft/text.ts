@@ -46,6 +46,7 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'returnIfNoMark': return `meta mark & ${hex(MASQ_BIT)} == 0 return`;
     case 'clearMark': return `meta mark set meta mark ^ ${hex(MASQ_BIT)}`;
     case 'masquerade': return 'masquerade fully-random';
+    case 'flowOffload': return `ct status dnat ${st.minPackets > 0 ? `ct packets > ${st.minPackets} ` : ''}flow add @${st.flowtable}`;
   }
 }
 
@@ -95,6 +96,8 @@ export function toNftText(fam: Fam, table: string, ops: Op[]): string {
         lines.push(`add chain ${t} ${op.chain.name}${h ? ` { type ${h.type} hook ${h.hook} priority ${h.priority}; policy accept; }` : ''}`);
         break;
       }
+      case 'addFlowtable': lines.push(`add flowtable ${t} ${op.flowtable.name} { hook ingress priority 0; devices = { ${op.flowtable.devices.map((d) => `"${d}"`).join(', ')} }; }`); break;
+      case 'delFlowtable': lines.push(`delete flowtable ${t} ${op.name}`); break;
       case 'flushChain': lines.push(`flush chain ${t} ${op.name}`); break;
       case 'delChain': lines.push(`delete chain ${t} ${op.name}`); break;
       case 'addRule': {

@@ -71,6 +71,9 @@ export const N = {
   filterOutputPost: 'filter-output-post-dnat',
   services: 'services',
   reject: 'reject-chain',
+  /** The fast path (opt-in): the flowtable, and the forward chain that offloads service connections to it. */
+  fastPath: 'fast-path',
+  fastPathForward: 'fast-path-forward',
 } as const;
 
 export type Verd = { goto: string } | 'drop';
@@ -120,7 +123,9 @@ export type Stmt =
   /** meta mark set meta mark ^ MASQ_BIT */
   | { s: 'clearMark' }
   /** masquerade fully-random */
-  | { s: 'masquerade' };
+  | { s: 'masquerade' }
+  /** ct status dnat [ct packets > minPackets] flow add @flowtable (the kernel offloads only established TCP and UDP) */
+  | { s: 'flowOffload'; flowtable: string; minPackets: number };
 
 /** Elements of the shared maps and sets. */
 export type Elem =
@@ -145,6 +150,19 @@ export interface SetSpec {
   size?: number;
 }
 
+/** The fast path as a full sync programs it: the flowtable's devices (each must exist when the batch commits). */
+export interface FastPathSpec {
+  devices: string[];
+  /** Packets a connection carries before it is offloaded (0: at once). */
+  minPackets: number;
+}
+
+/** The fast path's flowtable: the devices it hooks (each must exist when the batch commits). */
+export interface FlowtableSpec {
+  name: string;
+  devices: string[];
+}
+
 export interface ChainSpec {
   name: string;
   hook?: { type: 'nat' | 'filter'; hook: 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting'; priority: number };
@@ -161,6 +179,9 @@ export type Op =
   /** Remove every element of a set or map. */
   | { k: 'flushSet'; name: string }
   | { k: 'addChain'; chain: ChainSpec }
+  /** Create the flowtable, or add the devices it lacks (devices are never removed by an add). */
+  | { k: 'addFlowtable'; flowtable: FlowtableSpec }
+  | { k: 'delFlowtable'; name: string }
   | { k: 'flushChain'; name: string }
   | { k: 'delChain'; name: string }
   | { k: 'addRule'; chain: string; stmt: Stmt }

@@ -96,6 +96,13 @@ export interface KpngOptions {
    * producer "kpng"), or true (cli mode: `--aggregator`). KPNG_E2E_AGGREGATOR=1 sets true by default.
    */
   aggregator?: Aggregator | boolean;
+  /**
+   * --nft-flowtable (the fast path: "auto" or interface names; cli mode only). KPNG_E2E_FLOWTABLE sets
+   * it by default, so that every lab test can run with the fast path on (a kernel with flowtables: the guest).
+   */
+  flowtable?: string;
+  /** --nft-flowtable-packets. */
+  flowtablePackets?: number;
 }
 
 export class Kpng {
@@ -106,12 +113,20 @@ export class Kpng {
   private constructor(readonly lab: Lab, readonly file: string, private opts: KpngOptions) {
     this.mode = opts.mode ?? kpngMode();
     if (opts.aggregator === undefined && process.env.KPNG_E2E_AGGREGATOR === '1') this.opts = { ...opts, aggregator: true };
+    if (opts.flowtable === undefined && process.env.KPNG_E2E_FLOWTABLE) {
+      // With KPNG_E2E_FLOWTABLE_PACKETS=0 the lab's short probes are offloaded too, once established.
+      const packets = process.env.KPNG_E2E_FLOWTABLE_PACKETS;
+      this.opts = { ...this.opts, flowtable: process.env.KPNG_E2E_FLOWTABLE, ...(packets ? { flowtablePackets: Number(packets) } : {}) };
+    }
+    if (this.opts.flowtable && this.mode !== 'cli') throw new Error(`the fast path (flowtable ${this.opts.flowtable}) is tested through the CLI only, not in ${this.mode} mode`);
   }
 
-  static async start(lab: Lab, file: string, opts: KpngOptions = {}): Promise<Kpng> {
+  static async start(lab: Lab, file: string, opts: KpngOptions = {}, firstSyncMs = 20000): Promise<Kpng> {
     const k = new Kpng(lab, file, opts);
     await k.launch();
-    await k.waitSyncs(1, 20000);
+    await k.waitSyncs(1, firstSyncMs);
+    // A suite run meant to test the fast path (KPNG_E2E_FLOWTABLE) must not quietly test without it.
+    if (k.opts.flowtable && process.env.KPNG_E2E_FLOWTABLE && !/nft fast path: flowtable on /.test(k.log)) throw new Error(`kpng started without its fast path (--nft-flowtable ${k.opts.flowtable}); log:\n${k.log}`);
     return k;
   }
 
@@ -144,7 +159,9 @@ export class Kpng {
         ...([['detect-local-mode', this.opts.detectLocalMode], ['pod-bridge-interface', this.opts.podBridgeInterface],
           ['pod-interface-name-prefix', this.opts.podInterfaceNamePrefix], ['bind-address', this.opts.bindAddress]] as const)
           .flatMap(([flag, value]) => (value === undefined ? [] : [`--${flag}`, value])),
-        ...(this.opts.aggregator ? ['--aggregator'] : [])];
+        ...(this.opts.aggregator ? ['--aggregator'] : []),
+        ...(this.opts.flowtable ? ['--nft-flowtable', this.opts.flowtable] : []),
+        ...(this.opts.flowtablePackets !== undefined ? ['--nft-flowtable-packets', String(this.opts.flowtablePackets)] : [])];
       const child = this.lab.spawnIn(this.lab.ns.n1, NODE_BIN, args);
       const onData = (d: Buffer) => { this.lines.push(...String(d).split('\n').filter(Boolean)); };
       child.stdout!.on('data', onData);
