@@ -3,9 +3,9 @@
 // terminating endpoints always proxied), object reading (parse.ts), the service and node items
 // (compute.ts), the options (options.ts) and revisions (no change, no revision).
 import { clusterIpRoutes, externalRoutes, type ClassOptions, type RouteInputs } from '../src/model/client-routes';
-import { nodePortAddresses } from '../src/model/compute';
+import { computeNodeItem, nodePortAddresses } from '../src/model/compute';
 import { Target, type Route, type Routes } from '../src/model/enls';
-import { modelOptions, OptionError } from '../src/model/options';
+import { modelOptions, OptionError, servesLocalhostNodePorts } from '../src/model/options';
 import { parseEndpointSlice, parseNode, parseService } from '../src/model/parse';
 import { categorize, type PortEndpoint, type PortPolicy } from '../src/model/topology';
 import { cluster, ep, node, slice, svc } from './helpers/k8s';
@@ -270,6 +270,15 @@ describe('options (options.ts)', () => {
     expect(() => modelOptions({ nodePortAddresses: ['300.0.0.0/8'] })).toThrow(/--nodeport-addresses/);
     // As upstream: keywords and CIDRs combine (src/model/options.test.ts has the rest).
     expect(modelOptions({ nodePortAddresses: ['primary', '10.0.0.0/8'] }).nodePortAddresses).toEqual(['primary', '10.0.0.0/8']);
+  });
+  test('localhost node ports in the ENLS exactly when the settings set route_localnet for them', () => {
+    const v6Node = { name: 'n1', zone: '', addresses: ['fd00::1'], primary: ['fd00::1'], podCIDRs: [] };
+    const v4Node = { ...v6Node, addresses: ['10.1.0.1'], primary: ['10.1.0.1'] };
+    for (const [list, spec] of [[['primary'], v6Node], [['primary'], v4Node], [['all'], v6Node], [[], v4Node], [['localhost'], v4Node], [['10.0.0.0/8'], v4Node], [['96.0.0.0/3'], v4Node]] as const) {
+      const opts = modelOptions({ nodePortAddresses: [...list], localhostNodePorts: true });
+      const enls = computeNodeItem('n1', spec, opts).node!.localhostNodePorts === true;
+      expect([list, spec.primary[0], enls]).toEqual([list, spec.primary[0], servesLocalhostNodePorts(opts)]);
+    }
   });
 });
 

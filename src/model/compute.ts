@@ -6,7 +6,7 @@ import type { Family, NodeSpec, ServiceSpec, SliceSpec } from './objects';
 import type { Protocol } from './enls';
 import { orEmpty } from '../util/intern';
 import { sortedIndexOf } from '../util/sorted';
-import { DEFAULT_MODEL_OPTIONS, type ModelOptions } from './options';
+import { DEFAULT_MODEL_OPTIONS, servesLocalhostNodePorts, type ModelOptions } from './options';
 import { categorize, type NodeView, type PortEndpoint } from './topology';
 
 /** The node as the model sees it: name, zone and primary addresses (from its Node object, if any). */
@@ -286,7 +286,10 @@ export function computeNodeItem(name: string, node: NodeSpec | undefined, opts: 
       nodePortAddresses: ports,
       podBridgeInterface: opts.podBridgeInterface,
       podInterfaceNamePrefix: opts.podInterfaceNamePrefix,
-      ...(opts.localhostNodePorts && ports.v4.some((c) => cidrContains(c, '127.0.0.1')) ? { localhostNodePorts: true } : {}),
+      // Only where the settings alone say so too: route_localnet is set at start from them
+      // (servesLocalhostNodePorts), before any Node is read ('primary' on a node without an IPv4 primary
+      // expands to every address here, not there).
+      ...(servesLocalhostNodePorts(opts) && ports.v4.some((c) => cidrContains(c, '127.0.0.1')) ? { localhostNodePorts: true } : {}),
     },
   };
 }

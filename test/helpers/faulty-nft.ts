@@ -1,0 +1,119 @@
+// The nft backend's kernel seam (NftKernel) failing chosen calls, or a fraction of them, as the kernel
+// and the addon really fail; over the fake tables of nft-tracer.ts, or wrapping another NftKernel (the
+// native one, in a test namespace):
+//   - refused: the transaction is rejected and nothing changes (ENOMEM: an allocation failed; EBUSY: an
+//     object still in use; ENFILE: a set reached its size; ENOBUFS: the socket could not take the batch),
+//     reported the way src/native/index.ts reports it (NftApplyError: errno, code, failed[]);
+//   - lost: the kernel committed, but its acknowledgement never arrived (the addon says EPROTO: "the
+//     kernel dropped the batch without acknowledging it"), so kpng must not trust what it believes
+//     the table holds;
+//   - conntrack: the ctnetlink dump or delete fails (EINTR: the table changed during the dump; ENOBUFS).
+// Everything is seeded: a failing property prints a seed that replays it.
+import type { ConntrackFilter, NftApplyError } from '../../src/native/nft-types';
+import type { KernelApplyResult, NftKernel } from '../../src/backend/nft/sink';
+import type { FamOps } from '../../src/backend/nft/types';
+import { FakeNft } from './nft-tracer';
+
+export type NftFault = 'refused' | 'lost';
+
+/** errno values (Linux x86-64) of the failures a commit can meet. */
+export const REFUSED_ERRNOS: ReadonlyArray<[string, number]> = [['ENOMEM', 12], ['EBUSY', 16], ['ENFILE', 23], ['ENOBUFS', 105]];
+const CONNTRACK_ERRNOS: ReadonlyArray<[string, number]> = [['EINTR', 4], ['ENOBUFS', 105]];
+
+export interface FaultPlan {
+  /** Fraction of apply calls that fail (0..1), drawn from `seed`. */
+  rate?: number;
+  /** Apply calls (0-based) that fail whatever the rate. */
+  calls?: number[];
+  /** Which faults to draw from (default both). */
+  kinds?: NftFault[];
+  /** Fraction of conntrack deletes that fail. */
+  conntrackRate?: number;
+  seed?: number;
+}
+
+/** mulberry32: small, seeded, good enough to pick faults. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function applyError(code: string, errno: number, message: string, object: string): NftApplyError {
+  const e = new Error(message) as NftApplyError;
+  e.errno = errno;
+  e.code = code;
+  e.failed = code === 'EPROTO' ? [] : [{ index: 0, op: 'add', object, errno, code }];
+  return e;
+}
+
+/** An NftKernel over a FakeNft: every batch applied atomically, conntrack deletes counted. */
+export function fakeNftKernel(fake: FakeNft): NftKernel {
+  return {
+    async apply(_table, famOps) {
+      fake.apply(famOps);
+      return { messages: famOps.reduce((n, f) => n + f.ops.length, 0), bytes: 0, ms: 0 };
+    },
+    async conntrackDelete(filters) { return filters.length; },
+  };
+}
+
+export class FaultyNftKernel implements NftKernel {
+  /** The fake tables (when no other kernel is wrapped). */
+  readonly fake = new FakeNft();
+  private readonly inner: NftKernel;
+  /** Faults are injected while true; set false to let the kernel heal. */
+  faulty = true;
+  calls = 0;
+  readonly injected: Array<{ call: number; fault: NftFault; code: string }> = [];
+  conntrackFailures = 0;
+  private readonly random: () => number;
+
+  constructor(private readonly plan: FaultPlan = {}, inner?: NftKernel) {
+    this.random = rng(plan.seed ?? 1);
+    this.inner = inner ?? fakeNftKernel(this.fake);
+  }
+
+  private draw(): NftFault | undefined {
+    const call = this.calls++;
+    if (!this.faulty) return undefined;
+    const chosen = this.plan.calls?.includes(call) || this.random() < (this.plan.rate ?? 0);
+    if (!chosen) return undefined;
+    const kinds = this.plan.kinds ?? ['refused', 'lost'];
+    return kinds[Math.floor(this.random() * kinds.length)];
+  }
+
+  async apply(table: string, famOps: FamOps[]): Promise<KernelApplyResult> {
+    const fault = this.draw();
+    if (fault === 'refused') {
+      const [code, errno] = REFUSED_ERRNOS[Math.floor(this.random() * REFUSED_ERRNOS.length)]!;
+      this.injected.push({ call: this.calls - 1, fault, code });
+      throw applyError(code, errno, `nftables batch rejected: add table ${table}: ${code}`, `table ip ${table}`);
+    }
+    // A commit is atomic: the kernel (or the fake) takes all of it, or rejects it and keeps what it had.
+    const r = await this.inner.apply(table, famOps);
+    if (fault === 'lost') {
+      this.injected.push({ call: this.calls - 1, fault, code: 'EPROTO' });
+      throw applyError('EPROTO', 71, 'nftables batch: the kernel dropped the batch without acknowledging it', `table ip ${table}`);
+    }
+    return r;
+  }
+
+  async close(): Promise<void> {
+    await this.inner.close?.();
+  }
+
+  async conntrackDelete(filters: ConntrackFilter[]): Promise<number> {
+    if (this.faulty && this.random() < (this.plan.conntrackRate ?? 0)) {
+      this.conntrackFailures++;
+      const [code, errno] = CONNTRACK_ERRNOS[Math.floor(this.random() * CONNTRACK_ERRNOS.length)]!;
+      throw Object.assign(new Error(`conntrack delete: ${code}`), { code, errno });
+    }
+    return this.inner.conntrackDelete(filters);
+  }
+}
