@@ -91,6 +91,18 @@ describe('nft fast path (guest kernel)', () => {
     expect(ruleset).toMatch(/ct status dnat ct packets > 4 flow add @fast-path/);
   }, 120000);
 
+  test('an interface that appears (a new pod) joins the flowtable with the next incremental sync', async () => {
+    lab.ip(lab.ns.n1, 'link', 'add', 'v-new', 'type', 'dummy');
+    lab.ip(lab.ns.n1, 'link', 'set', 'v-new', 'up');
+    const before = kpng!.syncs;
+    state.write(services(['p1a', 'p2a'], ['p2a', 'p1a']));
+    await kpng!.waitSyncs(before + 1, 30000);
+    expect(kpng!.log).toMatch(/nft fast path: flowtable gains v-new/);
+    expect(lab.nftList(lab.ns.n1)).toMatch(/flowtable fast-path \{[^}]*devices = \{ br0, eth0, v-new, v-p1a, v-p1b \}/);
+    state.write(services(['p1a', 'p2a'], ['p2a']));
+    await kpng!.waitSyncs(before + 2, 30000);
+  }, 120000);
+
   test('a UDP flow is offloaded, and moves to the endpoint left when its own is removed', async () => {
     const c = new Client(lab.spawnIn(lab.ns.p1b, NODE_BIN, [STREAM, 'udp', '10.96.0.30', '53', '100']));
     await c.until('replies', () => c.names().length >= 10, 30000);

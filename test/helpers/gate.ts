@@ -8,6 +8,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadNative } from '../../src/native';
 import { loadTestNative } from './test-native';
+import { strictTests } from './strict';
+
+export { strictTests };
 
 /** The repository root, whether this runs from test/helpers (jest) or dist/test/helpers (the guest). */
 const ROOT = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../..');
@@ -25,10 +28,6 @@ const allowlist = require(path.join(ROOT, 'hack', 'skip-allowlist.js')) as Allow
 /** One thing a gated test needs: what, whether this machine has it, and how to get it. */
 export interface Need { what: string; met: boolean; fix: string }
 
-/** True under `make test`: a skip that the allow-list does not cover is a failure. */
-export function strictTests(env: NodeJS.ProcessEnv = process.env): boolean {
-  return env.KPNG_TEST_STRICT === '1';
-}
 
 function tool(cmd: string, args: string[], pkg: string): Need {
   const r = spawnSync(cmd, args, { stdio: 'ignore' });

@@ -9,7 +9,9 @@ import { baseOps, baseOptions } from './base';
 import { KernelObjects } from './kernel-objects';
 import { stmtExprs, toNftOps } from './netlink';
 import { toNftText } from './text';
-import { N, type Op } from './types';
+import { N, type FamOps, type Op } from './types';
+import { NftDataplane, type NftKernel } from './sink';
+import { enlsNode, enlsService } from '../../../test/shared/objects';
 
 const link = (name: string, o: Partial<LinkRow> = {}): LinkRow => ({ name, ifindex: 1, flags: 0x1, master: 0, kind: '', ...o });
 const LINKS: LinkRow[] = [
@@ -105,5 +107,25 @@ describe('nft fast path', () => {
       'nft fast path: flowtable on eth0, cni0, offloading service connections after 5 packets',
       'nft fast path: flowtable on eth0, cni0, wg0, offloading service connections after 5 packets',
     ]);
+  });
+
+  test('a link that appears between full syncs (a new pod) joins the flowtable with the next incremental batch', async () => {
+    const sent: FamOps[][] = [];
+    const kernel: NftKernel = { apply: async (_t, ops) => { sent.push(ops); return { messages: 0, bytes: 0, ms: 0 }; }, conntrackDelete: async () => 0 };
+    let links = [link('eth0'), link('cni0', { kind: 'bridge' }), link('veth1', { master: 3 })];
+    const logs: string[] = [];
+    const fp = new FastPath({ interfaces: 'auto', minPackets: 20 }, { listLinks: async () => links, probe: async () => {}, log: (m) => logs.push(m) });
+    const dp = new NftDataplane('kpng', kernel, undefined, fp);
+    const svc = (i: number) => enlsService(i).service!;
+    await dp.fullSync([svc(0)], enlsNode());
+    const flowtableOps = (batch: FamOps[]) => batch.flatMap((f) => f.ops.filter((o) => o.k === 'addFlowtable').map((o) => `${f.fam} ${JSON.stringify(o)}`));
+    expect(flowtableOps(sent[0]!)).toHaveLength(2);
+    // Nothing new: an incremental batch leaves the flowtable alone.
+    await dp.update([{ key: 'svc/bench/s1', old: null, new: svc(1) }], enlsNode());
+    expect(flowtableOps(sent[1]!)).toEqual([]);
+    links = [...links, link('veth2', { master: 3 })];
+    await dp.update([{ key: 'svc/bench/s2', old: null, new: svc(2) }], enlsNode());
+    expect(flowtableOps(sent[2]!)).toEqual(['ip', 'ip6'].map((f) => `${f} ${JSON.stringify({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: ['cni0', 'eth0', 'veth1', 'veth2'] } })}`));
+    expect(logs).toContain('nft fast path: flowtable gains veth2');
   });
 });

@@ -62,6 +62,8 @@ export class FastPath {
   private supported: Promise<boolean> | undefined;
   private lastDevices = '';
   private lastMissing = '';
+  /** The devices the tables' flowtable was last given (the last spec or grown()). */
+  private current = new Set<string>();
 
   constructor(readonly config: FastPathConfig, private readonly deps: FastPathDeps) {}
 
@@ -88,6 +90,29 @@ export class FastPath {
       this.deps.log(d ? `nft fast path: flowtable on ${devices.join(', ')}, offloading service connections after ${this.config.minPackets} packets` : 'nft fast path: no interface to offload on; off until one appears');
       this.lastDevices = d;
     }
+    this.current = new Set(devices);
     return devices.length ? { devices, minPackets: this.config.minPackets } : undefined;
+  }
+
+  /**
+   * Between full syncs: the devices when links appeared that the flowtable lacks (a new pod's veth),
+   * else undefined. Called on incremental syncs while the tables hold a flowtable: adding devices to
+   * an existing flowtable keeps its offloaded flows.
+   */
+  async grown(): Promise<FastPathSpec | undefined> {
+    if (this.config.interfaces !== 'auto' && this.lastMissing === '') return undefined;
+    let links: LinkRow[];
+    try {
+      links = await this.deps.listLinks();
+    } catch {
+      return undefined; // the next full sync lists them again
+    }
+    const { devices } = chooseDevices(this.config, links);
+    const added = devices.filter((d) => !this.current.has(d));
+    if (added.length === 0) return undefined;
+    for (const d of added) this.current.add(d);
+    if (this.config.interfaces !== 'auto') this.lastMissing = this.config.interfaces.filter((n) => !this.current.has(n)).join(',');
+    this.deps.log(`nft fast path: flowtable gains ${added.join(', ')}`);
+    return { devices: [...this.current].sort(), minPackets: this.config.minPackets };
   }
 }

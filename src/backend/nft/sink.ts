@@ -10,7 +10,7 @@ import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } fr
 import { KernelSink } from '../kernel/kernel-sink';
 import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
 import { Yielder } from '../../util/yielder';
-import type { Fam, FamOps } from './types';
+import { N, type Fam, type FamOps } from './types';
 import { KernelObjects } from './kernel-objects';
 import type { FastPath } from './fast-path';
 
@@ -50,6 +50,9 @@ export class NftDataplane implements Dataplane {
    */
   constructor(readonly table: string, private readonly kernel: NftKernel, private readonly log?: (msg: string) => void, private readonly fastPath?: FastPath) {}
 
+  /** Whether the tables hold the fast path's flowtable (its last full sync made one). */
+  private fastInTables = false;
+
   /** Applies a batch, following what the tables hold (forgotten if it fails). */
   private async apply(ops: FamOps[], after: (f: FamOps) => KernelObjects | undefined, waiting?: () => void): Promise<SyncReport> {
     try {
@@ -79,7 +82,10 @@ export class NftDataplane implements Dataplane {
     // The kernel's encoder counts its own slices from its start: the time since our last turn would
     // add to its first one.
     await y.turn();
-    return this.apply(famOps, (f) => made[f.fam], waiting);
+    this.fastInTables = false;
+    const r = await this.apply(famOps, (f) => made[f.fam], waiting);
+    this.fastInTables = !!fast;
+    return r;
   }
 
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
@@ -91,6 +97,14 @@ export class NftDataplane implements Dataplane {
       if (over) throw new NeedsFullSync(`set ${fam} ${over.set} would hold ${over.count} elements, it was created for ${over.capacity}`);
     }
     const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops(this.models[fam].sizeOf) }));
+    // A pod started since the last full sync: its interface joins the flowtable with this batch.
+    const grown = this.fastInTables ? await this.fastPath?.grown() : undefined;
+    if (grown) {
+      for (const fam of FAMS) {
+        const f = ops.find((x) => x.fam === fam) ?? (ops.push({ fam, ops: [] }), ops[ops.length - 1]!);
+        f.ops.push({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: grown.devices } });
+      }
+    }
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     // An update of an unknown table (its last batch failed) is followed by a full sync that replaces it.
     return this.apply(ops, (f) => { const k = this.objects[f.fam]; k?.record(f.ops); return k; });

@@ -21,7 +21,7 @@ import { createLogger } from '../../../src/util/log';
 import { nativeKernel } from '../../../src/backend/nft';
 import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
-import { strictTests } from '../../helpers/gate';
+import { strictTests } from '../../helpers/strict';
 import { Aggregator } from '../../../src/aggregator/aggregator';
 import { aggregatorKernel } from '../../../src/backend/nft/aggregator-kernel';
 import { nativeTransport } from '../../../src/aggregator/transport';
