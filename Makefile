@@ -10,10 +10,11 @@
 #   make install-test  npm pack's tarball installed and run in Debian 11 and 12 roots, amd64 and arm64
 #                    (arm64 under qemu-user; hack/prebuild/install-test.sh)
 #   make cluster     a real two-node cluster on this machine, no proxy yet (hack/cluster/, docs/cluster.md);
-#                    KWOK_NODES=N adds N fake nodes kept Ready by kwok
+#                    FAMILY=ipv4|ipv6|dual its IP family (default ipv4); KWOK_NODES=N adds N fake
+#                    nodes kept Ready by kwok
 #   make cluster-down  stop it and remove everything it made
 #   make conformance   upstream's e2e Services tests against kpng in that cluster (hack/conformance/run.sh;
-#                      BACKEND=nft|ebpf|upstream, FOCUS=RE, SKIP=RE)
+#                      BACKEND=nft|ebpf|upstream, FAMILY=ipv4|ipv6|dual, FOCUS=RE, SKIP=RE)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
@@ -87,7 +88,7 @@ image-test: prebuilds image controlplane
 	@hack/image/test.sh
 
 cluster: build image-host
-	@hack/cluster/up.sh $(if $(KWOK_NODES),--kwok-nodes $(KWOK_NODES))
+	@hack/cluster/up.sh $(if $(FAMILY),--family $(FAMILY)) $(if $(KWOK_NODES),--kwok-nodes $(KWOK_NODES))
 
 cluster-down:
 	@hack/cluster/down.sh
@@ -98,7 +99,7 @@ reboot-check: build image-host
 
 BACKEND ?= nft
 conformance: build
-	@hack/conformance/run.sh --backend $(BACKEND) $(if $(FOCUS),--focus '$(FOCUS)') $(if $(SKIP),--skip '$(SKIP)')
+	@hack/conformance/run.sh --backend $(BACKEND) $(if $(FAMILY),--family $(FAMILY)) $(if $(FOCUS),--focus '$(FOCUS)') $(if $(SKIP),--skip '$(SKIP)')
 
 bench: build
 	@bash bench/run.sh

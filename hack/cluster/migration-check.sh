@@ -38,7 +38,7 @@ finish() {
 	rm -rf "$work"
 }
 trap finish EXIT
-eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+eval "$(running_plan_env)"
 say() { echo "migration-check: $*"; }
 
 # kube-proxy as kubeadm deploys it, in the chosen mode (kubeadm writes mode "" for iptables).

@@ -1,9 +1,10 @@
 // The local cluster's plan: its addresses, names and paths, and the configuration files of its nodes,
 // computed in one place so that hack/cluster/up.sh, down.sh and the tests agree on them.
 //
-//   node dist/hack/cluster/plan.js env [--nodes N] [--state DIR]      shell assignments (eval them)
+//   node dist/hack/cluster/plan.js env [--nodes N] [--family F] [--state DIR]
+//                                                                      shell assignments (eval them)
 //   node dist/hack/cluster/plan.js kubeconfigs [--state DIR]           write admin/controller-manager/scheduler kubeconfigs
-//   node dist/hack/cluster/plan.js node-files NAME [--nodes N] [--state DIR]
+//   node dist/hack/cluster/plan.js node-files NAME [--nodes N] [--family F] [--state DIR]
 //                                                                      write that node's config files
 //   node dist/hack/cluster/plan.js kwok-nodes --count N [--from K]    kwok's fake nodes K..K+N-1, a v1 List
 //                                                                      (JSON, for kubectl create -f -)
@@ -13,18 +14,60 @@
 // 10.96.0.0/16 (the `kubernetes` Service is 10.96.0.1). kwok's fake nodes (up.sh --kwok-nodes N) exist in
 // the API only: kwok-node-<i> has pod CIDR 10.128.0.0 + 64 (i-1) /26 and InternalIP 10.127.0.0 + i, and
 // nothing routes either.
+//
+// IP families (--family, up.sh --family): ipv4 (the default, as above), ipv6 or dual (IPv4 primary).
+// IPv6 mirrors IPv4: the bridge is fd00:30::1/64, node i fd00:30::(10+i) (the same digits), its pod
+// CIDR fd00:244:<i>::/64 (gateway ::1) of the cluster CIDR fd00:244::/32; services fd00:96::/112 (the
+// API server takes an IPv6 service CIDR of at most 20 bits), the `kubernetes` Service fd00:96::1 and
+// the cluster DNS fd00:96::a. A family the cluster lacks has no address anywhere (an ipv6 cluster has
+// no IPv4 address on its bridge or nodes). Dual: every list is IPv4 first, and the single-address
+// settings (the API server's address, the kubernetes Service, the kubelet's clusterDNS) are IPv4's.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+
+export type IPFamily = 'ipv4' | 'ipv6' | 'dual';
+export const IP_FAMILIES: readonly IPFamily[] = ['ipv4', 'ipv6', 'dual'];
+type Single = 'ipv4' | 'ipv6';
+
+/** The single families of a cluster's family, the primary first (dual: IPv4, then IPv6). */
+export function familiesOf(family: IPFamily): Single[] {
+  if (family === 'ipv4') return ['ipv4'];
+  if (family === 'ipv6') return ['ipv6'];
+  if (family === 'dual') return ['ipv4', 'ipv6'];
+  throw new Error(`family: ${String(family)} is not one of ${IP_FAMILIES.join(', ')}`);
+}
+
+/** Each family's addresses: the whole plan is these, picked per family. */
+const ADDRESSES = {
+  ipv4: {
+    bridgeIP: '172.30.0.1', prefixLength: 24, nodeIP: (i: number) => `172.30.0.${10 + i}`,
+    podCIDR: (i: number) => `10.244.${i}.0/24`, podGateway: (i: number) => `10.244.${i}.1`,
+    clusterCIDR: '10.244.0.0/16', serviceCIDR: '10.96.0.0/16', kubernetesServiceIP: '10.96.0.1', clusterDNS: '10.96.0.10',
+    anyAddress: '0.0.0.0/0',
+  },
+  ipv6: {
+    bridgeIP: 'fd00:30::1', prefixLength: 64, nodeIP: (i: number) => `fd00:30::${10 + i}`,
+    podCIDR: (i: number) => `fd00:244:${i}::/64`, podGateway: (i: number) => `fd00:244:${i}::1`,
+    clusterCIDR: 'fd00:244::/32', serviceCIDR: 'fd00:96::/112', kubernetesServiceIP: 'fd00:96::1', clusterDNS: 'fd00:96::a',
+    anyAddress: '::/0',
+  },
+} as const;
 
 export interface NodePlan {
   name: string;
   /** Its network namespace (ip netns) and the host end of its veth. */
   netns: string;
   hostVeth: string;
+  /** The node's address of the primary family (its InternalIP the API server reaches it by). */
   ip: string;
+  /** Its addresses on the bridge, one per family, the primary first (the kubelet's --node-ip). */
+  ips: string[];
   podCIDR: string;
+  /** Its pod CIDRs, one per family, the primary first (the Node's spec.podCIDRs). */
+  podCIDRs: string[];
   /** The pod bridge's (gateway's) address inside the node. */
   podGateway: string;
+  podGateways: string[];
   /** The node's cgroup under every v1 hierarchy: kubelet's cgroupRoot; its daemons sit in <root>/system. */
   cgroupRoot: string;
   /** Everything the node writes: kubelet's root, containerd's root and state, CNI, logs. */
@@ -34,10 +77,14 @@ export interface NodePlan {
 }
 
 export interface ClusterPlan {
+  family: IPFamily;
   state: string;
   bridge: string;
+  /** The host's address on the bridge of the primary family (the API server's). */
   bridgeIP: string;
   prefixLength: number;
+  /** The host's addresses on the bridge, one per family, as ADDRESS/PREFIX. */
+  bridgeAddresses: string[];
   apiServer: string;
   apiServerPort: number;
   /**
@@ -45,10 +92,17 @@ export interface ClusterPlan {
    * resolved on every node by the node's own /etc/hosts (never by the cluster's DNS).
    */
   apiServerName: string;
+  /** The API server's and controller-manager's --service-cluster-ip-range (dual: both, comma-separated). */
   serviceCIDR: string;
+  serviceCIDRs: string[];
   kubernetesServiceIP: string;
+  /** The controller-manager's and the proxies' --cluster-cidr (dual: both, comma-separated). */
   clusterCIDR: string;
+  clusterCIDRs: string[];
+  /** The kubelet's clusterDNS (the primary family's kube-dns address). */
   clusterDNS: string;
+  /** The kube-dns Service's clusterIPs (dual: both families). */
+  clusterDNSIPs: string[];
   clusterDomain: string;
   nodes: NodePlan[];
 }
@@ -64,7 +118,9 @@ export function realNodeZone(i: number): string {
   return ZONES[(i - 1) % ZONES.length];
 }
 
-export function clusterPlan(nodeCount = 2, state = '/var/lib/kpng-cluster'): ClusterPlan {
+export function clusterPlan(nodeCount = 2, state = '/var/lib/kpng-cluster', family: IPFamily = 'ipv4'): ClusterPlan {
+  const fams = familiesOf(family).map((f) => ADDRESSES[f]);
+  const primary = fams[0];
   if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > MAX_NODES) {
     throw new Error(`nodes: ${nodeCount} is not a whole number from 1 to ${MAX_NODES}`);
   }
@@ -76,34 +132,123 @@ export function clusterPlan(nodeCount = 2, state = '/var/lib/kpng-cluster'): Clu
       name,
       netns: name,
       hostVeth: `kc-veth${i}`,
-      ip: `172.30.0.${10 + i}`,
-      podCIDR: `10.244.${i}.0/24`,
-      podGateway: `10.244.${i}.1`,
+      ip: primary.nodeIP(i),
+      ips: fams.map((f) => f.nodeIP(i)),
+      podCIDR: primary.podCIDR(i),
+      podCIDRs: fams.map((f) => f.podCIDR(i)),
+      podGateway: primary.podGateway(i),
+      podGateways: fams.map((f) => f.podGateway(i)),
       cgroupRoot: `/${name}`,
       dir: path.join(state, 'nodes', name),
       zone: realNodeZone(i),
     });
   }
   return {
+    family,
     state,
     bridge: 'kc-br0',
-    bridgeIP: '172.30.0.1',
-    prefixLength: 24,
-    apiServer: 'https://172.30.0.1:6443',
+    bridgeIP: primary.bridgeIP,
+    prefixLength: primary.prefixLength,
+    bridgeAddresses: fams.map((f) => `${f.bridgeIP}/${f.prefixLength}`),
+    apiServer: `https://${hostPort(primary.bridgeIP)}:6443`,
     apiServerPort: 6443,
     apiServerName: 'api.kpng-cluster.test',
-    serviceCIDR: '10.96.0.0/16',
-    kubernetesServiceIP: '10.96.0.1',
-    clusterCIDR: '10.244.0.0/16',
-    clusterDNS: '10.96.0.10',
+    serviceCIDR: fams.map((f) => f.serviceCIDR).join(','),
+    serviceCIDRs: fams.map((f) => f.serviceCIDR),
+    kubernetesServiceIP: primary.kubernetesServiceIP,
+    clusterCIDR: fams.map((f) => f.clusterCIDR).join(','),
+    clusterCIDRs: fams.map((f) => f.clusterCIDR),
+    clusterDNS: primary.clusterDNS,
+    clusterDNSIPs: fams.map((f) => f.clusterDNS),
     clusterDomain: 'cluster.local',
     nodes,
   };
 }
 
-/** The routes a node needs to the other nodes' pods (no overlay: every node is on one bridge). */
+/** An address as the host part of a URL: IPv6 in brackets. */
+export function hostPort(ip: string): string {
+  return ip.includes(':') ? `[${ip}]` : ip;
+}
+
+/** The family of an address or CIDR. */
+export function familyOfAddress(a: string): Single {
+  return a.includes(':') ? 'ipv6' : 'ipv4';
+}
+
+/**
+ * The routes a node needs to the other nodes' pods (no overlay: every node is on one bridge), one per
+ * family of each other node, through that node's address of the family.
+ */
 export function podRoutes(plan: ClusterPlan, node: NodePlan): { cidr: string; via: string }[] {
-  return plan.nodes.filter((n) => n.name !== node.name).map((n) => ({ cidr: n.podCIDR, via: n.ip }));
+  return plan.nodes.filter((n) => n.name !== node.name).flatMap((n) => n.podCIDRs.map((cidr, k) => ({ cidr, via: n.ips[k] })));
+}
+
+/** The host's routes to every node's pods (its own traffic: e2e.test and kubectl reach pods by them). */
+export function hostRoutes(plan: ClusterPlan): { cidr: string; via: string }[] {
+  return plan.nodes.flatMap((n) => n.podCIDRs.map((cidr, k) => ({ cidr, via: n.ips[k] })));
+}
+
+/** A node's default routes, one per family, through the host's address on the bridge. */
+export function nodeGateways(plan: ClusterPlan): string[] {
+  return plan.bridgeAddresses.map((a) => a.split('/')[0]);
+}
+
+/**
+ * The sysctls of a node's network namespace (they go with it): forwarding for each family (the node
+ * routes its pods), no reverse-path filter, and the bridge's traffic through netfilter for both
+ * families (service traffic between two pods of one node's bridge).
+ */
+export function nodeSysctls(plan: ClusterPlan): string[] {
+  const fams = familiesOf(plan.family);
+  const out: string[] = [];
+  if (fams.includes('ipv4')) out.push('net.ipv4.ip_forward=1');
+  out.push('net.ipv4.conf.all.rp_filter=0', 'net.bridge.bridge-nf-call-iptables=1', 'net.bridge.bridge-nf-call-ip6tables=1');
+  if (fams.includes('ipv6')) out.push('net.ipv6.conf.all.disable_ipv6=0', 'net.ipv6.conf.all.forwarding=1');
+  return out;
+}
+
+/**
+ * The sysctls of the host's end (the bridge kc-br0): IPv6 on it, no router advertisements taken from
+ * it and no duplicate address detection (every address on it is the plan's). They belong to the
+ * bridge and go with it: the host's own settings (forwarding included) are never changed, since the
+ * host routes nothing for the cluster: its routes to pod CIDRs carry its own traffic only, and nodes
+ * reach each other's pods over the bridge directly.
+ */
+export function bridgeSysctls(plan: ClusterPlan): string[] {
+  if (!familiesOf(plan.family).includes('ipv6')) return [];
+  const b = plan.bridge;
+  return [`net.ipv6.conf.${b}.disable_ipv6=0`, `net.ipv6.conf.${b}.accept_ra=0`, `net.ipv6.conf.${b}.accept_dad=0`];
+}
+
+/** The API server certificate's IP addresses: the host's on the bridge and the `kubernetes` Service's. */
+export function apiServerCertIPs(plan: ClusterPlan): string[] {
+  const fams = familiesOf(plan.family).map((f) => ADDRESSES[f]);
+  return [...fams.map((f) => f.bridgeIP), ...fams.map((f) => f.kubernetesServiceIP)];
+}
+
+/** The kubelet's serving address: the node's own (dual: every address of the node, ::). */
+export function kubeletAddress(plan: ClusterPlan, node: NodePlan): string {
+  return plan.family === 'dual' ? '::' : node.ip;
+}
+
+/** The kube-dns Service's ipFamilyPolicy: dual-stack on a dual-stack cluster. */
+export function dnsFamilyPolicy(plan: ClusterPlan): string {
+  return plan.family === 'dual' ? 'RequireDualStack' : 'SingleStack';
+}
+
+/**
+ * A KubeProxyConfiguration (config.conf) for the cluster: its clusterCIDR set to the plan's (dual: both
+ * families). On an IPv6 cluster, the health and metrics servers' 0.0.0.0 (the base's) becomes [::]: the
+ * address kube-proxy's own defaults give a cluster whose bindAddress is IPv6, and the sockets kube-proxy
+ * opens for 0.0.0.0 anyway (Go listens on both families for it), where kpng listens on IPv4 only and
+ * the kubelet's probes of a hostNetwork pod go to the node's IPv6 address.
+ */
+export function proxyConfig(configText: string, plan: ClusterPlan): string {
+  let out = /^clusterCIDR:.*$/m.test(configText)
+    ? configText.replace(/^clusterCIDR:.*$/m, `clusterCIDR: ${plan.clusterCIDR}`)
+    : `${configText.replace(/\n*$/, '\n')}clusterCIDR: ${plan.clusterCIDR}\n`;
+  if (plan.family === 'ipv6') out = out.replace(/^((?:healthz|metrics)BindAddress:\s*)0\.0\.0\.0:/gm, '$1"[::]:').replace(/^((?:healthz|metrics)BindAddress:\s*"\[::\]:\d+)\s*$/gm, '$1"');
+  return out;
 }
 
 export function kubeletConfig(plan: ClusterPlan, node: NodePlan, caFile: string): string {
@@ -111,7 +256,7 @@ export function kubeletConfig(plan: ClusterPlan, node: NodePlan, caFile: string)
   const config = {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
-    address: node.ip,
+    address: kubeletAddress(plan, node),
     port: 10250,
     readOnlyPort: 0,
     healthzBindAddress: '127.0.0.1',
@@ -176,7 +321,7 @@ export function containerdConfig(node: NodePlan, pauseImage: string, runc = '/us
   ].join('\n');
 }
 
-/** The node's CNI network: a bridge with host-local addresses from its pod CIDR, and loopback. */
+/** The node's CNI network: a bridge with host-local addresses from its pod CIDRs (a range per family). */
 export function cniConfig(node: NodePlan): string {
   const conf = {
     cniVersion: '1.0.0',
@@ -192,8 +337,8 @@ export function cniConfig(node: NodePlan): string {
         ipam: {
           type: 'host-local',
           dataDir: path.join(node.dir, 'cni', 'ipam'),
-          ranges: [[{ subnet: node.podCIDR, gateway: node.podGateway }]],
-          routes: [{ dst: '0.0.0.0/0' }],
+          ranges: node.podCIDRs.map((subnet, k) => [{ subnet, gateway: node.podGateways[k] }]),
+          routes: node.podCIDRs.map((c) => ({ dst: ADDRESSES[familyOfAddress(c)].anyAddress })),
         },
       },
       { type: 'portmap', capabilities: { portMappings: true } },
@@ -329,6 +474,17 @@ export function shellEnv(plan: ClusterPlan): string {
     `kubernetes_service_ip=${sq(plan.kubernetesServiceIP)}`,
     `cluster_cidr=${sq(plan.clusterCIDR)}`,
     `cluster_dns=${sq(plan.clusterDNS)}`,
+    `family=${sq(plan.family)}`,
+    // Lists, space-separated (words for a shell loop).
+    `bridge_addresses=${sq(plan.bridgeAddresses.join(' '))}`,
+    `bridge_sysctls=${sq(bridgeSysctls(plan).join(' '))}`,
+    `node_sysctls=${sq(nodeSysctls(plan).join(' '))}`,
+    `node_gateways=${sq(nodeGateways(plan).join(' '))}`,
+    `host_routes=${sq(hostRoutes(plan).map((r) => `${r.cidr}@${r.via}`).join(' '))}`,
+    `api_server_cert_ips=${sq(apiServerCertIPs(plan).join(' '))}`,
+    `cluster_dns_ips=${sq(plan.clusterDNSIPs.join(' '))}`,
+    `dns_family_policy=${sq(dnsFamilyPolicy(plan))}`,
+    `kubernetes_service_host=${sq(hostPort(plan.kubernetesServiceIP))}`,
   ];
   const arr = (name: string, pick: (n: NodePlan) => string) => `${name}=(${plan.nodes.map((n) => sq(pick(n))).join(' ')})`;
   lines.push(
@@ -337,6 +493,12 @@ export function shellEnv(plan: ClusterPlan): string {
     arr('node_veths', (n) => n.hostVeth),
     arr('node_ips', (n) => n.ip),
     arr('node_pod_cidrs', (n) => n.podCIDR),
+    // Per node, the lists: addresses as ADDRESS/PREFIX (space-separated), the kubelet's --node-ip and
+    // the Node's podCIDRs (comma-separated), routes to the other nodes' pods (CIDR@VIA, space-separated).
+    arr('node_addresses', (n) => n.ips.map((ip, k) => `${ip}/${plan.bridgeAddresses[k].split('/')[1]}`).join(' ')),
+    arr('node_ip_lists', (n) => n.ips.join(',')),
+    arr('node_pod_cidr_lists', (n) => n.podCIDRs.join(',')),
+    arr('node_routes', (n) => podRoutes(plan, n).map((r) => `${r.cidr}@${r.via}`).join(' ')),
     arr('node_cgroups', (n) => n.cgroupRoot),
     arr('node_dirs', (n) => n.dir),
     arr('node_zones', (n) => n.zone),
@@ -386,6 +548,7 @@ function main(argv: string[]): number {
   let pause = 'registry.k8s.io/pause:3.10.2';
   let count: number | undefined;
   let from = 1;
+  let family: IPFamily = 'ipv4';
   const positional: string[] = [];
   const num = (flag: string, v: string | undefined) => {
     if (v === undefined || !/^\d+$/.test(v)) throw new Error(`${flag}: ${v ?? 'no value'} is not a whole number`);
@@ -398,13 +561,14 @@ function main(argv: string[]): number {
     else if (a === '--pause-image') pause = rest[++i];
     else if (a === '--count') count = num(a, rest[++i]);
     else if (a === '--from') from = num(a, rest[++i]);
+    else if (a === '--family') family = rest[++i] as IPFamily;
     else positional.push(a);
   }
   if (cmd === 'kwok-nodes' && count !== undefined && positional.length === 0) {
     process.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: kwokNodes(count, from) })}\n`);
     return 0;
   }
-  const plan = clusterPlan(nodes, state);
+  const plan = clusterPlan(nodes, state, family);
   if (cmd === 'env') {
     process.stdout.write(shellEnv(plan));
     return 0;
@@ -417,7 +581,11 @@ function main(argv: string[]): number {
     writeNodeFiles(plan, positional[0], pause);
     return 0;
   }
-  process.stderr.write('usage: plan.js env|kubeconfigs|node-files NAME [--nodes N] [--state DIR] [--pause-image REF]\n' +
+  if (cmd === 'proxy-config' && positional.length === 1) {
+    process.stdout.write(proxyConfig(fs.readFileSync(positional[0], 'utf8'), plan));
+    return 0;
+  }
+  process.stderr.write('usage: plan.js env|kubeconfigs|node-files NAME|proxy-config FILE [--nodes N] [--family ipv4|ipv6|dual] [--state DIR] [--pause-image REF]\n' +
     '       plan.js kwok-nodes --count N [--from K]\n');
   return 2;
 }

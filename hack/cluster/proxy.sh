@@ -11,6 +11,8 @@
 #                   one its manifests carry (bench:scale gives every proxy the same one)
 #   --api-name      the proxy reaches the API server by its DNS name (api.kpng-cluster.test, which
 #                   each node's /etc/hosts resolves, as kubeadm's controlPlaneEndpoint) instead of its IP
+# On an IPv6 or dual-stack cluster, the proxy's clusterCIDR is the cluster's (plan.ts proxyConfig; dual:
+# both families), in a --config file too; on IPv4 the configuration is applied as it is.
 # Both DaemonSets stay off kwok nodes (label type=kwok, hack/cluster/up.sh --kwok-nodes): a fake node
 # runs no proxy.
 set -euo pipefail
@@ -27,7 +29,7 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 [[ -e $cluster_state/up ]] || die "no cluster is up (hack/cluster/up.sh)"
-eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+eval "$(running_plan_env)"
 ((api_name == 0)) || api_server="https://$api_server_name:$api_server_port"
 
 # The manifests as applied. kpng: deploy/overlays/<backend> through a kustomization of this cluster's
@@ -46,7 +48,13 @@ kustomization() { # <overlay>: writes this cluster's kustomization of it, prints
 	local dir="$cluster_state/deploy-$1" files=kubeconfig.conf
 	rm -rf "$dir"; mkdir -p "$dir"
 	sed "s#https://API_SERVER:6443#$api_server#" "$repo/deploy/base/kubeconfig.conf" >"$dir/kubeconfig.conf"
-	if [[ -n $config ]]; then cp "$config" "$dir/config.conf"; files="kubeconfig.conf, config.conf"; fi
+	if [[ -n $config && $family == ipv4 ]]; then
+		cp "$config" "$dir/config.conf"; files="kubeconfig.conf, config.conf"
+	elif [[ -n $config ]]; then
+		plan proxy-config "$config" --family "$family" >"$dir/config.conf"; files="kubeconfig.conf, config.conf"
+	elif [[ $family != ipv4 ]]; then
+		plan proxy-config "$repo/deploy/base/config.conf" --family "$family" >"$dir/config.conf"; files="kubeconfig.conf, config.conf"
+	fi
 	{
 		echo "resources: [$(realpath --relative-to="$dir" "$repo/deploy/overlays/$1")]"
 		echo "configMapGenerator: [{name: kpng, namespace: kube-system, behavior: merge, files: [$files]}]"
@@ -66,11 +74,12 @@ kustomization() { # <overlay>: writes this cluster's kustomization of it, prints
 upstream_kustomization() { # the upstream manifest with this cluster's address and version (and --config)
 	local dir="$cluster_state/deploy-upstream"
 	rm -rf "$dir"; mkdir -p "$dir"
-	sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" "$here/manifests/kube-proxy.yaml" >"$dir/kube-proxy.yaml"
+	sed -e "s#https://API_SERVER:6443#$api_server#" -e "s#K8S_VERSION#$k8s_version#" -e "s#^    clusterCIDR: .*#    clusterCIDR: $cluster_cidr#" \
+		"$here/manifests/kube-proxy.yaml" >"$dir/kube-proxy.yaml"
 	{
 		echo "resources: [kube-proxy.yaml]"
 		if [[ -n $config ]]; then
-			cp "$config" "$dir/config.conf"
+			if [[ $family == ipv4 ]]; then cp "$config" "$dir/config.conf"; else plan proxy-config "$config" --family "$family" >"$dir/config.conf"; fi
 			echo "generatorOptions: {disableNameSuffixHash: true}"
 			echo "configMapGenerator: [{name: kube-proxy, namespace: kube-system, behavior: merge, files: [config.conf]}]"
 		fi
@@ -120,13 +129,15 @@ if ! kubectl_ -n kube-system rollout status "daemonset/$ds" --timeout=180s >/dev
 fi
 # The proof that a proxy serves: the `kubernetes` Service's ClusterIP answers from inside a node.
 for ns in "${node_netns[@]}"; do
-	wait_for "proxy: $backend serving the kubernetes Service ($kubernetes_service_ip:443) in $ns" 30 \
-		ip netns exec "$ns" curl -sk -o /dev/null -m 2 "https://$kubernetes_service_ip/healthz"
+	wait_for "proxy: $backend serving the kubernetes Service ($kubernetes_service_host:443) in $ns" 30 \
+		ip netns exec "$ns" curl -sk -o /dev/null -m 2 "https://$kubernetes_service_host/healthz"
 done
 # The cluster's DNS needs the `kubernetes` Service: it comes once a proxy serves, and stays.
 if ! kubectl_ -n kube-system get deployment coredns >/dev/null 2>&1; then
 	for name in "${node_names[@]}"; do node_import "$name" "$images/coredns.tar"; done
-	sed "s#COREDNS_VERSION#$coredns_version#" "$here/manifests/coredns.yaml" | kubectl_ apply -f - >/dev/null
+	dns_ips="${cluster_dns_ips// /, }"
+	sed -e "s#COREDNS_VERSION#$coredns_version#" -e "s#CLUSTER_DNS_IPS#$dns_ips#" -e "s#CLUSTER_DNS_IP#$cluster_dns#" \
+		-e "s#DNS_FAMILY_POLICY#$dns_family_policy#" "$here/manifests/coredns.yaml" | kubectl_ apply -f - >/dev/null
 fi
 kubectl_ -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null || die "proxy: CoreDNS not ready after 120 s"
-echo "proxy: $backend ($ds) ready on ${#node_names[@]} nodes in $((SECONDS - start)) s; https://$kubernetes_service_ip answers from every node"
+echo "proxy: $backend ($ds) ready on ${#node_names[@]} nodes in $((SECONDS - start)) s; https://$kubernetes_service_host answers from every node"

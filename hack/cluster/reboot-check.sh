@@ -29,7 +29,7 @@ started=0
 if [[ ! -e $cluster_state/up ]]; then "$here/up.sh"; started=1; fi
 finish() { if ((started && !keep)); then "$here/down.sh" --quiet; fi; }
 trap finish EXIT
-eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+eval "$(running_plan_env)"
 index=""
 for i in "${!node_names[@]}"; do [[ ${node_names[$i]} == "$node" ]] && index=$i; done
 [[ -n $index ]] || die "no node $node (nodes: ${node_names[*]})"
@@ -67,9 +67,9 @@ dns_ip=$(kubectl_ get service -n kube-system kube-dns -o jsonpath='{.spec.cluste
 
 in_node() { ip netns exec "$ns" "$@"; }
 serves() { # every check, from the node
-	in_node curl -sf --max-time 2 "http://$cluster_ip/hostname" >/dev/null &&
-		in_node curl -sf --max-time 2 "http://$node_ip:$node_port/hostname" >/dev/null &&
-		in_node curl -sk --max-time 2 -o /dev/null "https://$kubernetes_service_ip/livez" &&
+	in_node curl -sf --max-time 2 "http://$(url_host "$cluster_ip")/hostname" >/dev/null &&
+		in_node curl -sf --max-time 2 "http://$(url_host "$node_ip"):$node_port/hostname" >/dev/null &&
+		in_node curl -sk --max-time 2 -o /dev/null "https://$kubernetes_service_host/livez" &&
 		in_node timeout 2 bash -c "exec 3<>/dev/tcp/$dns_ip/53"
 }
 wait_for "the node serving before the reboot" 120 serves

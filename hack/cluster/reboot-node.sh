@@ -13,7 +13,7 @@ source "$here/lib/common.sh"
 name="$1"
 [[ $(id -u) == 0 ]] || die "needs root"
 [[ -e $cluster_state/up ]] || die "no cluster is up (hack/cluster/up.sh)"
-eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+eval "$(running_plan_env)"
 index=""
 for i in "${!node_names[@]}"; do [[ ${node_names[$i]} == "$name" ]] && index=$i; done
 [[ -n $index ]] || die "no node $name (nodes: ${node_names[*]})"

@@ -5,7 +5,9 @@
 # CIDRs. No service proxy runs: hack/cluster/proxy.sh deploys one (kpng or upstream kube-proxy) as a
 # DaemonSet. docs/cluster.md says what it needs from the host and how it is laid out.
 #
-#   hack/cluster/up.sh [--nodes N] [--no-kpng] [--kwok-nodes N]
+#   hack/cluster/up.sh [--nodes N] [--family ipv4|ipv6|dual] [--no-kpng] [--kwok-nodes N]
+#       --family F       the IP family: ipv4 (default), ipv6, or dual (dual-stack, IPv4 primary): the
+#                        service and pod CIDRs, node and bridge addresses of it (plan.ts has them)
 #       --no-kpng        do not build/import the kpng image
 #       --kwok-nodes N   also N fake nodes (kwok-node-1..N, default 0): Node objects that kwok
 #                        (hack/cluster/kwok/stages.yaml) keeps Ready and whose pods it makes Running, with
@@ -17,18 +19,21 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib/common.sh"
 source "$here/lib/pki.sh"
 
-nodes=2; image_args=(); kwok_nodes=0
+nodes=2; image_args=(); kwok_nodes=0; family=ipv4
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--nodes) nodes="$2"; shift 2 ;;
+	--family) family="${2:-}"; shift 2 ;;
 	--no-kpng) image_args+=(--no-kpng); shift ;;
 	--kwok-nodes) kwok_nodes="${2:-}"; shift 2 ;;
 	-h|--help) usage_of "$0"; exit 0 ;;
-	*) echo "usage: $0 [--nodes N] [--no-kpng] [--kwok-nodes N]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--nodes N] [--family ipv4|ipv6|dual] [--no-kpng] [--kwok-nodes N]" >&2; exit 2 ;;
 	esac
 done
 [[ $kwok_nodes =~ ^[0-9]+$ ]] || die "--kwok-nodes: '$kwok_nodes' is not a whole number"
 kwok_nodes=$((10#$kwok_nodes))
+case "$family" in ipv4|ipv6|dual) ;; *) die "--family: '$family' is not ipv4, ipv6 or dual" ;; esac
+((kwok_nodes == 0)) || [[ $family == ipv4 ]] || die "--kwok-nodes: kwok nodes have IPv4 addresses only (--family ipv4)"
 # Refuses a count past the kwok pod CIDRs (10,000 /26 blocks) before anything starts.
 ((kwok_nodes == 0)) || plan kwok-nodes --count "$kwok_nodes" >/dev/null || exit 2
 [[ $(id -u) == 0 ]] || die "needs root (network namespaces, cgroups, mounts)"
@@ -40,7 +45,7 @@ install_missing_packages cluster runc containernetworking-plugins conntrack ipro
 start=$SECONDS
 "$here/build.sh" --no-e2e
 "$here/images.sh" "${image_args[@]}"
-eval "$(plan env --nodes "$nodes" --state "$cluster_state")"
+eval "$(plan env --nodes "$nodes" --family "$family" --state "$cluster_state")"
 cp_dir="$("$repo/hack/controlplane/build.sh" --print-dir)"
 
 # Anything left by an earlier cluster that did not stop cleanly goes first.
@@ -49,30 +54,34 @@ trap 'echo "cluster: start failed; logs in $cluster_state (kept until hack/clust
 mkdir -p "$cluster_state/pids" "$cluster_state/logs"
 echo "$nodes" >"$cluster_state/node-count"
 echo "$kwok_nodes" >"$cluster_state/kwok-node-count"
+echo "$family" >"$cluster_state/family"
 
-pki_make "$cluster_state/pki" "$bridge_ip" "$api_server_name" "$kubernetes_service_ip" "${node_names[@]}"
+# (IPv6 addresses: no duplicate address detection, every address is the plan's.)
+nodad() { [[ $1 == *:* ]] && echo nodad; true; }
+pki_make "$cluster_state/pki" "$api_server_cert_ips" "$api_server_name" "${node_names[@]}"
 pki="$cluster_state/pki"
-plan kubeconfigs --nodes "$nodes" --state "$cluster_state"
+plan kubeconfigs --nodes "$nodes" --family "$family" --state "$cluster_state"
 
-# The network: a host bridge, one namespace per node on it, routes to every pod CIDR.
+# The network: a host bridge, one namespace per node on it, routes to every pod CIDR (plan.ts: an
+# address, a route and a pod CIDR per family). The sysctls set here belong to the bridge and to the
+# nodes' namespaces and go with them: the host's own are never changed.
 ip link add "$bridge" type bridge
-ip addr add "$bridge_ip/$prefix_length" dev "$bridge"
+[[ -z $bridge_sysctls ]] || sysctl -qw $bridge_sysctls
+for a in $bridge_addresses; do ip addr add "$a" dev "$bridge" $(nodad "$a"); done
 ip link set "$bridge" up
 for i in "${!node_names[@]}"; do
 	ns="${node_netns[$i]}" veth="${node_veths[$i]}"
 	ip netns add "$ns"
+	ip netns exec "$ns" sysctl -qw $node_sysctls
 	ip link add "$veth" type veth peer name eth0 netns "$ns"
 	ip link set "$veth" master "$bridge" up
-	ip -n "$ns" addr add "${node_ips[$i]}/$prefix_length" dev eth0
+	for a in ${node_addresses[$i]}; do ip -n "$ns" addr add "$a" dev eth0 $(nodad "$a"); done
 	ip -n "$ns" link set lo up
 	ip -n "$ns" link set eth0 up
-	ip -n "$ns" route add default via "$bridge_ip"
-	for j in "${!node_names[@]}"; do
-		[[ $j == "$i" ]] || ip -n "$ns" route add "${node_pod_cidrs[$j]}" via "${node_ips[$j]}"
-	done
-	ip route add "${node_pod_cidrs[$i]}" via "${node_ips[$i]}"
-	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
+	for gw in $node_gateways; do ip -n "$ns" route add default via "$gw"; done
+	for r in ${node_routes[$i]}; do ip -n "$ns" route add "${r%@*}" via "${r#*@}"; done
 done
+for r in $host_routes; do ip route add "${r%@*}" via "${r#*@}"; done
 
 api_get() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$api_server$1"; }
 # With kwok nodes, the controller-manager and the scheduler get a higher client rate limit than their
@@ -120,7 +129,7 @@ pause_image=$(sed -n 's/^pause=//p' "$cache/cluster/$k8s_version/images/refs")
 for i in "${!node_names[@]}"; do
 	name="${node_names[$i]}" cg="${node_cgroups[$i]}" dir="${node_dirs[$i]}"
 	mkdir -p "$dir"
-	plan node-files "$name" --nodes "$nodes" --state "$cluster_state" --pause-image "$pause_image"
+	plan node-files "$name" --nodes "$nodes" --family "$family" --state "$cluster_state" --pause-image "$pause_image"
 	for h in /sys/fs/cgroup/*/; do
 		h="${h%/}"
 		[[ $h == */unified ]] && { mkdir -p "$h$cg"; continue; }
@@ -138,7 +147,7 @@ for i in "${!node_names[@]}"; do
 	wait_for "node $name registered" 180 node_registered "$name"
 	# The pod CIDR the node's CNI network uses (static: no allocator races), for --detect-local-mode=NodeCIDR;
 	# and its zone (plan.ts realNodeZone), as the kwok nodes have theirs.
-	kubectl_ patch node "$name" --type merge -p "{\"metadata\":{\"labels\":{\"topology.kubernetes.io/zone\":\"${node_zones[$i]}\"}},\"spec\":{\"podCIDR\":\"${node_pod_cidrs[$i]}\",\"podCIDRs\":[\"${node_pod_cidrs[$i]}\"]}}" >/dev/null
+	kubectl_ patch node "$name" --type merge -p "{\"metadata\":{\"labels\":{\"topology.kubernetes.io/zone\":\"${node_zones[$i]}\"}},\"spec\":{\"podCIDR\":\"${node_pod_cidrs[$i]}\",\"podCIDRs\":[\"${node_pod_cidr_lists[$i]//,/\",\"}\"]}}" >/dev/null
 done
 for name in "${node_names[@]}"; do
 	wait_for "node $name Ready" 180 kubectl_ wait --for=condition=Ready "node/$name" --timeout=1s
@@ -192,5 +201,5 @@ if ((kwok_nodes > 0)); then
 fi
 touch "$cluster_state/up"
 trap - ERR
-echo "cluster: ${#node_names[@]} nodes Ready in $real_ready s$kwok_note; API server $api_server; no service proxy yet (hack/cluster/proxy.sh)"
+echo "cluster: ${#node_names[@]} nodes ($family) Ready in $real_ready s$kwok_note; API server $api_server; no service proxy yet (hack/cluster/proxy.sh)"
 echo "cluster: export KUBECONFIG=$cluster_state/admin.kubeconfig; kubectl is $cluster_bin/kubectl"

@@ -4,12 +4,17 @@
 # sig-network's Services tests and sig-network's conformance tests, minus the skips that
 # hack/conformance/suite.ts lists with their reasons.
 #
-#   hack/conformance/run.sh [--backend nft|ebpf|upstream] [--focus RE] [--skip RE] [--nodes N]
-#                           [--report-dir DIR] [--keep-cluster] [--reuse-cluster] [--parallel N]
+#   hack/conformance/run.sh [--backend nft|ebpf|upstream] [--family ipv4|ipv6|dual] [--focus RE]
+#                           [--skip RE] [--nodes N] [--report-dir DIR] [--keep-cluster] [--reuse-cluster]
+#                           [--parallel N]
+#     --family F       the cluster's IP family (up.sh --family; default ipv4). e2e.test finds the primary
+#                      family itself (the `kubernetes` Service's address); the focus and skips follow
+#                      the family as upstream's IPv6 and dual-stack jobs do (suite.ts familySkips: dual
+#                      adds the [Feature:IPv6DualStack] tests, ipv6 skips [Feature:Networking-IPv4])
 #     --focus RE       the tests to run instead of the default focus
 #     --skip RE        more tests to skip (added to the default skips)
 #     --report-dir     where the JUnit and JSON reports and the cluster's logs go
-#                      (default .cache/conformance/<backend>)
+#                      (default .cache/conformance/<backend>, or <backend>-<family> for ipv6 and dual)
 #     --keep-cluster   leave the cluster up afterwards (hack/cluster/down.sh stops it)
 #     --reuse-cluster  use the cluster that is up (only the proxy is redeployed)
 #     --parallel N     ginkgo processes (default 4: most tests wait on pods and timers, not CPU)
@@ -18,10 +23,11 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../cluster/lib/common.sh"
 
-backend=nft; focus=""; extra_skip=""; nodes=2; report_dir=""; keep=0; reuse=0; parallel=4
+backend=nft; family=ipv4; focus=""; extra_skip=""; nodes=2; report_dir=""; keep=0; reuse=0; parallel=4
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--backend) backend="$2"; shift 2 ;;
+	--family) family="$2"; shift 2 ;;
 	--focus) focus="$2"; shift 2 ;;
 	--skip) extra_skip="$2"; shift 2 ;;
 	--nodes) nodes="$2"; shift 2 ;;
@@ -34,22 +40,26 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case "$backend" in nft|ebpf|upstream) ;; *) die "conformance: --backend is nft, ebpf or upstream, not $backend" ;; esac
+case "$family" in ipv4|ipv6|dual) ;; *) die "conformance: --family is ipv4, ipv6 or dual, not $family" ;; esac
 [[ $(id -u) == 0 ]] || die "conformance: needs root (the cluster's nodes are namespaces and cgroups of this machine)"
-report_dir="${report_dir:-$repo/.cache/conformance/$backend}"
+report_default="$repo/.cache/conformance/$backend"; [[ $family == ipv4 ]] || report_default+="-$family"
+report_dir="${report_dir:-$report_default}"
 suite() { node "$repo/dist/hack/conformance/suite.js" "$@"; }
-[[ -n $focus ]] || focus="$(suite focus)"
-skip="$(suite skip "$extra_skip")"
+[[ -n $focus ]] || focus="$(suite focus --family "$family")"
+skip="$(suite skip "$extra_skip" --family "$family")"
 
 start=$SECONDS
 (cd "$repo" && make -s build)
 "$repo/hack/cluster/build.sh"
 ginkgo="$cluster_bin/ginkgo"
-up_args=(--nodes "$nodes")
+up_args=(--nodes "$nodes" --family "$family")
 if [[ $backend == upstream ]]; then up_args+=(--no-kpng); else (cd "$repo" && make -s image-host); fi
 if [[ $reuse == 1 && -e $cluster_state/up ]]; then
-	"$repo/hack/cluster/images.sh" "${up_args[@]:2}" >/dev/null
+	up_family="$(cat "$cluster_state/family" 2>/dev/null || echo ipv4)"
+	[[ $up_family == "$family" ]] || die "conformance: the cluster that is up is $up_family, not $family (drop --reuse-cluster, or --family $up_family)"
+	"$repo/hack/cluster/images.sh" "${up_args[@]:4}" >/dev/null
 	# Images rebuilt since the nodes started replace the ones they imported then.
-	eval "$(plan env --nodes "$(cat "$cluster_state/node-count")" --state "$cluster_state")"
+	eval "$(running_plan_env)"
 	while read -r archive; do
 		for name in "${node_names[@]}"; do node_import "$name" "$archive"; done
 	done <"$cache/cluster/$k8s_version/images/list"
@@ -64,7 +74,7 @@ if [[ $keep == 0 ]]; then trap '"$repo/hack/cluster/down.sh" --keep-logs "$repor
 built=$((SECONDS - start))
 
 rm -rf "$report_dir"; mkdir -p "$report_dir"
-echo "conformance: $backend, focus /$focus/, skip /$skip/"
+echo "conformance: $backend ($family), focus /$focus/, skip /$skip/"
 status=0
 KUBECONFIG="$cluster_state/admin.kubeconfig" "$ginkgo" -p --procs "$parallel" --no-color --timeout 3h \
 	--focus "$focus" --skip "$skip" \
@@ -77,7 +87,7 @@ KUBECONFIG="$cluster_state/admin.kubeconfig" "$ginkgo" -p --procs "$parallel" --
 kubectl_ -n kube-system logs -l "k8s-app in (kpng,kube-proxy)" --tail=-1 --prefix >"$report_dir/proxy.log" 2>&1 || true
 [[ -s $report_dir/report.json ]] || { tail -30 "$report_dir/e2e.log" >&2; die "conformance: e2e.test wrote no report (exit $status; log $report_dir/e2e.log)"; }
 suite failures "$report_dir/report.json" | sed 's/^/  /'
-echo "conformance: $backend: reports in $report_dir; setup $built s, tests $((SECONDS - start - built)) s"
+echo "conformance: $backend ($family): reports in $report_dir; setup $built s, tests $((SECONDS - start - built)) s"
 line="$(suite summary "$report_dir/report.json")"
 echo "$line"
 [[ $line == *" 0 failed,"* ]]

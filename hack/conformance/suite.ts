@@ -2,9 +2,10 @@
 // results: the default focus, the default skips (each with its reason), the summary line and the
 // table that compares proxies test by test.
 //
-//   node dist/hack/conformance/suite.js focus                 the default --ginkgo.focus
-//   node dist/hack/conformance/suite.js skip [EXTRA_RE]       the default --ginkgo.skip (| EXTRA_RE)
-//   node dist/hack/conformance/suite.js skips                 the default skips with their reasons
+//   node dist/hack/conformance/suite.js focus [--family F]    the default --ginkgo.focus
+//   node dist/hack/conformance/suite.js skip [EXTRA_RE] [--family F]   the default --ginkgo.skip (| EXTRA_RE)
+//   node dist/hack/conformance/suite.js skips [--family F]    the default skips with their reasons
+//   (F: the cluster's IP family, ipv4 (default), ipv6 or dual: hack/cluster/up.sh --family)
 //   node dist/hack/conformance/suite.js summary REPORT.json   "N passed, M failed, K skipped"
 //   node dist/hack/conformance/suite.js table NAME=REPORT.json...   a Markdown table, a column per run
 import * as fs from 'node:fs';
@@ -37,8 +38,65 @@ export const DEFAULT_SKIPS: Skip[] = [
   },
 ];
 
-export function skipRegex(extra?: string): string {
-  const parts = DEFAULT_SKIPS.map((s) => s.pattern);
+export type Family = 'ipv4' | 'ipv6' | 'dual';
+export const FAMILIES: readonly Family[] = ['ipv4', 'ipv6', 'dual'];
+
+function checkFamily(family: string): Family {
+  if (!(FAMILIES as readonly string[]).includes(family)) throw new Error(`family: ${family} is not one of ${FAMILIES.join(', ')}`);
+  return family as Family;
+}
+
+/** Upstream's dual-stack tests (test/e2e/network/dual_stack.go): the tag of every one of them. */
+export const DUAL_STACK_FEATURE = 'IPv6DualStack';
+
+/**
+ * The default focus on a cluster of the family: on a dual-stack cluster, also upstream's dual-stack
+ * tests, as upstream's dual-stack jobs add them.
+ */
+export function familyFocus(family: Family = 'ipv4'): string {
+  checkFamily(family);
+  return family === 'dual' ? `${DEFAULT_FOCUS}|\\[Feature:${DUAL_STACK_FEATURE}\\]` : DEFAULT_FOCUS;
+}
+
+const reEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * A pattern (RE2: ginkgo's, no look-ahead) for every [Feature:NAME] tag but [Feature:<except>]: a name
+ * that differs from it at some character, stops short of it, or goes on past it.
+ */
+export function featureTagExcept(except: string): string {
+  const alts: string[] = [];
+  for (let k = 0; k < except.length; k++) {
+    const c = except[k] === ']' ? '' : reEscape(except[k]);
+    alts.push(`${reEscape(except.slice(0, k))}[^\\]${c}][^\\]]*`);
+    if (k > 0) alts.push(reEscape(except.slice(0, k)));
+  }
+  alts.push(`${reEscape(except)}[^\\]]+`);
+  return `\\[Feature:(?:${alts.join('|')})\\]`;
+}
+
+/**
+ * The default skips on a cluster of the family, as upstream's IPv6 and dual-stack jobs filter: tests of
+ * a family the cluster lacks are skipped, and on a dual-stack cluster the feature skip spares the
+ * dual-stack tests. (e2e.test itself takes the cluster's primary family from the `kubernetes`
+ * Service's address.) ipv4: DEFAULT_SKIPS unchanged.
+ */
+export function familySkips(family: Family = 'ipv4'): Skip[] {
+  checkFamily(family);
+  if (family === 'ipv4') return DEFAULT_SKIPS;
+  const feature = DEFAULT_SKIPS[2];
+  const skips = DEFAULT_SKIPS.map((s) => (s === feature && family === 'dual'
+    ? { pattern: `${featureTagExcept(DUAL_STACK_FEATURE)}|\\[FeatureGate:[^\\]]+\\]\\s*\\[(Alpha|Beta)\\]`, reason: `${s.reason} (but [Feature:${DUAL_STACK_FEATURE}]: the cluster is dual-stack)` }
+    : s));
+  if (family === 'ipv6') {
+    skips.push({ pattern: String.raw`\[Feature:Networking-IPv4\]`, reason: 'IPv4 only: the cluster has no IPv4' });
+    skips.push({ pattern: String.raw`\[Feature:IPv6DualStack\]`, reason: 'needs a dual-stack cluster' });
+  }
+  return skips;
+}
+
+export function skipRegex(extra?: string, family: Family = 'ipv4'): string {
+  const parts = familySkips(family).map((s) => s.pattern);
   if (extra) parts.push(extra);
   return parts.join('|');
 }
@@ -107,16 +165,22 @@ export function comparisonTable(runs: { name: string; specs: SpecResult[] }[]): 
 }
 
 function main(argv: string[]): number {
-  const [cmd, ...rest] = argv;
+  const [cmd, ...args] = argv;
+  let family: Family = 'ipv4';
+  const rest: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--family') family = checkFamily(args[++i] ?? '');
+    else rest.push(args[i]);
+  }
   switch (cmd) {
     case 'focus':
-      process.stdout.write(`${DEFAULT_FOCUS}\n`);
+      process.stdout.write(`${familyFocus(family)}\n`);
       return 0;
     case 'skip':
-      process.stdout.write(`${skipRegex(rest[0])}\n`);
+      process.stdout.write(`${skipRegex(rest[0], family)}\n`);
       return 0;
     case 'skips':
-      for (const s of DEFAULT_SKIPS) process.stdout.write(`${s.pattern}\t${s.reason}\n`);
+      for (const s of familySkips(family)) process.stdout.write(`${s.pattern}\t${s.reason}\n`);
       return 0;
     case 'summary':
       if (rest.length !== 1) break;
@@ -139,7 +203,7 @@ function main(argv: string[]): number {
       return 0;
     }
   }
-  process.stderr.write('usage: suite.js focus | skip [EXTRA_RE] | skips | summary REPORT.json | failures REPORT.json | table NAME=REPORT.json...\n');
+  process.stderr.write('usage: suite.js focus | skip [EXTRA_RE] | skips [--family ipv4|ipv6|dual] | summary REPORT.json | failures REPORT.json | table NAME=REPORT.json...\n');
   return 2;
 }
 

@@ -21,6 +21,10 @@ export NODE_PRIVATE_PATHS="/var/lib/kubelet /var/log/pods /var/log/containers /r
 # Where a running cluster keeps everything (removed by hack/cluster/down.sh).
 cluster_state="${KPNG_CLUSTER_STATE:-/var/lib/kpng-cluster}"
 plan() { node "$repo/dist/hack/cluster/plan.js" "$@"; }
+# The plan of the cluster that is up (its node count and IP family, as up.sh recorded them), for eval.
+running_plan_env() {
+	plan env --nodes "$(cat "$cluster_state/node-count")" --family "$(cat "$cluster_state/family" 2>/dev/null || echo ipv4)" --state "$cluster_state"
+}
 kubectl_() { KUBECONFIG="$cluster_state/admin.kubeconfig" "$cluster_bin/kubectl" "$@"; }
 
 source "$repo/hack/lib/apt.sh"
@@ -46,7 +50,7 @@ start_daemon() { # <name> <command...>: in its own session, output to logs/<name
 start_node() {
 	local i="$1"
 	start_daemon "${node_names[$i]}" unshare --mount --propagation private -- \
-		nsenter --net="/run/netns/${node_netns[$i]}" -- "$cluster_dir/lib/node-init.sh" "${node_names[$i]}" "${node_ips[$i]}" \
+		nsenter --net="/run/netns/${node_netns[$i]}" -- "$cluster_dir/lib/node-init.sh" "${node_names[$i]}" "${node_ip_lists[$i]}" \
 		"${node_dirs[$i]}" "${node_cgroups[$i]}" "$cluster_bin" "$cache/cluster/$k8s_version/images/list" "$bridge_ip $api_server_name"
 }
 
@@ -77,6 +81,9 @@ held_caps_filter() {
 		echo "proxy: this host's root lacks CAP_SYS_RESOURCE: the DaemonSet is applied without it (kpng keeps its default OOM score)"
 	fi
 }
+
+# url_host <address>: the address as the host part of a URL (IPv6 in brackets).
+url_host() { if [[ $1 == *:* ]]; then echo "[$1]"; else echo "$1"; fi; }
 
 # usage_of <script>: its header comment (what --help prints).
 usage_of() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"; }

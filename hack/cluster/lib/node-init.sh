@@ -4,7 +4,8 @@
 # private copies of the host paths a kubelet and containerd write to, starts containerd, imports the
 # cluster's images, starts the kubelet, and lives as long as both do.
 #
-#   node-init.sh <node name> <node IP> <node dir> <cgroup root> <bin dir> <image list> ["<IP> <name>"]
+#   node-init.sh <node name> <node IPs> <node dir> <cgroup root> <bin dir> <image list> ["<IP> <name>"]
+#   <node IPs>: the kubelet's --node-ip (dual-stack: both, comma-separated, the primary first).
 #   The last argument is a line for the node's own /etc/hosts (the API server's DNS name).
 set -euo pipefail
 name="$1" ip="$2" dir="$3" cgroup="$4" bin="$5" images="$6" hosts_line="${7:-}"

@@ -18,16 +18,18 @@ pki_cert() {
 	chmod 600 "$dir/$name.key"
 }
 
-# pki_make <dir> <api server IP> <api server DNS name> <kubernetes Service IP> <node names...>
+# pki_make <dir> <API server certificate's IPs> <api server DNS name> <node names...>
+# The IPs, space-separated: the API server's own and the `kubernetes` Service's (plan.ts apiServerCertIPs).
 pki_make() {
-	local dir="$1" api_ip="$2" api_name="$3" svc_ip="$4" n; shift 4
+	local dir="$1" ips="$2" api_name="$3" n ip_sans=""; shift 3
+	for n in $ips; do ip_sans+="IP:$n,"; done
 	mkdir -p "$dir"; chmod 700 "$dir"
 	openssl ecparam -name prime256v1 -genkey -noout -out "$dir/ca.key" 2>/dev/null
 	openssl req -x509 -new -key "$dir/ca.key" -subj "/CN=kpng-cluster-ca" -days 365 -out "$dir/ca.crt" \
 		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null ||
 		die "pki: making the CA failed"
 	pki_cert "$dir" apiserver "/CN=kube-apiserver" \
-		"IP:$api_ip,IP:$svc_ip,IP:127.0.0.1,DNS:$api_name,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
+		"${ip_sans}IP:127.0.0.1,DNS:$api_name,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
 	pki_cert "$dir" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
 	pki_cert "$dir" admin "/O=system:masters/CN=kubernetes-admin"
 	pki_cert "$dir" controller-manager "/CN=system:kube-controller-manager"
