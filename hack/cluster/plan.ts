@@ -239,9 +239,8 @@ export function dnsFamilyPolicy(plan: ClusterPlan): string {
 /**
  * A KubeProxyConfiguration (config.conf) for the cluster: its clusterCIDR set to the plan's (dual: both
  * families). On an IPv6 cluster, the health and metrics servers' 0.0.0.0 (the base's) becomes [::]: the
- * address kube-proxy's own defaults give a cluster whose bindAddress is IPv6, and the sockets kube-proxy
- * opens for 0.0.0.0 anyway (Go listens on both families for it), where kpng listens on IPv4 only and
- * the kubelet's probes of a hostNetwork pod go to the node's IPv6 address.
+ * address kube-proxy's own defaults give a cluster whose bindAddress is IPv6 (kube-proxy and kpng
+ * listen on both families for 0.0.0.0 anyway, unless the kernel has no IPv6).
  */
 export function proxyConfig(configText: string, plan: ClusterPlan): string {
   let out = /^clusterCIDR:.*$/m.test(configText)

@@ -38,6 +38,24 @@ export function listen(server: http.Server, addr: BindAddress, ipv6Only = false)
   });
 }
 
+/** Errors of an IPv6 socket on a kernel without IPv6 (booted with ipv6.disable=1, or no IPv6 at all). */
+const NO_IPV6 = new Set(['EAFNOSUPPORT', 'EADDRNOTAVAIL', 'EPROTONOSUPPORT']);
+
+/**
+ * Listens as kube-proxy does: 0.0.0.0 means every address of both families (Go's listener opens one
+ * dual-stack socket for it, and a kubelet probing a hostNetwork pod on an IPv6 or dual-stack node
+ * connects to its IPv6 address), on IPv4 alone when the kernel has no IPv6. Any other address as given.
+ */
+export async function listenLikeKubeProxy(server: http.Server, addr: BindAddress): Promise<BindAddress> {
+  if (addr.host !== '0.0.0.0') return listen(server, addr);
+  try {
+    return await listen(server, { host: '::', port: addr.port });
+  } catch (e) {
+    if (!NO_IPV6.has((e as NodeJS.ErrnoException).code ?? '')) throw e;
+    return listen(server, addr);
+  }
+}
+
 export async function closeServer(server: http.Server): Promise<void> {
   if (!server.listening) return;
   await new Promise<void>((resolve) => {
@@ -57,8 +75,9 @@ export class RetryingServer {
 
   async start(hardFail: boolean): Promise<void> {
     try {
-      this.bound = await listen(this.server, this.addr);
-      this.log.info(`${this.name}: serving on http://${formatAddress(this.bound.host, this.bound.port)}`);
+      this.bound = await listenLikeKubeProxy(this.server, this.addr);
+      const both = this.addr.host === '0.0.0.0' && this.bound.host === '::' ? ' (every IPv4 and IPv6 address)' : '';
+      this.log.info(`${this.name}: serving on http://${formatAddress(this.bound.host, this.bound.port)}${both}`);
     } catch (e) {
       const msg = `${this.name}: cannot listen on ${formatAddress(this.addr.host, this.addr.port)}: ${(e as Error).message}`;
       if (hardFail) throw new Error(msg);
