@@ -33,7 +33,7 @@ export interface FaultPlan {
 }
 
 /** mulberry32: small, seeded, good enough to pick faults. */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -1,0 +1,93 @@
+// The socket LB's kernel seam (its EbpfLoader) failing chosen calls, or a seeded fraction of them, as
+// the kernel and the addon really fail, over the in-memory maps of ebpf-fake.ts:
+//   - map batches: BPF map batch updates are not transactions: the addon sends one batch syscall per
+//     group, so a failure leaves the groups before it and the elements before it in its group applied
+//     (E2BIG: a hash map is full or its preallocated elements are used up; ENOMEM: an element could not
+//     be allocated; EBUSY: the bucket lock was held, an update from a BPF program on this CPU);
+//   - dumps: the batched lookup fails (ENOMEM);
+//   - socket destruction: the kernel cannot destroy sockets (EOPNOTSUPP: no CONFIG_INET_DIAG_DESTROY).
+// Everything is seeded: a failing property prints a seed that replays it.
+import type { EbpfApplyError, EbpfDump, EbpfMapGroup } from '../../src/native/ebpf';
+import { SVC_KEY_SIZE, SVC_MAP } from '../../src/backend/ebpf/maps';
+import { FakeLoader } from './ebpf-fake';
+import { rng } from './faulty-nft';
+
+/** errno values (Linux x86-64) a BPF map update can fail with. */
+export const MAP_UPDATE_ERRNOS: ReadonlyArray<[string, number]> = [['E2BIG', 7], ['ENOMEM', 12], ['EBUSY', 16]];
+
+export interface EbpfFaultPlan {
+  /** Fraction of apply calls that fail partway (0..1), drawn from `seed`. */
+  rate?: number;
+  /** Apply calls (0-based) that fail whatever the rate. */
+  calls?: number[];
+  /** Fraction of dumps that fail. */
+  dumpRate?: number;
+  /** Fraction of socket destructions that fail. */
+  destroyRate?: number;
+  seed?: number;
+}
+
+export interface InjectedFault { call: number; code: string; group: number; element: number }
+
+export class FaultyEbpfLoader extends FakeLoader {
+  /** Faults are injected while true; set false to let the kernel heal. */
+  faulty = true;
+  calls = 0;
+  readonly injected: InjectedFault[] = [];
+  /** The next apply that writes something fails (then this turns false again). */
+  failNext = false;
+  dumpFailures = 0;
+  destroyFailures = 0;
+  /** Service addresses a connect() would have found inconsistent at the moment a batch failed. */
+  readonly inconsistentAtFailure: string[] = [];
+  private readonly random: () => number;
+
+  constructor(private readonly plan: EbpfFaultPlan = {}) {
+    super();
+    this.random = rng(plan.seed ?? 1);
+  }
+
+  private chosen(rate: number | undefined, call?: number): boolean {
+    if (!this.faulty) return false;
+    return (call !== undefined && this.plan.calls?.includes(call) === true) || this.random() < (rate ?? 0);
+  }
+
+  override async apply(groups: EbpfMapGroup[]): Promise<{ syscalls: number; ms: number }> {
+    const call = this.calls++;
+    const sent = groups.filter((g) => g.count > 0);
+    if (sent.length === 0 || !(this.failNext || this.chosen(this.plan.rate, call))) return super.apply(groups);
+    this.failNext = false;
+    // Where it fails: a group, and an element of it; what comes before is in the maps.
+    const group = Math.floor(this.random() * sent.length);
+    const element = Math.floor(this.random() * sent[group]!.count);
+    const before = sent.slice(0, group);
+    const partial = sent[group]!;
+    const keySize = partial.map === SVC_MAP ? SVC_KEY_SIZE : 4;
+    if (element > 0) {
+      before.push({ ...partial, count: element, keys: partial.keys.subarray(0, element * keySize), values: partial.values?.subarray(0, element * 20) });
+    }
+    if (before.length > 0) await super.apply(before);
+    this.inconsistentAtFailure.push(...this.inconsistent());
+    const [code, errno] = MAP_UPDATE_ERRNOS[Math.floor(this.random() * MAP_UPDATE_ERRNOS.length)]!;
+    this.injected.push({ call, code, group, element });
+    const what = partial.op === 'delete' ? 'delete' : 'update';
+    const e = new Error(`${what} ${partial.map}: ${code}`) as EbpfApplyError;
+    return Promise.reject(Object.assign(e, { errno, code, group, element, syscalls: group + 1 }));
+  }
+
+  override async dump(map: string): Promise<EbpfDump> {
+    if (this.chosen(this.plan.dumpRate)) {
+      this.dumpFailures++;
+      throw Object.assign(new Error(`dump ${map}: ENOMEM`), { errno: 12, code: 'ENOMEM' });
+    }
+    return super.dump(map);
+  }
+
+  override async destroySockets(b: Buffer, n: number) {
+    if (this.chosen(this.plan.destroyRate)) {
+      this.destroyFailures++;
+      throw Object.assign(new Error('destroy sockets: EOPNOTSUPP'), { errno: 95, code: 'EOPNOTSUPP' });
+    }
+    return super.destroySockets(b, n);
+  }
+}
