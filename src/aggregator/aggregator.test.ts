@@ -6,6 +6,7 @@ import { Aggregator, ProducerRefused, type ProducerEvent } from './aggregator';
 import { diffStates } from './diff';
 import { applyOps, DeclarationError, opTable, type ProducerState } from './state';
 import type { NftTransport } from './transport';
+import type { NftForeignCommit, NftTableChange } from '../native/nft-monitor';
 
 class FakeKernel implements NftTransport {
   state: ProducerState = new Map();
@@ -259,6 +260,46 @@ describe('aggregator', () => {
     expect(kernel.batches.length - started).toBe(1);
     expect(new Set(infos.map((i) => i.commit)).size).toBe(1);
     expect(rulesIn(kernel, 't', 'in')).toEqual(['r0', 'r1', 'r2', 'r3', 'r4']);
+    agg.close();
+  });
+});
+
+describe('aggregator: tables changed by another process', () => {
+  class WatchedKernel extends FakeKernel {
+    foreign?: (c: NftForeignCommit) => void;
+    watchForeign(cb: (c: NftForeignCommit) => void): void { this.foreign = cb; }
+  }
+  const change = (table: string, kind: NftTableChange['kind']): NftForeignCommit => ({ overflow: false, pid: 42, comm: 'nft', changes: [{ family: 'inet', table, kind, count: 1 }] });
+  const untilCommits = async (k: FakeKernel, n: number) => { for (let i = 0; i < 200 && k.batches.length < n; i++) await new Promise((r) => setTimeout(r, 5)); };
+
+  test('only the owner\'s changed table is rebuilt whole, logged with who changed it', async () => {
+    const kernel = new WatchedKernel();
+    const logs: string[] = [];
+    const agg = new Aggregator({ transport: kernel, minIntervalMs: 0, log: (m) => logs.push(m) });
+    await agg.connect('a').declare(fw('a', 'r1'));
+    await agg.connect('b').declare(fw('b', 'r2'));
+    kernel.batches = [];
+    kernel.foreign!(change('a', 'rule+'));
+    kernel.foreign!(change('nobody', 'table-'));
+    await untilCommits(kernel, 1);
+    expect(kernel.batches).toHaveLength(1);
+    expect(new Set(kernel.batches[0]!.map((o) => opTable(o).table))).toEqual(new Set(['a']));
+    expect(kinds(kernel.batches[0]!).slice(0, 3)).toEqual(['add table', 'delete table', 'add table']);
+    expect(agg.stats.repairs).toBe(1);
+    expect(logs.join('\n')).toMatch(/table inet a of producer a changed by another process \(pid 42 nft: 1 rule added\): rebuilding it/);
+    agg.close();
+  });
+
+  test('lost notifications rebuild every producer\'s tables', async () => {
+    const kernel = new WatchedKernel();
+    const agg = new Aggregator({ transport: kernel, minIntervalMs: 0 });
+    await agg.connect('a').declare(fw('a', 'r1'));
+    await agg.connect('b').declare(fw('b', 'r2'));
+    kernel.batches = [];
+    kernel.foreign!({ overflow: true });
+    await untilCommits(kernel, 1);
+    expect(new Set(kernel.batches.flat().filter((o) => 'table' in o && o.op === 'delete').map((o) => opTable(o).table))).toEqual(new Set(['a', 'b']));
+    expect(agg.stats.repairs).toBe(1);
     agg.close();
   });
 });

@@ -4,8 +4,10 @@
 // transaction, at most `burst` back to back then one per `minIntervalMs`. When the kernel refuses
 // the batch, the failing ops are mapped back to their producers: everyone else's changes are
 // committed without them in the same tick, the culprit is told which object failed and why, and it
-// is retried later with a full resync of its own tables only.
+// is retried later with a full resync of its own tables only. A producer's table changed by another
+// process (`nft delete table`, `nft flush ruleset`, a rule inserted) is rebuilt at the next tick.
 import type { NftApplyError, NftFailure, NftOp } from '../native/nft-types';
+import { describeChanges, type NftForeignCommit, type NftTableChange } from '../native/nft-monitor';
 import { diffStates, type Scope } from './diff';
 import { CommitBudget } from './rate';
 import { applyOps, checkOps, countObjects, DeclarationError, opTable, tableKey, type ProducerState } from './state';
@@ -118,7 +120,8 @@ export class Aggregator {
   private paused = false;
   private closed = false;
   private readonly log: (m: string) => void;
-  readonly stats = { commits: 0, refusedBatches: 0, messages: 0, bytes: 0, ops: 0 };
+  /** repairs: producers' tables found changed by another process (or notifications lost) and rebuilt. */
+  readonly stats = { commits: 0, refusedBatches: 0, messages: 0, bytes: 0, ops: 0, repairs: 0 };
   /** IPVS messages, batched per tick (when the aggregator was given an IPVS transport). */
   readonly ipvs?: IpvsBatcher;
 
@@ -126,6 +129,49 @@ export class Aggregator {
     this.budget = new CommitBudget(opts.minIntervalMs ?? 100, opts.burst ?? 3, Date.now());
     this.log = opts.log ?? (() => {});
     if (opts.ipvs) this.ipvs = new IpvsBatcher({ transport: opts.ipvs, minIntervalMs: opts.minIntervalMs, burst: opts.burst, log: this.log });
+    this.watch();
+  }
+
+  /** Watches other processes' nftables commits, when the transport can (otherwise tampering stays until the producer resyncs). */
+  private watch(): void {
+    if (!this.opts.transport.watchForeign) return;
+    try {
+      this.opts.transport.watchForeign((c) => this.onForeign(c));
+    } catch (e) {
+      this.log(`aggregator: cannot watch nftables changes (${(e as Error).message}): producers' tables changed by others are repaired at their next resync only`);
+    }
+  }
+
+  private onForeign(c: NftForeignCommit): void {
+    if (this.closed) return;
+    if (c.overflow) {
+      const all = [...this.producers.values()].filter((p) => p.applied.size > 0);
+      for (const p of all) p.resync = true;
+      if (all.length > 0) {
+        this.stats.repairs++;
+        this.log(`aggregator: nftables change notifications were lost (socket buffer overflow): rebuilding the tables of ${all.map((p) => p.name).join(', ')}`);
+      }
+      this.schedule();
+      return;
+    }
+    // Tables per producer that owns them and has applied them.
+    const hit = new Map<Producer, { keys: Set<string>; changes: NftTableChange[] }>();
+    for (const ch of c.changes) {
+      const k = tableKey(ch.family, ch.table);
+      const p = this.producers.get(this.owners.get(k) ?? '');
+      if (!p || !p.applied.has(k)) continue;
+      const h = hit.get(p) ?? { keys: new Set<string>(), changes: [] };
+      h.keys.add(k);
+      h.changes.push(ch);
+      hit.set(p, h);
+    }
+    for (const [p, h] of hit) {
+      for (const k of h.keys) p.replace.add(k);
+      this.stats.repairs++;
+      this.log(`aggregator: ${[...h.keys].map((k) => `table ${k}`).join(', ')} of producer ${p.name} changed by another process ` +
+        `(pid ${c.pid}${c.comm ? ` ${c.comm}` : ''}: ${describeChanges(h.changes)}): rebuilding it`);
+    }
+    if (hit.size > 0) this.schedule();
   }
 
   connect(name: string, info: { peer?: string } = {}): ProducerHandle {
@@ -204,6 +250,7 @@ export class Aggregator {
 
   close(): void {
     this.closed = true;
+    this.opts.transport.close?.();
     this.ipvs?.close();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;

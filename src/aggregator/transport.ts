@@ -1,6 +1,7 @@
 // Where the aggregator's batches go. Production: the native addon, ONE nftables transaction per
 // apply; unit tests use a fake that records batches and refuses chosen objects.
 import * as native from '../native';
+import { startNftMonitor, type NftForeignCommit, type NftMonitor } from '../native/nft-monitor';
 import type { ApplyResult, NativeCallOptions, NftOp } from '../native/nft-types';
 
 export interface NftTransport {
@@ -9,8 +10,36 @@ export interface NftTransport {
    * positions in `ops` (then nothing was applied).
    */
   apply(ops: NftOp[]): Promise<ApplyResult>;
+  /**
+   * Calls `onCommit` for every nftables transaction another process commits (or when notifications
+   * were lost); absent: the transport cannot watch. Throws when the watch cannot start.
+   */
+  watchForeign?(onCommit: (c: NftForeignCommit) => void): void;
+  close?(): void;
 }
 
 export function nativeTransport(opts: NativeCallOptions = {}): NftTransport {
-  return { apply: (ops) => native.nftApply(ops, opts) };
+  let monitor: NftMonitor | undefined;
+  // While a transaction of ours is in flight the monitor leaves the notification group: our own
+  // commits are no news, and a large one's notifications would flood it.
+  let applying = 0;
+  return {
+    async apply(ops) {
+      if (applying++ === 0) monitor?.pause();
+      try {
+        return await native.nftApply(ops, opts);
+      } finally {
+        if (--applying === 0) monitor?.resume();
+      }
+    },
+    watchForeign(onCommit) {
+      monitor?.close();
+      monitor = startNftMonitor(onCommit, opts);
+      if (applying > 0) monitor.pause();
+    },
+    close() {
+      monitor?.close();
+      monitor = undefined;
+    },
+  };
 }
