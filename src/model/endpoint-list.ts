@@ -56,6 +56,8 @@ export class EndpointList implements Iterable<Endpoint> {
   }
 
   get length(): number { return this.ips.length; }
+  /** Every endpoint's address, in order (the list's own column: read, never change it). */
+  get ipColumn(): readonly string[] { return this.ips; }
   ip(i: number): string { return this.ips[i]!; }
   port(i: number): number { return typeof this.ports === 'number' ? this.ports : this.ports[i]!; }
   local(i: number): boolean { return (this.flags.charCodeAt(i) & LOCAL) !== 0; }

@@ -269,39 +269,6 @@ export async function diff(plans: ServicePlan[], kernel: MapContents, out: MapCh
   for (const id of kernel.be.keys()) out.beDel.push(id);
 }
 
-/**
- * Every entry of the plans, written straight into the batch buffers: the full sync into empty maps (a
- * node's first start), where nothing is compared and nothing is deleted.
- */
-export async function everything(plans: ServicePlan[], y: Yielder): Promise<EbpfMapGroup[]> {
-  let nb = 0, ns = 0, nh = 0;
-  for (const p of plans) { nb += p.backends; ns += p.slots; nh += p.heads; }
-  const beKeys = Buffer.allocUnsafe(nb * 4), beValues = Buffer.allocUnsafe(nb * BACKEND_VALUE_SIZE);
-  const slotKeys = Buffer.allocUnsafe(ns * SVC_KEY_SIZE), slotValues = Buffer.alloc(ns * SVC_VALUE_SIZE);
-  const headKeys = Buffer.allocUnsafe(nh * SVC_KEY_SIZE), headValues = Buffer.allocUnsafe(nh * SVC_VALUE_SIZE);
-  let b = 0, s = 0, h = 0;
-  for (let p = 0; p < plans.length; p++) {
-    if ((p & 63) === 0 && y.due()) await y.turn();
-    const plan = plans[p];
-    beKeys.write(plan.section(plan.backendIdsAt, plan.backendValuesAt), b * 4, 'latin1');
-    beValues.write(plan.section(plan.backendValuesAt, plan.backendPortsAt), b * BACKEND_VALUE_SIZE, 'latin1');
-    b += plan.backends;
-    slotKeys.write(plan.section(plan.slotKeysAt, plan.slotIdsAt), s * SVC_KEY_SIZE, 'latin1');
-    // Slot values: only the backend id set.
-    for (let j = 0; j < plan.slots; j++) slotValues.writeUInt32LE(plan.slotId(j), (s + j) * SVC_VALUE_SIZE);
-    s += plan.slots;
-    headKeys.write(plan.section(0, plan.headValuesAt), h * SVC_KEY_SIZE, 'latin1');
-    headValues.write(plan.section(plan.headValuesAt, plan.slotKeysAt), h * SVC_VALUE_SIZE, 'latin1');
-    h += plan.heads;
-  }
-  const groups: EbpfMapGroup[] = [
-    { map: BACKEND_MAP, op: 'update', count: nb, keys: beKeys, values: beValues },
-    { map: SVC_MAP, op: 'update', count: ns, keys: slotKeys, values: slotValues },
-    { map: SVC_MAP, op: 'update', count: nh, keys: headKeys, values: headValues },
-  ];
-  return groups.filter((g) => g.count > 0);
-}
-
 /** kpng_gone keys (backend value + service address, port, protocol + a pad byte) of the lost backends. */
 export function goneKeys(gone: Map<string, Set<string>>): Buffer[] {
   const out: Buffer[] = [];

@@ -17,7 +17,8 @@ export class CombinedDataplane implements Dataplane {
    * before it only waits for the kernel (its `waiting` call) or has ended: its JavaScript then
    * overlaps that wait, but never the JavaScript before it
    * (run fully at once, the two parts' JavaScript interleaved and the maps were complete later, for
-   * no gain in total time). Each part runs even when the one before it failed; the first failure (in part
+   * no gain in total time; planned in a worker thread meanwhile, the socket LB slowed the nft part's
+   * rendering on 2 cores about as much as it saved). Each part runs even when the one before it failed; the first failure (in part
    * order) fails the whole. The reports add up (their times overlap: the KernelSink logs the wall
    * time of the whole).
    */

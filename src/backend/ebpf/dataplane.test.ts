@@ -1,8 +1,9 @@
 // The socket-LB dataplane without a kernel: what it asks of the maps, in which order, and how it
 // recovers from a failed batch (the e2e test in test/e2e/ebpf.test.ts makes real connections).
-import { IPFamily, Protocol, Target, normalizeItem, type Endpoint, type Route, type Service } from '../../model/enls';
+import { EndpointList, IPFamily, Protocol, Target, normalizeItem, type Endpoint, type Route, type Service } from '../../model/enls';
 import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { FakeLoader } from '../../../test/helpers/ebpf-fake';
+import { node as ebpfNode, variedServices } from '../../../test/helpers/ebpf-services';
 import { EbpfDataplane } from './dataplane';
 import { BACKEND_MAP, decodeBackend, decodeSvcKey, decodeSvcValue } from './maps';
 
@@ -216,6 +217,44 @@ test('a failed batch rejects; the next full sync converges from what the kernel 
   await dp.fullSync([a2], undefined, 3);
   expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.11:8080' });
   expect(fake.be.size).toBe(1);
+});
+
+test('a batch of a first sync that fails ends it once the batches in the kernel are done; the next full sync converges', async () => {
+  const services = variedServices(5000);
+  const { fake, dp } = mk();
+  fake.failAt = 2;
+  await expect(dp.fullSync(services, ebpfNode, 1)).rejects.toThrow(/No space left/);
+  // Nothing still in the kernel after the rejection: no batch comes after it.
+  const sent = fake.groups.length;
+  await new Promise((r) => setTimeout(r, 10));
+  expect(fake.groups.length).toBe(sent);
+  await dp.fullSync(services, ebpfNode, 2);
+  const clean = mk();
+  await clean.dp.fullSync(services, ebpfNode, 1);
+  expect(sent).toBeLessThan(clean.fake.groups.length);
+  expect(fake.resolve()).toEqual(clean.fake.resolve());
+  expect(fake.be.size).toBe(clean.fake.be.size);
+});
+
+test('a first sync: two services claiming one address across batches in the kernel together, the last planned wins', async () => {
+  const services = variedServices(3000);
+  // Service 2 has external IPs; its twin, planned last, claims them with other endpoints.
+  const twin: Service = { ...services[2]!, name: 'twin', namespace: 'other', ports: services[2]!.ports.map((p) => ({ ...p, clusterEndpoints: EndpointList.from([ep('10.250.0.1')]), localEndpoints: EndpointList.from([ep('10.250.0.1')]) })) };
+  const all = [...services, twin];
+  // The kernel takes the first batch slowly: without ordering, the twin's batch would land first.
+  const fake = new FakeLoader();
+  const apply = fake.apply.bind(fake);
+  let calls = 0;
+  fake.apply = async (groups) => { if (calls++ === 0) await new Promise((r) => setTimeout(r, 500)); return apply(groups); };
+  await new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}).fullSync(all, ebpfNode, 1);
+  const sequential = new FakeLoader();
+  const dp = new EbpfDataplane(async () => sequential as unknown as EbpfLoader, () => {});
+  await dp.fullSync(services, ebpfNode, 1);
+  await dp.update([{ key: 'svc/other/twin', old: null, new: twin }], ebpfNode, 2);
+  expect(calls).toBeGreaterThanOrEqual(2);
+  expect(fake.inconsistent()).toEqual([]);
+  expect(fake.refusedBetween.size).toBe(0);
+  expect(fake.resolve()).toEqual(sequential.resolve());
 });
 
 test('sockets are destroyed per (service, protocol, backend) that went away, not for a backend another service keeps', async () => {

@@ -10,43 +10,58 @@
 // A full sync reads the maps back from the kernel (they are pinned: after a restart they still hold
 // the previous process's state and keep balancing) and converges them to the ENLS the same way, so a
 // restart never interrupts the service; a process that starts over pinned maps takes their ids over,
-// so it rewrites only what changed. A failed batch throws: the KernelSink's next sync is a full one.
+// so it rewrites only what changed. Into empty maps (a node's first start) there is nothing to compare:
+// the entries go straight into batch buffers as they are planned (fresh-plan.ts). A failed batch
+// throws: the KernelSink's next sync is a full one.
 // Two services that claim the same service address (an external IP given twice) share its entries:
 // the last planned wins, and removing either removes them.
 import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
-import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
+import type { EbpfDump, EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
-import { Adoption, contentsOf, diff, everything, goneKeys, MapChanges, readKernel } from './changes';
+import { Adoption, contentsOf, diff, goneKeys, MapChanges, readKernel } from './changes';
+import { FreshPlan, type FreshResult } from './fresh-plan';
 import { BACKEND_MAP, ByteWriter, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
-import { planService, serviceEntries, serviceEntriesAtMost, type Ids, type ServicePlan } from './plan';
+import { fitsIn, planService, serviceEntries, writePlanIds, type Ids, type ServicePlan } from './plan';
 
 /**
- * Entries (both maps) a chunk of a first full sync holds: about 0.4 MB of batch buffers. Two chunks are
- * alive at a time (one in the kernel, the next being packed), beside the nft part's batch, which is
- * still in the kernel when the socket LB part starts. At 50k services the sync took as long as with
- * 32k-entry chunks.
+ * Batches of whole services (disjoint entries) sent as they are planned, two in the kernel at a time
+ * on the addon's worker threads while the next is planned: the kernel's part of a first sync (about
+ * 1 µs an entry without --ebpf-prealloc) then runs on both cores once the nft transaction is done,
+ * rather than on one.
  */
-const CHUNK_ENTRIES = 8192;
-
-/** Batches sent one after the other, the next packed while the one before is in the kernel. */
 class ChunkedWrite {
-  private inFlight: Promise<unknown> | undefined;
+  private readonly inFlight: Promise<unknown>[] = [];
   private readonly report: SyncReport = { messages: 0, bytes: 0, ms: 0 };
-  constructor(private readonly lb: EbpfLoader) {}
+  constructor(private readonly lb: EbpfLoader, private readonly parallel = 2) {}
 
-  async send(groups: EbpfMapGroup[]): Promise<void> {
-    await this.inFlight;
+  /** Sends a batch once fewer than `parallel` are in the kernel (`afterEarlier`: once none is). */
+  async send(groups: EbpfMapGroup[], afterEarlier = false): Promise<void> {
+    if (afterEarlier) await this.all();
+    if (this.inFlight.length >= this.parallel) await this.inFlight.shift();
     if (groups.length === 0) return;
     this.report.bytes += groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
-    this.inFlight = this.lb.apply(groups).then((r) => { this.report.messages += r.syscalls; this.report.ms += r.ms; });
-    // Awaited by the next send or done(); until then a failure must not count as unhandled.
-    this.inFlight.catch(() => {});
+    const p = this.lb.apply(groups).then((r) => { this.report.messages += r.syscalls; this.report.ms += r.ms; });
+    // Awaited by a later send or done(); until then a failure must not count as unhandled.
+    p.catch(() => {});
+    this.inFlight.push(p);
   }
 
   async done(): Promise<SyncReport> {
-    await this.inFlight;
+    await this.all();
     return this.report;
+  }
+
+  /** Waits for every batch in the kernel, then throws the first failure: none is left behind a throw. */
+  private async all(): Promise<void> {
+    const results = await Promise.allSettled(this.inFlight.splice(0));
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  /** Waits for the batches in the kernel, failed or not (a failed sync leaves none behind it). */
+  async settle(): Promise<void> {
+    await Promise.allSettled(this.inFlight.splice(0));
   }
 }
 
@@ -61,10 +76,13 @@ class Planned {
 
   static of(svc: Service, p: ServicePlan): Planned {
     const w = idsWriter.reset();
-    w.latin1(p.bytes, p.backendIdsAt, p.backends * 4);
-    // svc_value.svc_id, bytes 12-15 of each slot 0 value.
-    for (let j = 0; j < p.heads; j++) w.latin1(p.bytes, p.headValuesAt + j * SVC_VALUE_SIZE + 12, 4);
+    writePlanIds(p, w);
     return new Planned(svc, w.text(), p.heads, p.slots, p.backends);
+  }
+
+  /** A service planned by a FreshPlan: its ids as writePlanIds writes them, and its counts. */
+  static fromIds(svc: Service, ids: string, heads: number, slots: number, backends: number): Planned {
+    return new Planned(svc, ids, heads, slots, backends);
   }
 
   get entries(): number { return this.heads + this.slots; }
@@ -73,8 +91,8 @@ class Planned {
   replaying(fresh: Ids): Ids {
     let b = 0, h = 0;
     return {
-      backend: (k, head) => (b < this.backends ? u32At(this.ids, 4 * b++) : fresh.backend(k, head)),
-      service: (k) => (h < this.heads ? u32At(this.ids, 4 * (this.backends + h++)) : fresh.service(k)),
+      backend: (keys) => (b < this.backends ? u32At(this.ids, 4 * b++) : fresh.backend(keys)),
+      service: (keys) => (h < this.heads ? u32At(this.ids, 4 * (this.backends + h++)) : fresh.service(keys)),
     };
   }
 
@@ -143,9 +161,7 @@ export class EbpfDataplane implements Dataplane {
    * previous plan already out of the count); otherwise records it as overflowed and returns undefined.
    */
   private planIfFits(key: string, svc: Service, ids: () => Ids): ServicePlan | undefined {
-    const room = this.capacity - this.entries;
-    // The exact count walks the service's destinations, as planService does next: only near the top.
-    if (serviceEntriesAtMost(svc, this.node) > room && serviceEntries(svc, this.node) > room) {
+    if (!fitsIn(svc, this.node, this.capacity - this.entries)) {
       this.overflow.set(key, svc);
       return undefined;
     }
@@ -291,30 +307,30 @@ export class EbpfDataplane implements Dataplane {
   private ids(old?: ServicePlan, adopt?: Adoption): Ids {
     let oldBackends: Map<string, number> | undefined, oldServices: Map<string, number> | undefined;
     return {
-      backend: (k, head) => {
+      backend: (keys) => {
         if (old) {
           if (!oldBackends) {
             oldBackends = new Map();
             for (let i = 0; i < old.backends; i++) oldBackends.set(old.endpointKey(i), old.backendId(i));
           }
-          const id = oldBackends.get(k);
+          const id = oldBackends.get(keys.endpoint());
           if (id !== undefined) return id;
         } else if (adopt) {
-          const id = adopt.backend(head, k);
+          const id = adopt.backend(keys.head(), keys.endpoint());
           if (id !== undefined) return id;
         }
         return this.nextBackend++;
       },
-      service: (k) => {
+      service: (keys) => {
         if (old) {
           if (!oldServices) {
             oldServices = new Map();
             for (let j = 0; j < old.heads; j++) oldServices.set(old.headKey(j), svcIdOfValue(old.bytes, old.headValuesAt + j * SVC_VALUE_SIZE));
           }
-          const id = oldServices.get(k);
+          const id = oldServices.get(keys.head());
           if (id !== undefined) return id;
         } else if (adopt) {
-          const id = adopt.service(k);
+          const id = adopt.service(keys.head());
           if (id !== undefined) return id;
         }
         return this.nextService++;
@@ -337,38 +353,103 @@ export class EbpfDataplane implements Dataplane {
     const lb = await this.loader();
     signal?.throwIfAborted();
     const t0 = performance.now();
-    // At 50k services the maps hold over a million entries: every loop below gives the event loop a
-    // turn every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync
-    // at a time). A stop ends the sync at the next turn: over maps that hold something, before they
-    // are written; into empty maps, with the chunks sent so far written (the next start converges).
+    // At 50k services the maps hold over a million entries: every loop gives the event loop a turn
+    // every few ms (nothing else touches this dataplane meanwhile: the KernelSink runs one sync at a
+    // time). A stop ends the sync at the next turn.
     const y = new Yielder(this.opts.yieldMs, signal);
     // What the kernel has (the previous process's state after a restart; empty on a node's first start).
     const svcDump = await lb.dump(SVC_MAP);
     const beDump = await lb.dump(BACKEND_MAP);
-    const syscalls = svcDump.syscalls + beDump.syscalls;
-    const kernel = svcDump.count + beDump.count > 0 ? await readKernel(svcDump, beDump, y) : undefined;
-    if (kernel) {
-      this.nextService = Math.max(this.nextService, kernel.maxService + 1);
-      this.nextBackend = Math.max(this.nextBackend, kernel.maxBackend + 1);
-    }
-    // Ids are kept: a service planned before keeps its own (an unchanged one is planned again with the
-    // same ids, a changed one keeps those of the endpoints that stay), and one this process has not
-    // planned takes the ids the maps hold (a new process takes its predecessor's maps over as they
-    // are). So a periodic resync rewrites nothing, and neither does a restart where nothing changed.
-    const adopt = kernel ? new Adoption(kernel) : undefined;
-    const nodeBefore = this.node;
-    const before = this.planned;
+    const r = svcDump.count + beDump.count > 0
+      ? await this.converge(lb, svcDump, beDump, services, node, y, waiting)
+      : await this.fresh(lb, services, node, y, waiting);
+    this.filled(lb);
+    return { messages: r.messages + svcDump.syscalls + beDump.syscalls, bytes: r.bytes, ms: performance.now() - t0 };
+  }
+
+  /** Resets what the dataplane keeps for a full sync's plans. */
+  private forget(node: NodeInfo | undefined): void {
     this.planned = new Map();
     this.entries = 0;
     this.backendCount = 0;
     // A node item change always comes as a full sync (KernelSink): updates plan with this one.
     this.node = node;
     this.overflow.clear();
-    // Into empty maps (a node's first start) nothing is compared or deleted: services are written as
-    // they are planned, a chunk at a time, each chunk's batch in the kernel while the next is planned.
-    const chunks = kernel ? undefined : new ChunkedWrite(lb);
+  }
+
+  /**
+   * Into empty maps (a node's first start): nothing is compared or deleted and every id is a new one,
+   * so the entries are written straight into batch buffers as they are planned (FreshPlan), two
+   * batches in the kernel at a time while the next is planned. A stop or a failed batch ends the sync
+   * once the batches in the kernel are done, those sent so far written; the next sync, a full one,
+   * reads the maps again and converges them.
+   */
+  private async fresh(lb: EbpfLoader, services: Service[], node: NodeInfo | undefined, y: Yielder, waiting?: () => void): Promise<SyncReport> {
+    this.forget(node);
+    const plan = new FreshPlan({ node, capacity: this.capacity, firstBackend: this.nextBackend, firstService: this.nextService, services: services.length });
+    const chunks = new ChunkedWrite(lb);
+    let r: SyncReport;
+    try {
+      let i = 0;
+      for (const svc of services) {
+        if ((++i & 63) === 0 && y.due()) await y.turn();
+        if (plan.add(svc)) { const b = plan.take(); await chunks.send(b.groups, b.afterEarlier); }
+      }
+      const last = plan.take();
+      await chunks.send(last.groups, last.afterEarlier);
+      waiting?.();
+      r = await chunks.done();
+    } catch (e) {
+      await chunks.settle();
+      throw e;
+    }
+    await this.keepFresh(services, plan.result(), y);
+    this.reportOverflow();
+    return r;
+  }
+
+  /** Records a fresh plan: each service's ids and counts, or its overflow. */
+  private async keepFresh(services: Service[], res: FreshResult, y: Yielder): Promise<void> {
+    // One string for all the ids; each service keeps a slice of it.
+    const ids = Buffer.from(res.ids.buffer, res.ids.byteOffset, res.ids.byteLength).toString('latin1');
+    let at = 0;
+    for (let i = 0; i < services.length; i++) {
+      if ((i & 255) === 0 && y.due()) await y.turn();
+      const svc = services[i]!, key = serviceKey(svc.namespace, svc.name);
+      const heads = res.counts[3 * i]!, slots = res.counts[3 * i + 1]!, backends = res.counts[3 * i + 2]!;
+      if (heads < 0) {
+        this.overflow.set(key, svc);
+        continue;
+      }
+      const len = 4 * (backends + heads);
+      this.planned.set(key, Planned.fromIds(svc, ids.slice(at, at + len), heads, slots, backends));
+      at += len;
+      this.entries += heads + slots;
+      this.backendCount += backends;
+    }
+    this.nextBackend = res.nextBackend;
+    this.nextService = res.nextService;
+  }
+
+  /**
+   * Over maps that hold something (a restart, a resync, a failed batch): what differs between the
+   * dumped maps and the plans is written, what the maps hold beyond them deleted (a stop ends the sync
+   * before the maps are written).
+   */
+  private async converge(lb: EbpfLoader, svcDump: EbpfDump, beDump: EbpfDump, services: Service[], node: NodeInfo | undefined, y: Yielder, waiting?: () => void): Promise<SyncReport> {
+    const kernel = await readKernel(svcDump, beDump, y);
+    this.nextService = Math.max(this.nextService, kernel.maxService + 1);
+    this.nextBackend = Math.max(this.nextBackend, kernel.maxBackend + 1);
+    // Ids are kept: a service planned before keeps its own (an unchanged one is planned again with the
+    // same ids, a changed one keeps those of the endpoints that stay), and one this process has not
+    // planned takes the ids the maps hold (a new process takes its predecessor's maps over as they
+    // are). So a periodic resync rewrites nothing, and neither does a restart where nothing changed.
+    const adopt = new Adoption(kernel);
+    const nodeBefore = this.node;
+    const before = this.planned;
+    this.forget(node);
     const plans: ServicePlan[] = [];
-    let chunk: ServicePlan[] = [], chunkEntries = 0, i = 0;
+    let i = 0;
     for (const svc of services) {
       if ((++i & 63) === 0 && y.due()) await y.turn();
       const key = serviceKey(svc.namespace, svc.name);
@@ -379,29 +460,16 @@ export class EbpfDataplane implements Dataplane {
         const old = planService(was.svc, was.replaying(this.ids()), nodeBefore);
         return this.ids(was.same(old) ? old : undefined, adopt);
       });
-      if (!plan) continue;
-      if (!chunks) {
-        plans.push(plan);
-        continue;
-      }
-      chunk.push(plan);
-      chunkEntries += plan.entries + plan.backends;
-      if (chunkEntries < CHUNK_ENTRIES) continue;
-      await chunks.send(await everything(chunk, y));
-      chunk = [];
-      chunkEntries = 0;
+      if (plan) plans.push(plan);
     }
     this.reportOverflow();
-    let r: SyncReport;
-    if (chunks) {
-      await chunks.send(await everything(chunk, y));
-      waiting?.();
-      r = await chunks.done();
-    } else {
-      const ch = new MapChanges(this.destroys);
-      await diff(plans, kernel!, ch, y);
-      r = await this.send(lb, await ch.groups(y, this.shortOfRoom(svcDump.count, beDump.count, ch)), ch.gone, waiting);
-    }
+    const ch = new MapChanges(this.destroys);
+    await diff(plans, kernel, ch, y);
+    return this.send(lb, await ch.groups(y, this.shortOfRoom(svcDump.count, beDump.count, ch)), ch.gone, waiting);
+  }
+
+  /** After a full sync that succeeded. */
+  private filled(lb: EbpfLoader): void {
     this.fullSynced = true;
     // Maps were replaced at the open: the pinned links still ran the previous programs on the previous
     // maps (the last state, still balancing); the new maps are full now, so the links move.
@@ -409,7 +477,6 @@ export class EbpfDataplane implements Dataplane {
       const n = lb.activate();
       this.log(`ebpf: ${n} pinned links moved to the new programs now that their new maps are filled`);
     }
-    return { messages: r.messages + syscalls, bytes: r.bytes, ms: performance.now() - t0 };
   }
 
   private async updateOnce(changes: ServiceChange[], waiting?: () => void): Promise<SyncReport> {

@@ -1,6 +1,6 @@
 // The socket LB's plan for node ports: entries on the node's addresses where node ports answer.
 import { IPFamily, Protocol, Target, normalizeItem, type NodeInfo, type Route, type Service } from '../../model/enls';
-import { decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from './maps';
+import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from './maps';
 import { nodePortAddrs, planEntries, planService, serviceEntries, serviceEntriesAtMost, type Ids } from './plan';
 
 const r = (target: Target): Route => ({ target, masquerade: false });
@@ -65,5 +65,21 @@ describe('ebpf plan: node ports', () => {
     expect(heads(svc(Target.REJECT), n).get('192.168.50.1:30080')).toBe(-1);
     // Without a node item the node's addresses are unknown: no node-port entries.
     expect(heads(svc(Target.CLUSTER))).toEqual(new Map([['10.96.0.1:80', 1]]));
+  });
+});
+
+describe('ebpf plan: endpoint lists', () => {
+  test('endpoints of the other family are left out of a port\'s backends', () => {
+    const mixed = [{ ip: '10.244.1.2', port: 8080, local: true, terminating: false }, { ip: 'fd00::2', port: 8080, local: true, terminating: false }];
+    const s = normalizeItem({
+      key: 'svc/ns/mixed',
+      service: {
+        namespace: 'ns', name: 'mixed', type: 'ClusterIP', clusterIps: { v4: ['10.96.0.7'], v6: [] },
+        ports: [{ port: { name: 'p', protocol: Protocol.TCP, port: 80, nodePort: 0 }, family: IPFamily.IPV4, clusterEndpoints: mixed, localEndpoints: mixed, clusterIp: { pod: r(Target.CLUSTER), node: r(Target.CLUSTER), other: r(Target.CLUSTER) } }],
+      },
+    }).service!;
+    const plan = planService(s, ids);
+    expect(plan.backends).toBe(1);
+    expect([...planEntries(plan).backends.values()].map((v) => decodeBackend(Buffer.from(v, 'latin1')).addr)).toEqual(['10.244.1.2']);
   });
 });
