@@ -55,7 +55,7 @@ function cpuJiffies(): { busy: number; total: number } {
   return { busy: total - idle, total };
 }
 
-function generate(lab: Lab, from: string, a: string[]): Promise<number> {
+function generate(_lab: Lab, from: string, a: string[]): Promise<number> {
   return new Promise((resolve, reject) => execFile('ip', ['netns', 'exec', from, BIN, ...a], { timeout: 120000 },
     (e, out) => (e ? reject(e) : resolve(Number(String(out).trim())))));
 }

@@ -4,7 +4,7 @@
 // changed is replaced as a whole (add, delete, add: no window without rules, one transaction).
 import { pushAll } from '../util/push-all';
 import type { NftElement, NftOp } from '../native/nft-types';
-import { elementKey, type ProducerState, type TableState } from './state';
+import { type ProducerState, type TableState } from './state';
 
 const fingerprints = new WeakMap<object, string>();
 

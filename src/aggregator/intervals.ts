@@ -65,7 +65,7 @@ export function parseRange(t: NftDataType, v: unknown): Range {
  * Returns the elements, or the index of a range that overlaps an earlier one.
  */
 export function intervalElements<D>(ranges: Range[], data?: D[], withData?: (e: NftElement, d: D) => void): NftElement[] | { overlap: number } {
-  const order = ranges.map((r, i) => i).sort((a, b) => cmp(ranges[a].lo, ranges[b].lo) || cmp(ranges[a].hi, ranges[b].hi));
+  const order = ranges.map((_r, i) => i).sort((a, b) => cmp(ranges[a].lo, ranges[b].lo) || cmp(ranges[a].hi, ranges[b].hi));
   // Merged (sets) or checked (maps) ranges, in order.
   const out: { lo: Uint8Array; hi: Uint8Array; i: number }[] = [];
   for (const i of order) {

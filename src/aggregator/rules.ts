@@ -193,7 +193,7 @@ class RuleCompiler {
     if (keys.length !== types.length || keys.some((k, i) => !RuleCompiler.fits(k, types[i]))) {
       this.fail(field, `keys ${keys.join(' . ')} do not fit set ${set.name}'s type ${types.join(' . ')}`);
     }
-    keys.forEach((k, i) => { const v = RuleCompiler.verOf(types[i]); if (v) this.requireIp(field, v); });
+    keys.forEach((_k, i) => { const v = RuleCompiler.verOf(types[i]); if (v) this.requireIp(field, v); });
     let word = 0;
     const loads: NftExpr[] = [];
     keys.forEach((k, i) => {

@@ -12,7 +12,7 @@ export class UpdateTracker {
   private readonly sub: Subscription;
   private done: Promise<void> = Promise.resolve();
 
-  constructor(private readonly state: ItemStore, private readonly onQueued: (families: IPFamilyName[], revision: number) => void) {
+  constructor(state: ItemStore, private readonly onQueued: (families: IPFamilyName[], revision: number) => void) {
     this.sub = state.subscribe();
   }
 

@@ -4,7 +4,7 @@
 //
 // Uses the build in dist/ (`npm run build`; `make test` does it).
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { waitFor as waitUntil } from '../helpers/wait';

@@ -5,7 +5,7 @@
 // KUBE-KUBELET-CANARY and a rule and a set of someone else: only kube-proxy's go.
 import { isKubeProxyChain, removeUpstreamRules } from '../../src/cleanup';
 import { createLogger } from '../../src/util/log';
-import { Netns, sh } from '../helpers/netns';
+import { Netns } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
 
 const d = gated(need.netns(), need.native(), need.ipset()).describe;

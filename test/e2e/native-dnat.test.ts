@@ -6,7 +6,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as readline from 'node:readline';
 import {
-  NFT_REG32, NFT_REG_1, concat, conntrackDelete, expr, ipv4, nativeAvailable, nftApply, port, proto, u32host,
+  NFT_REG32, NFT_REG_1, concat, conntrackDelete, expr, ipv4, nftApply, port, proto, u32host,
   type NftOp,
 } from '../../src/native/index';
 import { nftList } from '../helpers/nft-list';

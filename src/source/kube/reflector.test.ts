@@ -55,7 +55,7 @@ class RecordingStore implements ReflectorStore {
     if (deleted) this.objects.delete(key);
     else this.objects.set(key, raw);
   }
-  replace(kind: any, raws: readonly any[]): void {
+  replace(_kind: any, raws: readonly any[]): void {
     const keep = new Set(raws.map((r) => r.metadata.name));
     this.ops.push(`replace ${[...keep].join(',')}`);
     for (const r of raws) this.objects.set(r.metadata.name, r);

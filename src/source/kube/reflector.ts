@@ -240,7 +240,7 @@ export class Reflector {
 
   /** A consistent, paginated list; replaces the kind in the store and sets the resourceVersion. */
   private async list(signal: AbortSignal): Promise<void> {
-    const { what, log, kind } = this.opts;
+    const { kind } = this.opts;
     const t0 = performance.now();
     const items: unknown[] = [];
     let cont = '';
