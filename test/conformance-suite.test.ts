@@ -1,5 +1,5 @@
 // hack/conformance/suite.ts: the default selection of upstream's e2e tests, and how a run is read.
-import { comparisonTable, DEFAULT_FOCUS, DEFAULT_SKIPS, readReport, skipRegex, summaryLine } from '../hack/conformance/suite';
+import { comparisonTable, DEFAULT_FOCUS, DEFAULT_SKIPS, familyFocus, familySkips, readReport, skipRegex, summaryLine } from '../hack/conformance/suite';
 
 const spec = (texts: string[], leaf: string, state: string, runTimeNs: number, message?: string) => ({
   ContainerHierarchyTexts: texts,
@@ -61,6 +61,44 @@ describe('conformance suite selection', () => {
     expect(withExtra.test('x [Disruptive]')).toBe(true);
     // ExternalName services need no outside address: not caught by the ExternalIP skip.
     expect(new RegExp(skipRegex()).test('[sig-network] Services should be able to change the type from ExternalName to ClusterIP [Conformance]')).toBe(false);
+  });
+});
+
+describe('the wide profile', () => {
+  const focus = new RegExp(familyFocus('ipv4', 'wide'));
+  const skip = new RegExp(skipRegex(undefined, 'ipv4', 'wide'));
+  const runs = (name: string) => focus.test(name) && !skip.test(name);
+
+  test.each([
+    '[sig-network] Conntrack should be able to preserve UDP traffic when server pod cycles for a NodePort service',
+    '[sig-network] KubeProxy should set TCP CLOSE_WAIT timeout [Privileged]',
+    '[sig-network] Networking should check kube-proxy urls',
+    '[sig-network] DNS should provide DNS for ExternalName services [Conformance]',
+    '[sig-network] HostPort validates that there is no conflict between pods with same hostPort but different hostIP and protocol [LinuxOnly] [Conformance]',
+    '[sig-network] EndpointSlice should support a Service with multiple ports specified in multiple EndpointSlices',
+    '[sig-network] Services should have session affinity timeout work for NodePort service [LinuxOnly] [Slow]',
+    '[sig-network] Networking Granular Checks: Services should update endpoints: udp [Slow]',
+  ])('runs %s', (name) => {
+    expect(runs(name)).toBe(true);
+  });
+
+  test.each([
+    '[sig-network] Services should work after restarting kube-proxy [Disruptive]',
+    '[sig-network] LoadBalancers should be able to change the type and ports of a TCP service [Slow]',
+    '[sig-network] Services [Feature:TopologyHints] should distribute endpoints evenly',
+    '[sig-network] Netpol NetworkPolicy between server and client should enforce policy to allow traffic only from a pod in a different namespace based on its namespace selector [Feature:NetworkPolicy]',
+    '[sig-storage] ConfigMap should be consumable from pods in volume [NodeConformance] [Conformance]',
+  ])('still leaves out %s', (name) => {
+    expect(runs(name)).toBe(false);
+  });
+
+  test('the default profile is unchanged, and the wide one only drops the [Slow] and [Serial] skips', () => {
+    expect(familyFocus('ipv4', 'default')).toBe(DEFAULT_FOCUS);
+    expect(familySkips('ipv4', 'default')).toBe(DEFAULT_SKIPS);
+    expect(DEFAULT_SKIPS.filter((s) => !familySkips('ipv4', 'wide').includes(s)).map((s) => s.pattern)).toEqual([String.raw`\[Serial\]`, String.raw`\[Slow\]`]);
+    // On a dual-stack cluster the wide profile keeps the dual-stack tests as the default one does.
+    expect(new RegExp(familyFocus('dual', 'wide')).test('[sig-network] [Feature:IPv6DualStack] should create service with ipv4,v6 cluster ip')).toBe(true);
+    expect(() => familyFocus('ipv4', 'huge' as never)).toThrow(/profile: huge is not one of default, wide/);
   });
 });
 

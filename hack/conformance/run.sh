@@ -4,17 +4,21 @@
 # sig-network's Services tests and sig-network's conformance tests, minus the skips that
 # hack/conformance/suite.ts lists with their reasons.
 #
-#   hack/conformance/run.sh [--backend nft|ebpf|upstream] [--family ipv4|ipv6|dual] [--focus RE]
-#                           [--skip RE] [--nodes N] [--report-dir DIR] [--keep-cluster] [--reuse-cluster]
-#                           [--parallel N]
+#   hack/conformance/run.sh [--backend nft|ebpf|upstream] [--family ipv4|ipv6|dual] [--profile default|wide]
+#                           [--focus RE] [--skip RE] [--nodes N] [--report-dir DIR] [--keep-cluster]
+#                           [--reuse-cluster] [--parallel N]
 #     --family F       the cluster's IP family (up.sh --family; default ipv4). e2e.test finds the primary
 #                      family itself (the `kubernetes` Service's address); the focus and skips follow
 #                      the family as upstream's IPv6 and dual-stack jobs do (suite.ts familySkips: dual
 #                      adds the [Feature:IPv6DualStack] tests, ipv6 skips [Feature:Networking-IPv4])
-#     --focus RE       the tests to run instead of the default focus
+#     --profile P      default: the Services and sig-network conformance tests, no [Slow] or [Serial];
+#                      wide: also sig-network's Conntrack, KubeProxy, Networking, DNS, HostPort and
+#                      EndpointSlice tests, [Slow] and [Serial] included (suite.ts WIDE_FOCUS; hours)
+#     --focus RE       the tests to run instead of the profile's focus
 #     --skip RE        more tests to skip (added to the default skips)
 #     --report-dir     where the JUnit and JSON reports and the cluster's logs go
-#                      (default .cache/conformance/<backend>, or <backend>-<family> for ipv6 and dual)
+#                      (default .cache/conformance/<backend>, -<family> added for ipv6 and dual,
+#                      -wide for the wide profile)
 #     --keep-cluster   leave the cluster up afterwards (hack/cluster/down.sh stops it)
 #     --reuse-cluster  use the cluster that is up (only the proxy is redeployed)
 #     --parallel N     ginkgo processes (default 4: most tests wait on pods and timers, not CPU)
@@ -23,11 +27,12 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../cluster/lib/common.sh"
 
-backend=nft; family=ipv4; focus=""; extra_skip=""; nodes=2; report_dir=""; keep=0; reuse=0; parallel=4
+backend=nft; family=ipv4; profile=default; focus=""; extra_skip=""; nodes=2; report_dir=""; keep=0; reuse=0; parallel=4
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--backend) backend="$2"; shift 2 ;;
 	--family) family="$2"; shift 2 ;;
+	--profile) profile="$2"; shift 2 ;;
 	--focus) focus="$2"; shift 2 ;;
 	--skip) extra_skip="$2"; shift 2 ;;
 	--nodes) nodes="$2"; shift 2 ;;
@@ -41,12 +46,14 @@ while [[ $# -gt 0 ]]; do
 done
 case "$backend" in nft|ebpf|upstream) ;; *) die "conformance: --backend is nft, ebpf or upstream, not $backend" ;; esac
 case "$family" in ipv4|ipv6|dual) ;; *) die "conformance: --family is ipv4, ipv6 or dual, not $family" ;; esac
+case "$profile" in default|wide) ;; *) die "conformance: --profile is default or wide, not $profile" ;; esac
 [[ $(id -u) == 0 ]] || die "conformance: needs root (the cluster's nodes are namespaces and cgroups of this machine)"
 report_default="$repo/.cache/conformance/$backend"; [[ $family == ipv4 ]] || report_default+="-$family"
+[[ $profile == default ]] || report_default+="-$profile"
 report_dir="${report_dir:-$report_default}"
 suite() { node "$repo/dist/hack/conformance/suite.js" "$@"; }
-[[ -n $focus ]] || focus="$(suite focus --family "$family")"
-skip="$(suite skip "$extra_skip" --family "$family")"
+[[ -n $focus ]] || focus="$(suite focus --family "$family" --profile "$profile")"
+skip="$(suite skip "$extra_skip" --family "$family" --profile "$profile")"
 
 start=$SECONDS
 (cd "$repo" && make -s build)
@@ -74,7 +81,7 @@ if [[ $keep == 0 ]]; then trap '"$repo/hack/cluster/down.sh" --keep-logs "$repor
 built=$((SECONDS - start))
 
 rm -rf "$report_dir"; mkdir -p "$report_dir"
-echo "conformance: $backend ($family), focus /$focus/, skip /$skip/"
+echo "conformance: $backend ($family, $profile profile), focus /$focus/, skip /$skip/"
 status=0
 KUBECONFIG="$cluster_state/admin.kubeconfig" "$ginkgo" -p --procs "$parallel" --no-color --timeout 3h \
 	--focus "$focus" --skip "$skip" \

@@ -2,10 +2,11 @@
 // results: the default focus, the default skips (each with its reason), the summary line and the
 // table that compares proxies test by test.
 //
-//   node dist/hack/conformance/suite.js focus [--family F]    the default --ginkgo.focus
-//   node dist/hack/conformance/suite.js skip [EXTRA_RE] [--family F]   the default --ginkgo.skip (| EXTRA_RE)
-//   node dist/hack/conformance/suite.js skips [--family F]    the default skips with their reasons
-//   (F: the cluster's IP family, ipv4 (default), ipv6 or dual: hack/cluster/up.sh --family)
+//   node dist/hack/conformance/suite.js focus [--family F] [--profile P]    the --ginkgo.focus
+//   node dist/hack/conformance/suite.js skip [EXTRA_RE] [--family F] [--profile P]   the --ginkgo.skip (| EXTRA_RE)
+//   node dist/hack/conformance/suite.js skips [--family F] [--profile P]    the skips with their reasons
+//   (F: the cluster's IP family, ipv4 (default), ipv6 or dual: hack/cluster/up.sh --family;
+//    P: default, or wide: every sig-network test that touches a service proxy, [Slow] and [Serial] included)
 //   node dist/hack/conformance/suite.js summary REPORT.json   "N passed, M failed, K skipped"
 //   node dist/hack/conformance/suite.js table NAME=REPORT.json...   a Markdown table, a column per run
 import * as fs from 'node:fs';
@@ -16,6 +17,25 @@ import * as fs from 'node:fs';
  * test in the conformance profile.
  */
 export const DEFAULT_FOCUS = String.raw`\[sig-network\] Services|\[sig-network\] Networking Granular Checks: Services|\[sig-network\].*\[Conformance\]`;
+
+/**
+ * The wide profile: the default focus, plus sig-network's tests that exercise the service proxy from
+ * elsewhere in the suite: Conntrack (stale UDP entries, CLOSE_WAIT), KubeProxy, the Networking tests,
+ * DNS (service names resolved through the proxy to CoreDNS), HostPort and EndpointSlice (the
+ * controllers' slices the proxy reads), with their [Slow] and [Serial] tests.
+ */
+export const WIDE_FOCUS = String.raw`${DEFAULT_FOCUS}|\[sig-network\] (Conntrack|KubeProxy|Networking|DNS|HostPort|EndpointSlice)`;
+
+export type Profile = 'default' | 'wide';
+export const PROFILES: readonly Profile[] = ['default', 'wide'];
+
+/** Skips the wide profile runs anyway: the slow tests and those that must run alone (ginkgo runs them last, one at a time). */
+const WIDE_RUNS = new Set([String.raw`\[Serial\]`, String.raw`\[Slow\]`]);
+
+function checkProfile(profile: string): Profile {
+  if (!(PROFILES as readonly string[]).includes(profile)) throw new Error(`profile: ${profile} is not one of ${PROFILES.join(', ')}`);
+  return profile as Profile;
+}
 
 export interface Skip {
   pattern: string;
@@ -53,9 +73,10 @@ export const DUAL_STACK_FEATURE = 'IPv6DualStack';
  * The default focus on a cluster of the family: on a dual-stack cluster, also upstream's dual-stack
  * tests, as upstream's dual-stack jobs add them.
  */
-export function familyFocus(family: Family = 'ipv4'): string {
+export function familyFocus(family: Family = 'ipv4', profile: Profile = 'default'): string {
   checkFamily(family);
-  return family === 'dual' ? `${DEFAULT_FOCUS}|\\[Feature:${DUAL_STACK_FEATURE}\\]` : DEFAULT_FOCUS;
+  const base = checkProfile(profile) === 'wide' ? WIDE_FOCUS : DEFAULT_FOCUS;
+  return family === 'dual' ? `${base}|\\[Feature:${DUAL_STACK_FEATURE}\\]` : base;
 }
 
 const reEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -81,11 +102,12 @@ export function featureTagExcept(except: string): string {
  * dual-stack tests. (e2e.test itself takes the cluster's primary family from the `kubernetes`
  * Service's address.) ipv4: DEFAULT_SKIPS unchanged.
  */
-export function familySkips(family: Family = 'ipv4'): Skip[] {
+export function familySkips(family: Family = 'ipv4', profile: Profile = 'default'): Skip[] {
   checkFamily(family);
-  if (family === 'ipv4') return DEFAULT_SKIPS;
+  const base = checkProfile(profile) === 'wide' ? DEFAULT_SKIPS.filter((s) => !WIDE_RUNS.has(s.pattern)) : DEFAULT_SKIPS;
+  if (family === 'ipv4') return base;
   const feature = DEFAULT_SKIPS[2];
-  const skips = DEFAULT_SKIPS.map((s) => (s === feature && family === 'dual'
+  const skips = base.map((s) => (s === feature && family === 'dual'
     ? { pattern: `${featureTagExcept(DUAL_STACK_FEATURE)}|\\[FeatureGate:[^\\]]+\\]\\s*\\[(Alpha|Beta)\\]`, reason: `${s.reason} (but [Feature:${DUAL_STACK_FEATURE}]: the cluster is dual-stack)` }
     : s));
   if (family === 'ipv6') {
@@ -95,8 +117,8 @@ export function familySkips(family: Family = 'ipv4'): Skip[] {
   return skips;
 }
 
-export function skipRegex(extra?: string, family: Family = 'ipv4'): string {
-  const parts = familySkips(family).map((s) => s.pattern);
+export function skipRegex(extra?: string, family: Family = 'ipv4', profile: Profile = 'default'): string {
+  const parts = familySkips(family, profile).map((s) => s.pattern);
   if (extra) parts.push(extra);
   return parts.join('|');
 }
@@ -167,20 +189,22 @@ export function comparisonTable(runs: { name: string; specs: SpecResult[] }[]): 
 function main(argv: string[]): number {
   const [cmd, ...args] = argv;
   let family: Family = 'ipv4';
+  let profile: Profile = 'default';
   const rest: string[] = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--family') family = checkFamily(args[++i] ?? '');
+    else if (args[i] === '--profile') profile = checkProfile(args[++i] ?? '');
     else rest.push(args[i]);
   }
   switch (cmd) {
     case 'focus':
-      process.stdout.write(`${familyFocus(family)}\n`);
+      process.stdout.write(`${familyFocus(family, profile)}\n`);
       return 0;
     case 'skip':
-      process.stdout.write(`${skipRegex(rest[0], family)}\n`);
+      process.stdout.write(`${skipRegex(rest[0], family, profile)}\n`);
       return 0;
     case 'skips':
-      for (const s of familySkips(family)) process.stdout.write(`${s.pattern}\t${s.reason}\n`);
+      for (const s of familySkips(family, profile)) process.stdout.write(`${s.pattern}\t${s.reason}\n`);
       return 0;
     case 'summary':
       if (rest.length !== 1) break;
@@ -203,7 +227,7 @@ function main(argv: string[]): number {
       return 0;
     }
   }
-  process.stderr.write('usage: suite.js focus | skip [EXTRA_RE] | skips [--family ipv4|ipv6|dual] | summary REPORT.json | failures REPORT.json | table NAME=REPORT.json...\n');
+  process.stderr.write('usage: suite.js focus | skip [EXTRA_RE] | skips [--family ipv4|ipv6|dual] [--profile default|wide] | summary REPORT.json | failures REPORT.json | table NAME=REPORT.json...\n');
   return 2;
 }
 
