@@ -29,7 +29,14 @@
         "native/ipset.cc",
         "native/iptables_legacy.cc",
         "native/sysctl.cc",
-        "native/ebpf.cc",
+        "native/ebpf/handles.cc",
+        "native/ebpf/pins.cc",
+        "native/ebpf/loader.cc",
+        "native/ebpf/links.cc",
+        "native/ebpf/maps.cc",
+        "native/ebpf/sockets.cc",
+        "native/ebpf/cgroups.cc",
+        "native/ebpf/cleanup.cc",
         "native/peercred.cc",
         "native/malloc.cc"
       ]

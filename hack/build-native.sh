@@ -15,7 +15,7 @@ if [ ! -f node_modules/node-addon-api/package.json ]; then
 fi
 
 # The eBPF socket load balancer, compiled for the bpf target; it sits beside the addon, which loads it
-# from its own directory (native/ebpf.cc).
+# from its own directory (native/ebpf/loader.cc).
 bpf_src=native/bpf/sock_lb.bpf.c
 bpf_out=build/Release/sock_lb.bpf.o
 build_bpf() {

@@ -7,6 +7,7 @@
 // no conntrack library at all.
 #include "common.h"
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <arpa/inet.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -112,12 +113,12 @@ void PutRaw(NlMessages& m, const nlattr* a) {
   m.Put(a->nla_type, (const uint8_t*)a + NLA_HDRLEN, a->nla_len - NLA_HDRLEN);
 }
 
-class ConntrackDeleteWorker : public Napi::AsyncWorker {
+class ConntrackDeleteWorker : public PromiseWorker {
  public:
   ConntrackDeleteWorker(Napi::Env env, std::vector<CtFilter> f, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), f_(std::move(f)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), f_(std::move(f)), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     const uint8_t family = f_.empty() ? AF_INET : f_[0].family;
     const bool v6 = family == AF_INET6;
@@ -155,21 +156,15 @@ class ConntrackDeleteWorker : public Napi::AsyncWorker {
     deleted_ = del.count() - r.failures.size();
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object r = Napi::Object::New(env);
     r.Set("deleted", Napi::Number::New(env, (double)deleted_));
     r.Set("scanned", Napi::Number::New(env, (double)scanned_));
-    deferred_.Resolve(r);
+    return r;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   std::vector<CtFilter> f_;
   std::string netns_;
-  int err_ = 0;
-  std::string what_;
   size_t deleted_ = 0, scanned_ = 0;
 };
 
@@ -264,10 +259,7 @@ Napi::Value ConntrackDelete(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new ConntrackDeleteWorker(env, std::move(filters), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ConntrackDeleteWorker(env, std::move(filters), netns))->Start();
 }
 
 }  // namespace kpng

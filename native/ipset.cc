@@ -4,6 +4,7 @@
 //                                   (ENOENT: no such set; 4100 IPSET_ERR_BUSY: still referenced)
 // ipset has no transactions: each message stands alone, like IPVS (netlink_batch.h).
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <linux/netfilter/ipset/ip_set.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -16,16 +17,16 @@ namespace kpng {
 
 namespace {
 
-class DestroyWorker : public Napi::AsyncWorker {
+class DestroyWorker : public PromiseWorker {
  public:
   DestroyWorker(Napi::Env env, std::vector<std::string> names, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), names_(std::move(names)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), names_(std::move(names)), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     double t0 = NowMs();
     UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 0, 0));
-    if (fd < 0) { result_.sysErr = -fd; result_.sysWhat = "nfnetlink socket"; return; }
+    if (fd < 0) { err_ = -fd; what_ = "nfnetlink socket"; return; }
     NlMessages msgs;
     for (const std::string& n : names_) {
       // NLM_F_EXCL: an absent set is ENOENT (without it the kernel answers 0, as for `ipset -exist`), so
@@ -40,19 +41,14 @@ class DestroyWorker : public Napi::AsyncWorker {
       msgs.PutStr(IPSET_ATTR_SETNAME, n);
     }
     result_ = SendBatch(fd, msgs);
+    if (result_.sysErr) { err_ = result_.sysErr; what_ = result_.sysWhat; }
     messages_ = msgs.count();
     bytes_ = msgs.bytes();
     ms_ = NowMs() - t0;
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (result_.sysErr) deferred_.Reject(MakeErrnoError(env, result_.sysErr, result_.sysWhat).Value());
-    else deferred_.Resolve(SendResultToJs(env, result_, messages_, bytes_, ms_));
-  }
+  Napi::Value Result(Napi::Env env) override { return SendResultToJs(env, result_, messages_, bytes_, ms_); }
 
- private:
-  Napi::Promise::Deferred deferred_;
   std::vector<std::string> names_;
   std::string netns_;
   NlSendResult result_;
@@ -82,10 +78,7 @@ Napi::Value IpsetDestroy(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new DestroyWorker(env, std::move(names), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new DestroyWorker(env, std::move(names), netns))->Start();
 }
 
 }  // namespace kpng

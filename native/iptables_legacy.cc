@@ -17,7 +17,7 @@
 //
 // A table not listed in the names file is never queried: IPT_SO_GET_INFO on it would instantiate it
 // (register its hooks) in the namespace.
-#include "common.h"
+#include "netns_worker.h"
 
 #include <netinet/in.h>
 #include <sys/file.h>
@@ -354,29 +354,25 @@ class XtablesLock {
 
 enum class Op { kTables, kList, kRemove };
 
-class LegacyWorker : public Napi::AsyncWorker {
+class LegacyWorker : public NetnsWorker {
  public:
-  LegacyWorker(Napi::Env env, Op op, int family, std::string table, std::set<std::string> names, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), op_(op), family_(family),
-        table_(std::move(table)), names_(std::move(names)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+  LegacyWorker(Napi::Env env, Op op, int family, std::string table, std::set<std::string> names, const std::string& netns)
+      : NetnsWorker(env, netns, "setns " + netns), op_(op), family_(family), table_(std::move(table)), names_(std::move(names)) {}
 
-  void Execute() override {
-    NetnsGuard guard(netns_);
-    if (guard.error()) { fail_.set(guard.error(), "setns " + netns_); return; }
+ private:
+  void ExecuteInNetns() override {
     if (family_ == 4) Run<V4>();
     else Run<V6>();
+    err_ = fail_.err;
+    what_ = fail_.what;
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (fail_.err) { deferred_.Reject(MakeErrnoError(env, fail_.err, fail_.what).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     if (op_ == Op::kTables) {
-      if (absent_) { deferred_.Resolve(env.Null()); return; }
+      if (absent_) return env.Null();
       Napi::Array a = Napi::Array::New(env, tableNames_.size());
       for (uint32_t i = 0; i < tableNames_.size(); i++) a.Set(i, tableNames_[i]);
-      deferred_.Resolve(a);
-      return;
+      return a;
     }
     Napi::Object o = Napi::Object::New(env);
     if (op_ == Op::kList) {
@@ -399,10 +395,9 @@ class LegacyWorker : public Napi::AsyncWorker {
       o.Set("countersRestored", removed_.countersRestored);
       o.Set("attempts", removed_.attempts);
     }
-    deferred_.Resolve(o);
+    return o;
   }
 
- private:
   template <typename T>
   void Run() {
     if (op_ == Op::kTables) {
@@ -438,12 +433,10 @@ class LegacyWorker : public Napi::AsyncWorker {
     return a;
   }
 
-  Napi::Promise::Deferred deferred_;
   Op op_;
   int family_;
   std::string table_;
   std::set<std::string> names_;
-  std::string netns_;
   Failure fail_;
   bool absent_ = false;
   std::vector<std::string> tableNames_;
@@ -463,12 +456,6 @@ bool FamilyTableArgs(const Napi::CallbackInfo& info, bool withTable, const char*
   return true;
 }
 
-Napi::Value Queue(LegacyWorker* w) {
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
-}
-
 }  // namespace
 
 Napi::Value IptLegacyTables(const Napi::CallbackInfo& info) {
@@ -477,7 +464,7 @@ Napi::Value IptLegacyTables(const Napi::CallbackInfo& info) {
   std::string table, netns;
   if (!FamilyTableArgs(info, false, "iptLegacyTables(family: 4 | 6, netns?)", &family, &table)) return env.Undefined();
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  return Queue(new LegacyWorker(env, Op::kTables, family, "", {}, netns));
+  return (new LegacyWorker(env, Op::kTables, family, "", {}, netns))->Start();
 }
 
 Napi::Value IptLegacyList(const Napi::CallbackInfo& info) {
@@ -486,7 +473,7 @@ Napi::Value IptLegacyList(const Napi::CallbackInfo& info) {
   std::string table, netns;
   if (!FamilyTableArgs(info, true, "iptLegacyList(family: 4 | 6, table: string, netns?)", &family, &table)) return env.Undefined();
   if (!NetnsArg(info, 2, &netns)) return env.Undefined();
-  return Queue(new LegacyWorker(env, Op::kList, family, table, {}, netns));
+  return (new LegacyWorker(env, Op::kList, family, table, {}, netns))->Start();
 }
 
 Napi::Value IptLegacyRemoveChains(const Napi::CallbackInfo& info) {
@@ -505,7 +492,7 @@ Napi::Value IptLegacyRemoveChains(const Napi::CallbackInfo& info) {
     names.insert(std::move(n));
   }
   if (!NetnsArg(info, 3, &netns)) return env.Undefined();
-  return Queue(new LegacyWorker(env, Op::kRemove, family, table, std::move(names), netns));
+  return (new LegacyWorker(env, Op::kRemove, family, table, std::move(names), netns))->Start();
 }
 
 }  // namespace kpng

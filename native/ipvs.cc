@@ -7,6 +7,7 @@
 // src/native/ipvs.ts): no per-field object access for 100k destinations. IPVS has no transactions;
 // each message stands alone and every refused one is reported by its record index.
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <linux/genetlink.h>
 #include <linux/ip_vs.h>
@@ -123,61 +124,46 @@ std::string BuildOps(const uint8_t* data, size_t n, uint16_t family, NlMessages&
   return "";
 }
 
-class ApplyWorker : public Napi::AsyncWorker {
+class ApplyWorker : public PromiseWorker {
  public:
   ApplyWorker(Napi::Env env, Napi::Buffer<uint8_t> input, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {
+      : PromiseWorker(env), netns_(std::move(netns)) {
     ref_ = Napi::Persistent(input.As<Napi::Object>());
     data_ = input.Data();
     count_ = input.Length() / kRec;
   }
-  Napi::Promise Promise() { return deferred_.Promise(); }
 
+ private:
   void Execute() override {
     double t0 = NowMs();
     UniqueFd fd(OpenNetlinkSocket(NETLINK_GENERIC, netns_));
-    if (fd < 0) { sysErr_ = -fd; sysWhat_ = "generic netlink socket"; return; }
+    if (fd < 0) { err_ = -fd; what_ = "generic netlink socket"; return; }
     uint16_t family;
     if (int e = ResolveFamily(fd, &family)) {
      
-      sysErr_ = e;
-      sysWhat_ = e == ENOENT ? "IPVS is not available (no \"IPVS\" generic netlink family: load the ip_vs module)" : "resolving the IPVS family";
+      err_ = e;
+      what_ = e == ENOENT ? "IPVS is not available (no \"IPVS\" generic netlink family: load the ip_vs module)" : "resolving the IPVS family";
       return;
     }
     NlMessages msgs;
     buildError_ = BuildOps(data_, count_, family, msgs, &bad_);
-    if (!buildError_.empty()) { return; }
+    if (!buildError_.empty()) { err_ = EINVAL; what_ = "ipvsApply: record " + std::to_string(bad_) + ": " + buildError_; return; }
     result_ = SendBatch(fd, msgs);
+    if (result_.sysErr) { err_ = result_.sysErr; what_ = result_.sysWhat; }
    
     messages_ = msgs.count();
     bytes_ = msgs.bytes();
     ms_ = NowMs() - t0;
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!buildError_.empty()) {
-      Napi::Error e = MakeErrnoError(env, EINVAL, "ipvsApply: record " + std::to_string(bad_) + ": " + buildError_);
-      deferred_.Reject(e.Value());
-    } else if (sysErr_) {
-      deferred_.Reject(MakeErrnoError(env, sysErr_, sysWhat_).Value());
-    } else if (result_.sysErr) {
-      deferred_.Reject(MakeErrnoError(env, result_.sysErr, result_.sysWhat).Value());
-    } else {
-      deferred_.Resolve(SendResultToJs(env, result_, messages_, bytes_, ms_));
-    }
-  }
+  Napi::Value Result(Napi::Env env) override { return SendResultToJs(env, result_, messages_, bytes_, ms_); }
 
- private:
-  Napi::Promise::Deferred deferred_;
   Napi::ObjectReference ref_;
   const uint8_t* data_;
   size_t count_;
   std::string netns_;
   std::string buildError_;
   size_t bad_ = 0;
-  int sysErr_ = 0;
-  std::string sysWhat_;
   NlSendResult result_;
   size_t messages_ = 0, bytes_ = 0;
   double ms_ = 0;
@@ -239,14 +225,13 @@ int DumpRetry(int fd, const std::function<void(NlMessages&)>& build, const std::
   return err;
 }
 
-class DumpWorker : public Napi::AsyncWorker {
+class DumpWorker : public PromiseWorker {
  public:
   // subset: dump only the destinations of the given service records (no service dump).
   DumpWorker(Napi::Env env, bool dests, bool subset, std::vector<uint8_t> only, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), dests_(dests), subset_(subset),
-        services_(std::move(only)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), dests_(dests), subset_(subset), services_(std::move(only)), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     double t0 = NowMs();
     UniqueFd fd(OpenNetlinkSocket(NETLINK_GENERIC, netns_));
@@ -314,35 +299,29 @@ class DumpWorker : public Napi::AsyncWorker {
     ms_ = NowMs() - t0;
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object r = Napi::Object::New(env);
     r.Set("records", Napi::Buffer<uint8_t>::Copy(env, out_.data(), out_.size()));
     r.Set("ms", Napi::Number::New(env, ms_));
-    deferred_.Resolve(r);
+    return r;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   bool dests_, subset_;
   std::vector<uint8_t> services_;
   std::string netns_;
   std::vector<uint8_t> out_;
-  int err_ = 0;
-  std::string what_;
   double ms_ = 0;
 };
 
 // Config (set when given, then read) and info, one small worker.
-class ConfigWorker : public Napi::AsyncWorker {
+class ConfigWorker : public PromiseWorker {
  public:
   ConfigWorker(Napi::Env env, bool info, bool set, uint32_t tcp, uint32_t fin, uint32_t udp, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), info_(info), set_(set), netns_(std::move(netns)) {
+      : PromiseWorker(env), info_(info), set_(set), netns_(std::move(netns)) {
     v_[0] = tcp; v_[1] = fin; v_[2] = udp;
   }
-  Napi::Promise Promise() { return deferred_.Promise(); }
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_GENERIC, netns_));
     if (fd < 0) { err_ = -fd; what_ = "generic netlink socket"; return; }
@@ -374,9 +353,7 @@ class ConfigWorker : public Napi::AsyncWorker {
    
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object r = Napi::Object::New(env);
     if (info_) {
       r.Set("version", Napi::String::New(env, std::to_string(v_[0] >> 16) + "." + std::to_string((v_[0] >> 8) & 0xff) + "." + std::to_string(v_[0] & 0xff)));
@@ -386,16 +363,12 @@ class ConfigWorker : public Napi::AsyncWorker {
       r.Set("tcpFin", Napi::Number::New(env, v_[1]));
       r.Set("udp", Napi::Number::New(env, v_[2]));
     }
-    deferred_.Resolve(r);
+    return r;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   bool info_, set_;
   uint32_t v_[3] = {0, 0, 0};
   std::string netns_;
-  int err_ = 0;
-  std::string what_;
 };
 
 }  // namespace
@@ -409,10 +382,7 @@ Napi::Value IpvsApply(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns))->Start();
 }
 
 // ipvsDump(dests: boolean | Buffer of service records (only their destinations), netns?): Promise<{records, ms}>
@@ -433,10 +403,7 @@ Napi::Value IpvsDump(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new DumpWorker(env, subset || (info.Length() > 0 && info[0].ToBoolean().Value()), subset, std::move(only), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new DumpWorker(env, subset || (info.Length() > 0 && info[0].ToBoolean().Value()), subset, std::move(only), netns))->Start();
 }
 
 // ipvsConfig(set: {tcp, tcpFin, udp} | null, netns?): Promise<{tcp, tcpFin, udp}>  (seconds; 0 = unchanged)
@@ -458,20 +425,14 @@ Napi::Value IpvsConfig(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new ConfigWorker(env, false, set, v[0], v[1], v[2], netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ConfigWorker(env, false, set, v[0], v[1], v[2], netns))->Start();
 }
 
 // ipvsInfo(netns?): Promise<{version, connTableSize}>
 Napi::Value IpvsInfo(const Napi::CallbackInfo& info) {
   std::string netns;
   if (!NetnsArg(info, 0, &netns)) return info.Env().Undefined();
-  auto* w = new ConfigWorker(info.Env(), true, false, 0, 0, 0, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ConfigWorker(info.Env(), true, false, 0, 0, 0, netns))->Start();
 }
 
 }  // namespace kpng

@@ -3,7 +3,7 @@
 // thresholds after large frees, so memory freed after a batch or a list response stays resident.
 // mallocTune() fixes the thresholds (and may cap arenas); mallocTrim() returns free pages of every
 // arena to the kernel (in a worker: it walks each arena's free chunks). Without glibc both are no-ops.
-#include "common.h"
+#include "promise_worker.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -37,29 +37,24 @@ Napi::Value MallocTune(const Napi::CallbackInfo& info) {
   return r;
 }
 
-class TrimWorker : public Napi::AsyncWorker {
+class TrimWorker : public PromiseWorker {
  public:
-  explicit TrimWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+  explicit TrimWorker(Napi::Env env) : PromiseWorker(env) {}
+
+ private:
   void Execute() override {
 #if defined(__GLIBC__)
     released_ = malloc_trim(0) == 1;
 #endif
   }
-  void OnOK() override { deferred_.Resolve(Napi::Boolean::New(Env(), released_)); }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  Napi::Value Result(Napi::Env env) override { return Napi::Boolean::New(env, released_); }
 
- private:
-  Napi::Promise::Deferred deferred_;
   bool released_ = false;
 };
 
 // mallocTrim() -> Promise<boolean>: whether any memory went back to the kernel.
 Napi::Value MallocTrim(const Napi::CallbackInfo& info) {
-  auto* w = new TrimWorker(info.Env());
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new TrimWorker(info.Env()))->Start();
 }
 
 }  // namespace kpng

@@ -4,6 +4,7 @@
 // thread and maps every kernel error back to the op (and element) that caused it.
 #include "common.h"
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
@@ -516,24 +517,26 @@ uint32_t NextSeqBase() {
   return counter.fetch_add(1u << 22);  // room for 4M messages per batch
 }
 
-class ApplyWorker : public Napi::AsyncWorker {
+class ApplyWorker : public PromiseWorker {
  public:
   ApplyWorker(Napi::Env env, Napi::Buffer<uint8_t> input, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {
+      : PromiseWorker(env), netns_(std::move(netns)) {
     inputRef_ = Napi::Persistent(input.As<Napi::Object>());
     data_ = input.Data();
     size_ = input.Length();
     queuedAt_ = NowMs();
   }
-  Napi::Promise Promise() { return deferred_.Promise(); }
 
+ private:
   void Execute() override {
     double t0 = NowMs();
     queueMs_ = t0 - queuedAt_;
     BatchBuilder b(NextSeqBase());
     if (!b.Build(data_, size_)) {
-      buildError_ = b.error;
+      buildFailed_ = true;
       buildIndex_ = b.errorIndex;
+      err_ = EINVAL;
+      what_ = "invalid batch (op " + std::to_string(buildIndex_) + "): " + b.error;
       return;
     }
     messages_ = b.msgs.size() + 2;
@@ -542,8 +545,8 @@ class ApplyWorker : public Napi::AsyncWorker {
     std::string poolKey;
     UniqueFd fd(SocketPool::Get().Take(netns_, &poolKey));
     if (fd < 0) {
-      sysErr_ = -fd;
-      sysWhat_ = "netlink socket";
+      err_ = -fd;
+      what_ = "netlink socket";
       return;
     }
     int sndbuf = (int)std::min<size_t>(b.len + 65536, INT32_MAX / 2);
@@ -556,8 +559,8 @@ class ApplyWorker : public Napi::AsyncWorker {
     dst.nl_family = AF_NETLINK;
     ssize_t sent = sendto(fd, b.buf.data(), b.len, 0, (sockaddr*)&dst, sizeof(dst));
     if (sent < 0 || (size_t)sent != b.len) {
-      sysErr_ = sent < 0 ? errno : EMSGSIZE;
-      sysWhat_ = "sendmsg of " + std::to_string(b.len) + " bytes";
+      err_ = sent < 0 ? errno : EMSGSIZE;
+      what_ = "sendmsg of " + std::to_string(b.len) + " bytes";
       return;
     }
     // nfnetlink processes the batch synchronously inside sendmsg: every reply is queued by now.
@@ -569,8 +572,8 @@ class ApplyWorker : public Napi::AsyncWorker {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         if (errno == ENOBUFS) { overflow_ = true; continue; }
-        sysErr_ = errno;
-        sysWhat_ = "recv";
+        err_ = errno;
+        what_ = "recv";
         break;
       }
       int left = (int)n;
@@ -604,25 +607,19 @@ class ApplyWorker : public Napi::AsyncWorker {
         failures_.push_back(std::move(f));
       }
     }
-    if (!done && failures_.empty() && !sysErr_) incomplete_ = true;
+    if (!done && failures_.empty() && !err_) incomplete_ = true;
     ms_ = NowMs() - t0;
     // Reuse only a socket whose conversation ended cleanly; others are closed (off the JS thread).
-    if (done && !overflow_ && !sysErr_) SocketPool::Get().Put(poolKey, fd.release());
+    if (done && !overflow_ && !err_) SocketPool::Get().Put(poolKey, fd.release());
     finishedAt_ = NowMs();
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!buildError_.empty()) {
-      Napi::Error e = MakeErrnoError(env, EINVAL, "invalid batch (op " + std::to_string(buildIndex_) + "): " + buildError_);
-      e.Value().Set("index", Napi::Number::New(env, buildIndex_));
-      deferred_.Reject(e.Value());
-      return;
-    }
-    if (sysErr_) {
-      deferred_.Reject(MakeErrnoError(env, sysErr_, sysWhat_).Value());
-      return;
-    }
+  // A batch that could not be built names the op that failed.
+  void AddErrorFields(Napi::Object error) override {
+    if (buildFailed_) error.Set("index", Napi::Number::New(Env(), buildIndex_));
+  }
+
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object r = Napi::Object::New(env);
     r.Set("messages", Napi::Number::New(env, (double)messages_));
     r.Set("bytes", Napi::Number::New(env, (double)bytes_));
@@ -645,21 +642,15 @@ class ApplyWorker : public Napi::AsyncWorker {
       failed[k] = o;
     }
     r.Set("failed", failed);
-    deferred_.Resolve(r);
+    return r;
   }
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
   Napi::ObjectReference inputRef_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string netns_;
-  std::string buildError_;
+  bool buildFailed_ = false;
   uint32_t buildIndex_ = 0;
-  int sysErr_ = 0;
-  std::string sysWhat_;
   size_t messages_ = 0, bytes_ = 0;
   double ms_ = 0, buildMs_ = 0;
   double queuedAt_ = 0, queueMs_ = 0, finishedAt_ = 0;
@@ -683,10 +674,7 @@ Napi::Value NftApply(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns))->Start();
 }
 
 }  // namespace kpng

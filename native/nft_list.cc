@@ -3,6 +3,7 @@
 // thread. The full listing with sets and elements is the test addon's (test/native/).
 #include "nft_dump.h"
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <vector>
 
@@ -10,38 +11,32 @@ namespace kpng {
 
 namespace {
 
-class ListTablesWorker : public Napi::AsyncWorker {
+class ListTablesWorker : public PromiseWorker {
  public:
-  ListTablesWorker(Napi::Env env, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+  ListTablesWorker(Napi::Env env, std::string netns) : PromiseWorker(env, "list tables"), netns_(std::move(netns)) {}
+
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 1 << 20, 0));
     if (fd < 0) { err_ = -fd; return; }
     err_ = DumpTables(fd, NftSeqBase(), tables_);
   }
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, "list tables").Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Array a = Napi::Array::New(env, tables_.size());
     for (size_t i = 0; i < tables_.size(); i++) a[i] = TableToJs(env, tables_[i]);
-    deferred_.Resolve(a);
+    return a;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   std::string netns_;
-  int err_ = 0;
   std::vector<TableRec> tables_;
 };
 
-class ListChainsWorker : public Napi::AsyncWorker {
+class ListChainsWorker : public PromiseWorker {
  public:
   ListChainsWorker(Napi::Env env, uint32_t family, std::string table, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), family_(family),
-        table_(std::move(table)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), family_(family), table_(std::move(table)), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 8 << 20, 0));
     if (fd < 0) { err_ = -fd; what_ = "netlink socket"; return; }
@@ -54,9 +49,7 @@ class ListChainsWorker : public Napi::AsyncWorker {
     if ((err_ = DumpRules(fd, seq++, family_, table_, rules_))) what_ = "dump rules";
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object out = Napi::Object::New(env);
     out.Set("table", TableToJs(env, table_rec_));
     Napi::Array chains = Napi::Array::New(env, chains_.size());
@@ -65,16 +58,12 @@ class ListChainsWorker : public Napi::AsyncWorker {
     Napi::Array rules = Napi::Array::New(env, rules_.size());
     for (size_t i = 0; i < rules_.size(); i++) rules[i] = RuleToJs(env, rules_[i]);
     out.Set("rules", rules);
-    deferred_.Resolve(out);
+    return out;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   uint32_t family_;
   std::string table_;
   std::string netns_;
-  int err_ = 0;
-  std::string what_;
   TableRec table_rec_;
   std::vector<ChainRec> chains_;
   std::vector<RuleRec> rules_;
@@ -87,10 +76,7 @@ Napi::Value NftListTables(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string netns;
   if (!NetnsArg(info, 0, &netns)) return env.Undefined();
-  auto* w = new ListTablesWorker(env, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ListTablesWorker(env, netns))->Start();
 }
 
 // nftListChains(family: number, table: string, netns?: string): Promise<{table, chains, rules}>
@@ -102,10 +88,7 @@ Napi::Value NftListChains(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 2, &netns)) return env.Undefined();
-  auto* w = new ListChainsWorker(env, info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::String>().Utf8Value(), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ListChainsWorker(env, info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::String>().Utf8Value(), netns))->Start();
 }
 
 }  // namespace kpng

@@ -9,6 +9,7 @@
 // Address records (24 bytes, little-endian): u32 ifindex, u8 family, u8 prefixlen, u8 op (apply: 1 add,
 // 2 delete) or scope (dump), u8 flags (dump: low ifa_flags), 16 bytes address. Mirrored by src/native/rtnl.ts.
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -52,13 +53,12 @@ int GetLink(int fd, const std::string& name, int* ifindex, unsigned* flags, std:
 
 // Deletes a link by name. The kind check keeps a clean-up from removing a link of the same name that
 // someone else made for another purpose (e.g. a veth called kube-ipvs0).
-class LinkDeleteWorker : public Napi::AsyncWorker {
+class LinkDeleteWorker : public PromiseWorker {
  public:
   LinkDeleteWorker(Napi::Env env, std::string name, std::string kind, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), name_(std::move(name)),
-        wantKind_(std::move(kind)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), name_(std::move(name)), wantKind_(std::move(kind)), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
     if (fd < 0) { err_ = -fd; what_ = "rtnetlink socket"; return; }
@@ -80,29 +80,23 @@ class LinkDeleteWorker : public Napi::AsyncWorker {
     else deleted_ = true;
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object r = Napi::Object::New(env);
     r.Set("deleted", Napi::Boolean::New(env, deleted_));
     r.Set("kind", Napi::String::New(env, kind_));
-    deferred_.Resolve(r);
+    return r;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
-  std::string name_, wantKind_, netns_, kind_, what_;
+  std::string name_, wantKind_, netns_, kind_;
   bool deleted_ = false;
-  int err_ = 0;
 };
 
-class LinkWorker : public Napi::AsyncWorker {
+class LinkWorker : public PromiseWorker {
  public:
   LinkWorker(Napi::Env env, std::string name, std::string kind, bool up, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), name_(std::move(name)),
-        kind_(std::move(kind)), up_(up), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), name_(std::move(name)), kind_(std::move(kind)), up_(up), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
     if (fd < 0) { err_ = -fd; what_ = "rtnetlink socket"; return; }
@@ -140,25 +134,19 @@ class LinkWorker : public Napi::AsyncWorker {
    
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object r = Napi::Object::New(env);
     r.Set("ifindex", Napi::Number::New(env, ifindex_));
     r.Set("created", Napi::Boolean::New(env, created_));
     r.Set("up", Napi::Boolean::New(env, isUp_));
-    deferred_.Resolve(r);
+    return r;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   std::string name_, kind_;
   bool up_;
   std::string netns_;
   int ifindex_ = 0;
   bool created_ = false, isUp_ = false;
-  int err_ = 0;
-  std::string what_;
 };
 
 struct LinkRow {
@@ -169,12 +157,12 @@ struct LinkRow {
 };
 
 // Every link of the namespace, for choices made by what the node has (the flowtable's devices).
-class LinksWorker : public Napi::AsyncWorker {
+class LinksWorker : public PromiseWorker {
  public:
   LinksWorker(Napi::Env env, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env, "link dump"), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
     if (fd < 0) { err_ = -fd; return; }
@@ -206,9 +194,7 @@ class LinksWorker : public Napi::AsyncWorker {
     }
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, "link dump").Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Array out = Napi::Array::New(env, rows_.size());
     for (size_t i = 0; i < rows_.size(); i++) {
       Napi::Object o = Napi::Object::New(env);
@@ -219,22 +205,19 @@ class LinksWorker : public Napi::AsyncWorker {
       o.Set("kind", rows_[i].kind);
       out.Set(i, o);
     }
-    deferred_.Resolve(out);
+    return out;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   std::string netns_;
   std::vector<LinkRow> rows_;
-  int err_ = 0;
 };
 
-class AddrsWorker : public Napi::AsyncWorker {
+class AddrsWorker : public PromiseWorker {
  public:
   AddrsWorker(Napi::Env env, int ifindex, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), ifindex_(ifindex), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env, "address dump"), ifindex_(ifindex), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_, 0, 0));
     if (fd < 0) { err_ = -fd; return; }
@@ -272,30 +255,25 @@ class AddrsWorker : public Napi::AsyncWorker {
    
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, "address dump").Value()); return; }
-    deferred_.Resolve(Napi::Buffer<uint8_t>::Copy(env, out_.data(), out_.size()));
+  Napi::Value Result(Napi::Env env) override {
+    return Napi::Buffer<uint8_t>::Copy(env, out_.data(), out_.size());
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   int ifindex_;
   std::string netns_;
   std::vector<uint8_t> out_;
-  int err_ = 0;
 };
 
-class AddrApplyWorker : public Napi::AsyncWorker {
+class AddrApplyWorker : public PromiseWorker {
  public:
   AddrApplyWorker(Napi::Env env, Napi::Buffer<uint8_t> input, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), netns_(std::move(netns)) {
+      : PromiseWorker(env), netns_(std::move(netns)) {
     ref_ = Napi::Persistent(input.As<Napi::Object>());
     data_ = input.Data();
     count_ = input.Length() / kAddrRec;
   }
-  Napi::Promise Promise() { return deferred_.Promise(); }
 
+ private:
   void Execute() override {
     double t0 = NowMs();
     NlMessages m;
@@ -305,7 +283,8 @@ class AddrApplyWorker : public Napi::AsyncWorker {
       memcpy(&idx, r, 4);
       uint8_t fam = r[4], op = r[6];
       if ((fam != AF_INET && fam != AF_INET6) || (op != 1 && op != 2)) {
-        buildError_ = "record " + std::to_string(i) + ": family must be 2|10 and op 1 (add) | 2 (delete)";
+        err_ = EINVAL;
+        what_ = "rtnlAddrApply: record " + std::to_string(i) + ": family must be 2|10 and op 1 (add) | 2 (delete)";
         return;
       }
       m.Begin(op == 1 ? RTM_NEWADDR : RTM_DELADDR, op == 1 ? NLM_F_CREATE | NLM_F_REPLACE : 0);
@@ -321,28 +300,21 @@ class AddrApplyWorker : public Napi::AsyncWorker {
       if (op == 1 && fam == AF_INET6) m.PutU32(IFA_FLAGS, IFA_F_NODAD);
     }
     UniqueFd fd(OpenNetlinkSocket(NETLINK_ROUTE, netns_));
-    if (fd < 0) { result_.sysErr = -fd; result_.sysWhat = "rtnetlink socket"; return; }
+    if (fd < 0) { err_ = -fd; what_ = "rtnetlink socket"; return; }
     result_ = SendBatch(fd, m);
+    if (result_.sysErr) { err_ = result_.sysErr; what_ = result_.sysWhat; }
    
     messages_ = m.count();
     bytes_ = m.bytes();
     ms_ = NowMs() - t0;
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!buildError_.empty()) deferred_.Reject(MakeErrnoError(env, EINVAL, "rtnlAddrApply: " + buildError_).Value());
-    else if (result_.sysErr) deferred_.Reject(MakeErrnoError(env, result_.sysErr, result_.sysWhat).Value());
-    else deferred_.Resolve(SendResultToJs(env, result_, messages_, bytes_, ms_));
-  }
+  Napi::Value Result(Napi::Env env) override { return SendResultToJs(env, result_, messages_, bytes_, ms_); }
 
- private:
-  Napi::Promise::Deferred deferred_;
   Napi::ObjectReference ref_;
   const uint8_t* data_;
   size_t count_;
   std::string netns_;
-  std::string buildError_;
   NlSendResult result_;
   size_t messages_ = 0, bytes_ = 0;
   double ms_ = 0;
@@ -369,10 +341,7 @@ Napi::Value RtnlLink(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 2, &netns)) return env.Undefined();
-  auto* w = new LinkWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, up, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new LinkWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, up, netns))->Start();
 }
 
 Napi::Value RtnlLinkDelete(const Napi::CallbackInfo& info) {
@@ -392,10 +361,7 @@ Napi::Value RtnlLinkDelete(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 2, &netns)) return env.Undefined();
-  auto* w = new LinkDeleteWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new LinkDeleteWorker(env, info[0].As<Napi::String>().Utf8Value(), kind, netns))->Start();
 }
 
 Napi::Value RtnlAddrs(const Napi::CallbackInfo& info) {
@@ -407,20 +373,14 @@ Napi::Value RtnlAddrs(const Napi::CallbackInfo& info) {
   int ifindex = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 0;
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new AddrsWorker(env, ifindex, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new AddrsWorker(env, ifindex, netns))->Start();
 }
 
 Napi::Value RtnlLinks(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string netns;
   if (!NetnsArg(info, 0, &netns)) return env.Undefined();
-  auto* w = new LinksWorker(env, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new LinksWorker(env, netns))->Start();
 }
 
 Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info) {
@@ -431,10 +391,7 @@ Napi::Value RtnlAddrApply(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new AddrApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new AddrApplyWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), netns))->Start();
 }
 
 }  // namespace kpng

@@ -2,7 +2,7 @@
 // (net.* entries belong to the namespace of the thread that opens them).
 //   sysctl([[name, value|null], ...], netns?) -> [{name, before, after, error?}]
 // name: "net/ipv4/vs/conntrack" (slashes or dots); value null only reads.
-#include "common.h"
+#include "netns_worker.h"
 
 #include <vector>
 
@@ -23,15 +23,13 @@ std::string ReadFd(int fd) {
   return std::string(buf, n);
 }
 
-class SysctlWorker : public Napi::AsyncWorker {
+class SysctlWorker : public NetnsWorker {
  public:
   SysctlWorker(Napi::Env env, std::vector<Entry> entries, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), entries_(std::move(entries)), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : NetnsWorker(env, std::move(netns), "setns"), entries_(std::move(entries)) {}
 
-  void Execute() override {
-    NetnsGuard g(netns_);
-    if (g.error()) { err_ = g.error(); return; }
+ private:
+  void ExecuteInNetns() override {
     for (Entry& e : entries_) {
       std::string path = "/proc/sys/" + e.name;
       for (char& c : path) if (c == '.') c = '/';
@@ -48,9 +46,7 @@ class SysctlWorker : public Napi::AsyncWorker {
     }
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, "setns").Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Array out = Napi::Array::New(env, entries_.size());
     for (size_t i = 0; i < entries_.size(); i++) {
       const Entry& e = entries_[i];
@@ -61,14 +57,10 @@ class SysctlWorker : public Napi::AsyncWorker {
       if (!e.error.empty()) o.Set("error", e.error);
       out[i] = o;
     }
-    deferred_.Resolve(out);
+    return out;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   std::vector<Entry> entries_;
-  std::string netns_;
-  int err_ = 0;
 };
 
 }  // namespace
@@ -96,10 +88,7 @@ Napi::Value Sysctl(const Napi::CallbackInfo& info) {
   }
   std::string netns;
   if (!NetnsArg(info, 1, &netns)) return env.Undefined();
-  auto* w = new SysctlWorker(env, std::move(entries), netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new SysctlWorker(env, std::move(entries), netns))->Start();
 }
 
 }  // namespace kpng

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `npm run prebuildify`: the portable prebuilds, prebuilds/linux-x64/ and prebuilds/linux-arm64/, each
-# the addon (N-API, one file for every Node version) with the BPF object beside it (native/ebpf.cc loads
+# the addon (N-API, one file for every Node version) with the BPF object beside it (native/ebpf/loader.cc loads
 # it from the addon's directory). Both are cross-built here with zig's cc for glibc 2.28 and link
 # libnftnl, libmnl's API (native/mnl/) and libbpf (with libelf and zlib) in statically, with the C++
 # library too, so they load on any glibc Linux from 2.28 on (RHEL 8, Debian 10, Ubuntu 20.04) with

@@ -3,6 +3,7 @@
 // test/helpers/nft-list.ts; product code never lists sets, so none of this is in the product addon.
 #include "test_native.h"
 #include "netlink_batch.h"
+#include "promise_worker.h"
 
 #include <linux/netfilter/nf_tables.h>
 
@@ -149,13 +150,12 @@ Napi::Object SetToJs(Napi::Env env, const SetRec& s) {
   return o;
 }
 
-class ListWorker : public Napi::AsyncWorker {
+class ListWorker : public PromiseWorker {
  public:
   ListWorker(Napi::Env env, uint32_t family, std::string table, bool elements, std::string netns)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), family_(family),
-        table_(std::move(table)), elements_(elements), netns_(std::move(netns)) {}
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), family_(family), table_(std::move(table)), elements_(elements), netns_(std::move(netns)) {}
 
+ private:
   void Execute() override {
     UniqueFd fd(OpenNetlinkSocket(NETLINK_NETFILTER, netns_, 8 << 20, 0));
     if (fd < 0) { err_ = -fd; what_ = "netlink socket"; return; }
@@ -183,9 +183,7 @@ class ListWorker : public Napi::AsyncWorker {
     if ((err_ = DumpRules(fd, seq++, family_, table_, rules_))) what_ = "dump rules";
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (err_) { deferred_.Reject(MakeErrnoError(env, err_, what_).Value()); return; }
+  Napi::Value Result(Napi::Env env) override {
     Napi::Object out = Napi::Object::New(env);
     out.Set("table", TableToJs(env, table_rec_));
     Napi::Array chains = Napi::Array::New(env, chains_.size());
@@ -197,17 +195,13 @@ class ListWorker : public Napi::AsyncWorker {
     Napi::Array rules = Napi::Array::New(env, rules_.size());
     for (size_t i = 0; i < rules_.size(); i++) rules[i] = RuleToJs(env, rules_[i]);
     out.Set("rules", rules);
-    deferred_.Resolve(out);
+    return out;
   }
 
- private:
-  Napi::Promise::Deferred deferred_;
   uint32_t family_;
   std::string table_;
   bool elements_;
   std::string netns_;
-  int err_ = 0;
-  std::string what_;
   TableRec table_rec_;
   std::vector<ChainRec> chains_;
   std::vector<SetRec> sets_;
@@ -227,11 +221,8 @@ Napi::Value NftList(const Napi::CallbackInfo& info) {
   bool elements = info.Length() < 3 || !info[2].IsBoolean() || info[2].As<Napi::Boolean>().Value();
   std::string netns;
   if (!NetnsArg(info, 3, &netns)) return env.Undefined();
-  auto* w = new ListWorker(env, info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::String>().Utf8Value(),
-                           elements, netns);
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  return (new ListWorker(env, info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::String>().Utf8Value(), elements,
+                         netns))->Start();
 }
 
 }  // namespace kpng
