@@ -13,6 +13,7 @@ const LAYERS = [
 ];
 const folder = (name) => `^src/${name}(/|\\.ts$)`;
 const below = (i) => LAYERS.slice(0, i + 1).flat();
+const FAKES = '/(fake|faulty)\\.ts$';
 
 module.exports = {
   forbidden: [
@@ -24,6 +25,13 @@ module.exports = {
       from: { path: folder(name) },
       to: { path: '^src/', pathNot: below(i).map(folder) },
     }))),
+    {
+      name: 'no-fakes-in-product',
+      severity: 'error',
+      comment: 'The fakes of the kernel seams (fake.ts, faulty.ts) are for tests and library users (src/index.ts exports them): product code never runs on them.',
+      from: { path: '^src/', pathNot: [FAKES, '^src/index\\.ts$'] },
+      to: { path: FAKES },
+    },
     { name: 'not-in-a-layer', severity: 'error', comment: 'Every folder of src/ is in LAYERS (.dependency-cruiser.cjs).', from: { path: '^src/', pathNot: LAYERS.flat().map(folder) }, to: {} },
   ],
   options: {

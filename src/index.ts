@@ -44,3 +44,24 @@ export { runSink, type RunnerOptions, type RunnerStats } from './runner';
 export { routeRows, formatRoutesJsonl, formatRoutesTable, type RouteRow } from './sink/routes';
 export { describeItem } from './sink/trace';
 export { createLogger, silentLogger, type Logger, type Level } from './util/log';
+
+// Fakes of the kernel seams, for tests of code built on kpng: each in memory, with the kernel's rules,
+// and a faulty variant failing chosen or seeded calls with the errors the kernel returns there.
+/** nftables tables in memory (FakeNft), an NftKernel over them, and their comparable content. */
+export { FakeNft, FakeTable, NftFakeError, fakeNftKernel, tableContent, addrBytes, inCidr, type TableContent } from './backend/nft/fake';
+/** An NftKernel refusing batches (ENOMEM, EBUSY, ENFILE, ENOBUFS), losing their acknowledgement (EPROTO), failing conntrack deletes. */
+export { FaultyNftKernel, REFUSED_ERRNOS, type NftFault, type NftFaultPlan } from './backend/nft/faulty';
+/** The IPVS dataplane's kernel (IpvsKernel + IpvsPaths) in memory: virtual and real servers, addresses, companion batches. */
+export { FakeIpvsKernel } from './backend/ipvs/fake';
+/** FakeIpvsKernel refusing IPVS messages (ENOMEM) or losing their replies, refusing addresses, rejecting the companion batch. */
+export { FaultyIpvsKernel } from './backend/ipvs/faulty';
+/** The socket LB's two BPF maps in memory behind EbpfMaps, read back as a connect() resolves them. */
+export { FakeEbpfMaps } from './backend/ebpf/fake';
+export type { EbpfMaps } from './native/ebpf';
+/** FakeEbpfMaps failing batches partway (E2BIG, ENOMEM, EBUSY), dumps (ENOMEM), socket destruction (EOPNOTSUPP). */
+export { FaultyEbpfMaps, MAP_UPDATE_ERRNOS, type EbpfFaultPlan } from './backend/ebpf/faulty';
+/** /proc/sys and /sys in memory behind SysctlIO. */
+export { FakeSysctl } from './config/fake';
+export type { SysctlIO } from './config/conntrack';
+/** FakeSysctl failing chosen writes (EROFS, EACCES, EPERM, EINVAL) and reads. */
+export { FaultySysctl, type SysctlFault } from './config/faulty';

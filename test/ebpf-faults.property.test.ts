@@ -2,7 +2,7 @@
 // maps inconsistent, and the maps heal within one retry once the errors stop. The real model turns
 // random cluster changes into ENLS batches; the real socket-LB dataplane behind a KernelSink (retry,
 // full sync over the maps as they are, id takeover) sends them to the faulty fake maps
-// (test/helpers/faulty-ebpf.ts), which fail a fraction of batches partway (the groups and elements
+// (src/backend/ebpf/faulty.ts), which fail a fraction of batches partway (the groups and elements
 // before the failure stay written, as with the kernel's batch syscalls), of dumps and of socket
 // destructions:
 //   - whenever a batch fails, and after every attempt, no service address in the maps names a slot or
@@ -13,21 +13,20 @@
 import fc from 'fast-check';
 import { KernelSink } from '../src/backend/kernel/kernel-sink';
 import { EbpfDataplane } from '../src/backend/ebpf/dataplane';
-import type { EbpfLoader } from '../src/native/ebpf';
+import { FakeEbpfMaps } from '../src/backend/ebpf/fake';
+import { FaultyEbpfMaps } from '../src/backend/ebpf/faulty';
 import { modelOptions } from '../src/model/options';
 import { action, applyAction, nodeObject, options } from './helpers/cluster-actions';
-import { FakeLoader } from './helpers/ebpf-fake';
-import { FaultyEbpfLoader } from './helpers/faulty-ebpf';
 import { cluster } from './helpers/k8s';
 import { enlsOf } from './helpers/nft-world';
 import { SinkDriver } from './helpers/sink-driver';
 
-const asLoader = (fake: FakeLoader) => async () => fake as unknown as EbpfLoader;
+const asLoader = (fake: FakeEbpfMaps) => async () => fake;
 
 /** What a clean first sync of the cluster's current ENLS leaves in fresh maps. */
-async function clean(state: Parameters<typeof enlsOf>[0]): Promise<FakeLoader> {
+async function clean(state: Parameters<typeof enlsOf>[0]): Promise<FakeEbpfMaps> {
   const { services, node } = enlsOf(state);
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   await new EbpfDataplane(asLoader(fake), () => {}).fullSync(services.map(([, s]) => s), node, 1);
   return fake;
 }
@@ -37,7 +36,7 @@ describe('BPF map faults never leave the socket LB inconsistent', () => {
     const seen = { batches: 0, partial: 0, dumps: 0, destroys: 0, attempts: 0, failed: 0, full: 0 };
     await fc.assert(fc.asyncProperty(options, fc.array(action, { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 1 << 30 }), async (opts, actions, seed) => {
       const c = cluster('n1', [nodeObject('zone-a', false)], { model: modelOptions(opts) });
-      const loader = new FaultyEbpfLoader({ rate: 0.35, dumpRate: 0.1, destroyRate: 0.3, seed });
+      const loader = new FaultyEbpfMaps({ rate: 0.35, dumpRate: 0.1, destroyRate: 0.3, seed });
       const sink = new KernelSink(new EbpfDataplane(asLoader(loader), () => {}, undefined, { destroyTcp: true }), { log: () => {} });
       const driver = new SinkDriver(c.state);
       const attempt = async (): Promise<boolean> => {
@@ -83,7 +82,7 @@ describe('BPF map faults never leave the socket LB inconsistent', () => {
 
   test('a batch failing on demand: the sync rejects with the kernel\'s reason, the next one repairs', async () => {
     const c = cluster('n1', [nodeObject('zone-a', false)], { model: modelOptions({}) });
-    const loader = new FaultyEbpfLoader();
+    const loader = new FaultyEbpfMaps();
     const logs: string[] = [];
     const sink = new KernelSink(new EbpfDataplane(asLoader(loader), (m) => logs.push(m)), { log: (m) => logs.push(m) });
     const driver = new SinkDriver(c.state);

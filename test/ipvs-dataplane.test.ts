@@ -1,9 +1,9 @@
-// The IPVS dataplane on a fake of its kernel (test/helpers/ipvs-fake.ts): what it asks for, in which
+// The IPVS dataplane on a fake of its kernel (src/backend/ipvs/fake.ts): what it asks for, in which
 // order, how it drains, takes over a restarted node's state and recovers from a failed batch. The
 // same behaviour against the real kernel: test/e2e/ipvs*.guest.test.ts in the qemu guest.
 import { IpvsDataplane } from '../src/backend/ipvs/dataplane';
 import type { Service } from '../src/model/enls';
-import { FakeIpvsKernel } from './helpers/ipvs-fake';
+import { FakeIpvsKernel } from '../src/backend/ipvs/fake';
 import { cluster, ep, node, slice, svc, type Obj } from './helpers/k8s';
 
 const NODE_IP = '192.168.50.1';

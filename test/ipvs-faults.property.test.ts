@@ -1,6 +1,6 @@
 // Property: the IPVS dataplane (inside the shared KernelSink, as the ipvs backend runs it) heals from
 // kernel errors. Random cluster changes go through the real model to a faulty fake of its kernel
-// (test/helpers/ipvs-fake.ts: IPVS messages refused or with their replies lost, address changes
+// (src/backend/ipvs/faulty.ts: IPVS messages refused or with their replies lost, address changes
 // refused, the companion nftables batch rejected); once the errors stop, the next sync leaves the
 // same virtual servers, real servers and addresses as a clean full sync of the final state on a
 // fresh kernel. IPVS has no transactions: between a failure and the repair a packet can meet a
@@ -11,7 +11,8 @@ import { KernelSink } from '../src/backend/kernel/kernel-sink';
 import type { Service } from '../src/model/enls';
 import { modelOptions } from '../src/model/options';
 import { action, applyAction, nodeObject, options } from './helpers/cluster-actions';
-import { FakeIpvsKernel, FaultyIpvsKernel } from './helpers/ipvs-fake';
+import { FakeIpvsKernel } from '../src/backend/ipvs/fake';
+import { FaultyIpvsKernel } from '../src/backend/ipvs/faulty';
 import { cluster } from './helpers/k8s';
 import { SinkDriver } from './helpers/sink-driver';
 

@@ -7,7 +7,7 @@ import { NFT_REG_1, NFT_REG32, type NftExpr } from '../src/native/nft-types';
 import { ep, node, slice, svc } from './helpers/k8s';
 import { canonStmt, diffTables, stmtLine } from './helpers/nft-compare';
 import { LiftError, liftRule, type SetInfo } from './helpers/nft-lift';
-import type { FakeTable } from './helpers/nft-tracer';
+import type { FakeTable } from '../src/backend/nft/fake';
 import { nftWorld } from './helpers/nft-world';
 
 const world = () => nftWorld([

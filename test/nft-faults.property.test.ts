@@ -1,7 +1,7 @@
 // Property: kernel errors at random points of random change sequences never leave a half-applied
 // table, and the table heals within one retry once the errors stop. The real model turns random
 // cluster changes into ENLS batches; the real nft backend (KernelSink + NftDataplane, retry and
-// repair logic included) sends them to the faulty fake kernel (test/helpers/faulty-nft.ts), which
+// repair logic included) sends them to the faulty fake kernel (src/backend/nft/faulty.ts), which
 // refuses a fraction of transactions (ENOMEM, EBUSY, ENFILE, ENOBUFS: nothing applied) and "loses" a
 // fraction of others (committed, but reported as EPROTO: kpng cannot know what the table holds).
 //   - after every attempt the fake holds either what it held before (a refusal) or exactly the full
@@ -13,9 +13,9 @@ import { nftKernelSink } from '../src/backend/nft/sink';
 import type { Fam } from '../src/backend/nft/types';
 import { modelOptions } from '../src/model/options';
 import { action, applyAction, nodeObject, options } from './helpers/cluster-actions';
-import { FaultyNftKernel } from './helpers/faulty-nft';
+import { FaultyNftKernel } from '../src/backend/nft/faulty';
 import { cluster } from './helpers/k8s';
-import { tableContent, type FakeNft } from './helpers/nft-tracer';
+import { tableContent, type FakeNft } from '../src/backend/nft/fake';
 import { enlsOf, renderFull } from './helpers/nft-world';
 import { SinkDriver, stateView } from './helpers/sink-driver';
 

@@ -6,7 +6,8 @@ import { NftDataplane, type NftKernel } from '../src/backend/nft/sink';
 import type { FamOps } from '../src/backend/nft/types';
 import type { Service } from '../src/model/enls';
 import { cluster, ep, slice, svc } from './helpers/k8s';
-import { FakeNft, tableContent, Tracer } from './helpers/nft-tracer';
+import { FakeNft, tableContent } from '../src/backend/nft/fake';
+import { Tracer } from './helpers/nft-tracer';
 import { enlsOf, renderFull } from './helpers/nft-world';
 
 type Obj = Record<string, unknown>;

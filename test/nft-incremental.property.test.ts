@@ -10,7 +10,8 @@ import { modelOptions } from '../src/model/options';
 import { itemHash } from '../src/store/item-store';
 import { cluster } from './helpers/k8s';
 import { action, applyAction, epIP, nodeObject, options, sliceObject, svcObject } from './helpers/cluster-actions';
-import { FakeNft, inCidr, tableContent, Tracer, type Packet } from './helpers/nft-tracer';
+import { FakeNft, inCidr, tableContent } from '../src/backend/nft/fake';
+import { Tracer, type Packet } from './helpers/nft-tracer';
 import { brief, enlsOf, renderFull } from './helpers/nft-world';
 
 const FAMS: Fam[] = ['ip', 'ip6'];

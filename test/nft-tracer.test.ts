@@ -6,7 +6,8 @@
 import { baseOps } from '../src/backend/nft/base';
 import type { Op } from '../src/backend/nft/types';
 import { ep, node, slice, svc } from './helpers/k8s';
-import { FakeNft, NftFakeError, tableContent, TraceError, Tracer } from './helpers/nft-tracer';
+import { FakeNft, NftFakeError, tableContent } from '../src/backend/nft/fake';
+import { TraceError, Tracer } from './helpers/nft-tracer';
 import { nftWorld, type WorldOptions } from './helpers/nft-world';
 
 type Obj = Record<string, unknown>;

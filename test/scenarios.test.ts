@@ -11,7 +11,7 @@ import {
   anySlotOrder, ebpfFull, freshEnls, goldenMode, goldenPath, ipvsFull, nftFullContent, readScenario, runScenario,
   scenarioFiles, SCENARIOS, socketLBPlan, type Scenario, type StepResult,
 } from './helpers/scenario';
-import { tableContent } from './helpers/nft-tracer';
+import { tableContent } from '../src/backend/nft/fake';
 import type { Item } from '../src/model/enls';
 import type { Obj } from './helpers/k8s';
 

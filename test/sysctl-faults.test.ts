@@ -1,10 +1,10 @@
-// Sysctl writes that fail as they do in containers and namespaces (test/helpers/faulty-sysctl.ts):
+// Sysctl writes that fail as they do in containers and namespaces (src/config/faulty.ts):
 // each failure is a warning naming the entry and the errno, every other setting is still applied,
 // and nothing throws (kpng keeps serving: the settings are tuning, not its rules).
 import { applyConntrack } from '../src/config/conntrack';
 import { applyRouteLocalnet, ROUTE_LOCALNET } from '../src/config/route-localnet';
 import { createLogger } from '../src/util/log';
-import { FaultySysctl } from './helpers/faulty-sysctl';
+import { FaultySysctl } from '../src/config/faulty';
 
 const MAX = '/proc/sys/net/netfilter/nf_conntrack_max';
 const HASH = '/sys/module/nf_conntrack/parameters/hashsize';

@@ -1,4 +1,4 @@
-// Typed API of the addon's eBPF part (native/ebpf.cc): load the socket load-balancing object, attach it
+// Typed API of the addon's eBPF part (native/ebpf/): load the socket load-balancing object, attach it
 // to a cgroup v2 directory with maps and links pinned under bpffs (reused on the next start), batched map
 // updates and deletes, map dumps, and clean-up. Keys and values are raw bytes in the layouts of
 // native/bpf/sock_lb.bpf.c (encoded by src/backend/ebpf/maps.ts).
@@ -77,8 +77,29 @@ function absolute(name: string, p: unknown): string {
   return p;
 }
 
+/**
+ * What the socket-LB dataplane uses of a loaded socket load balancer: its maps, its links and the
+ * sockets its programs connected. EbpfLoader in production; FakeEbpfMaps (src/backend/ebpf/fake.ts)
+ * in tests. Calls on one instance are serialized by the caller.
+ */
+export interface EbpfMaps {
+  /** What the open found and did (pending links, socket destroy off...). */
+  readonly info: EbpfOpenResult;
+  /** Batched updates and deletes, one syscall per group, in order; rejects with EbpfApplyError. */
+  apply(groups: EbpfMapGroup[]): Promise<EbpfApplyResult>;
+  /** Every entry of a map. */
+  dump(map: string): Promise<EbpfDump>;
+  /** Destroys the sockets connected to removed backends (kpng_gone keys, 40 bytes each). */
+  destroySockets(triples: Buffer, count: number): Promise<EbpfDestroyResult>;
+  /** Programs whose links the kernel severed. */
+  severed(): string[];
+  /** Points the pending links at this object's programs; returns how many. */
+  activate(): number;
+  close(): Promise<void>;
+}
+
 /** A loaded, attached socket load balancer. Calls on one instance are serialized by the caller. */
-export class EbpfLoader {
+export class EbpfLoader implements EbpfMaps {
   private constructor(readonly info: EbpfOpenResult) {}
 
   static async open(o: EbpfOpenOptions): Promise<EbpfLoader> {

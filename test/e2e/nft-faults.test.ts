@@ -1,5 +1,5 @@
 // Kernel faults against the real kernel: the nft backend (KernelSink + NftDataplane + the native
-// addon, in a throwaway network namespace) behind the faulty wrapper of test/helpers/faulty-nft.ts,
+// addon, in a throwaway network namespace) behind the faulty wrapper of src/backend/nft/faulty.ts,
 // which refuses some batches before they reach the kernel and reports others as lost after the
 // kernel committed them (EPROTO, as the addon does when the final ACK never comes). Random cluster
 // changes through the real model; after every attempt the kernel's own listing holds either what it
@@ -10,14 +10,14 @@ import { nativeKernel } from '../../src/backend/nft';
 import { nftKernelSink } from '../../src/backend/nft/sink';
 import { modelOptions } from '../../src/model/options';
 import { action, applyAction, nodeObject, options } from '../helpers/cluster-actions';
-import { FaultyNftKernel } from '../helpers/faulty-nft';
+import { FaultyNftKernel } from '../../src/backend/nft/faulty';
 import { gated, need } from '../helpers/gate';
 import { cluster } from '../helpers/k8s';
 import { Netns } from '../helpers/netns';
 import { diffFakes } from '../helpers/nft-compare';
 import { kernelFake } from '../helpers/nft-lift';
 import { nftList } from '../helpers/nft-list';
-import type { FakeTable } from '../helpers/nft-tracer';
+import type { FakeTable } from '../../src/backend/nft/fake';
 import { enlsOf, renderFull } from '../helpers/nft-world';
 import { SinkDriver } from '../helpers/sink-driver';
 import type { Fam } from '../../src/backend/nft/types';

@@ -13,7 +13,8 @@ import { Netns } from '../helpers/netns';
 import { diffFakes, diffTables } from '../helpers/nft-compare';
 import { kernelFake } from '../helpers/nft-lift';
 import { nftList } from '../helpers/nft-list';
-import { FakeNft, Tracer, type FakeTable, type Packet } from '../helpers/nft-tracer';
+import { FakeNft, type FakeTable } from '../../src/backend/nft/fake';
+import { Tracer, type Packet } from '../helpers/nft-tracer';
 import { brief, enlsOf, nftWorld, type WorldOptions } from '../helpers/nft-world';
 
 const d = gated(need.netns(), need.native(), need.testNative()).describe;

@@ -5,7 +5,7 @@
 // `classGoto` from that CIDR without masquerade are the same rule), with canonical address text.
 import { addrText } from '../../src/native/addr-text';
 import type { Elem, Fam, Stmt } from '../../src/backend/nft/types';
-import { addrBytes, type FakeTable } from './nft-tracer';
+import { addrBytes, type FakeTable } from '../../src/backend/nft/fake';
 
 /** One text per address (RFC 5952 for IPv6). */
 export function canonAddr(a: string): string {

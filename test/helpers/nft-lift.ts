@@ -7,7 +7,7 @@
 import type { NftRuleInfo, NftSetInfo, NftTableListing } from '../../src/native';
 import { addrText } from '../../src/native/addr-text';
 import { MASQ_BIT, type ChainSpec, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt } from '../../src/backend/nft/types';
-import { FakeNft } from './nft-tracer';
+import { FakeNft } from '../../src/backend/nft/fake';
 
 export class LiftError extends Error {}
 

@@ -5,7 +5,8 @@ import type { Fam } from '../../src/backend/nft/types';
 import { NODE_KEY, type NodeInfo, type Service } from '../../src/model/enls';
 import { modelOptions } from '../../src/model/options';
 import { cluster } from './k8s';
-import { FakeNft, Tracer, type Packet, type TraceResult } from './nft-tracer';
+import { FakeNft } from '../../src/backend/nft/fake';
+import { Tracer, type Packet, type TraceResult } from './nft-tracer';
 
 type Obj = Record<string, unknown>;
 

@@ -10,23 +10,21 @@ import { NODE_KEY, type Item, type NodeInfo, type Service } from '../../src/mode
 import { modelOptions, type RawModelOptions } from '../../src/model/options';
 import { formatDump, stateObject } from '../../src/sink/dump';
 import { KernelSink } from '../../src/backend/kernel/kernel-sink';
+import { fakeNftKernel, FakeNft, tableContent, type FakeTable } from '../../src/backend/nft/fake';
 import { NftDataplane } from '../../src/backend/nft/sink';
 import { toNftText } from '../../src/backend/nft/text';
 import type { Elem, Fam as NftFam, Op } from '../../src/backend/nft/types';
 import { EbpfDataplane } from '../../src/backend/ebpf/dataplane';
+import { FakeEbpfMaps } from '../../src/backend/ebpf/fake';
 import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from '../../src/backend/ebpf/maps';
 import { planEntries, planService as planSocketLB, type Ids } from '../../src/backend/ebpf/plan';
 import { IpvsDataplane } from '../../src/backend/ipvs/dataplane';
+import { FakeIpvsKernel } from '../../src/backend/ipvs/fake';
 import { actionName, CLASSES, nodePortAddrs, planService as planIpvs, type Fam } from '../../src/backend/ipvs/plan';
-import type { EbpfLoader } from '../../src/native/ebpf';
 import type { ConntrackFilter } from '../../src/native/nft-types';
 import type { Subscription } from '../../src/store/subscription';
 import { cluster, type Obj } from './k8s';
-import { fakeNftKernel } from './faulty-nft';
-import { FakeNft, tableContent, type FakeTable } from './nft-tracer';
 import { renderFull } from './nft-world';
-import { FakeLoader } from './ebpf-fake';
-import { FakeIpvsKernel } from './ipvs-fake';
 
 export const SCENARIOS = path.resolve(__dirname, '..', 'scenarios');
 
@@ -141,7 +139,7 @@ export class ScenarioRun {
   private readonly nftFake = new FakeNft();
   private readonly conntrack: ConntrackFilter[][] = [];
   private readonly nft: KernelSink;
-  private readonly loader = new FakeLoader();
+  private readonly loader = new FakeEbpfMaps();
   private readonly ebpf: KernelSink;
   private ipvsFake: FakeIpvsKernel | undefined;
   private ipvs: KernelSink | undefined;
@@ -160,7 +158,7 @@ export class ScenarioRun {
     const conntrackDelete = async (f: ConntrackFilter[]) => { this.conntrack.push(f); return f.length; };
     const nftKernel = { ...fakeNftKernel(this.nftFake), conntrackDelete };
     this.nft = new KernelSink(new NftDataplane('kpng', nftKernel), { log: quiet, conntrackDelete });
-    this.ebpf = new KernelSink(new EbpfDataplane(async () => this.loader as unknown as EbpfLoader, quiet), { log: quiet });
+    this.ebpf = new KernelSink(new EbpfDataplane(async () => this.loader, quiet), { log: quiet });
   }
 
   /** The next step: its objects into the store (one round of changes), its batch to every backend. */
@@ -259,7 +257,7 @@ const hostPort = (addr: string, port: number) => (addr.includes(':') ? `[${addr}
  * The socket-LB maps, one line per service address as a connect() resolves it: its backends in slot
  * order. A backend no slot names, or a slot naming no backend, shows as such (neither should exist).
  */
-export function socketLB(m: FakeLoader): string[] {
+export function socketLB(m: FakeEbpfMaps): string[] {
   const lines: string[] = [];
   const used = new Set<number>();
   for (const [k, v] of m.svc) {
@@ -415,8 +413,8 @@ export function nftFullContent(services: Service[], node: NodeInfo | undefined) 
 
 /** The socket-LB maps a fresh dataplane writes for these services (one full sync into empty maps). */
 export async function ebpfFull(services: Service[], node: NodeInfo | undefined): Promise<string[]> {
-  const fake = new FakeLoader();
-  await new EbpfDataplane(async () => fake as unknown as EbpfLoader, quiet).fullSync(services, node, 1);
+  const fake = new FakeEbpfMaps();
+  await new EbpfDataplane(async () => fake, quiet).fullSync(services, node, 1);
   return socketLB(fake);
 }
 
@@ -425,7 +423,7 @@ export async function ebpfFull(services: Service[], node: NodeInfo | undefined):
  * shows the maps.
  */
 export function socketLBPlan(services: Service[], node: NodeInfo | undefined): string[] {
-  const m = new FakeLoader();
+  const m = new FakeEbpfMaps();
   let nextBackend = 1, nextService = 1;
   const serviceIds = new Map<string, number>();
   const ids: Ids = {

@@ -4,7 +4,8 @@ import { cluster, ep, node, slice, svc } from '../helpers/k8s';
 import { noLocalEndpoints } from '../../src/metrics/no-local-endpoints';
 import { ProgrammingLatency, TRIGGER_TIME_ANNOTATION } from '../../src/metrics/programming-latency';
 import { healthCheckBody, healthCheckOf, listenAddresses } from '../../src/health/service-health';
-import { applyConntrack, conntrackMax, type SysctlIO } from '../../src/config/conntrack';
+import { applyConntrack, conntrackMax } from '../../src/config/conntrack';
+import { FakeSysctl } from '../../src/config/fake';
 import { nodeEligible } from '../../src/health/node-eligibility';
 import { silentLogger } from '../../src/util/log';
 import type { Service } from '../../src/model/enls';
@@ -84,7 +85,7 @@ test('conntrack settings as kube-proxy applies them: max only raised, hashsize a
     ['/proc/sys/net/netfilter/nf_conntrack_max', 65536], ['/sys/module/nf_conntrack/parameters/hashsize', 16384],
     ['/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established', 432000], ['/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_close_wait', 3600],
   ]);
-  const io: SysctlIO = { read: (p) => files.get(p) ?? null, write: (p, v) => { files.set(p, v); } };
+  const io = new FakeSysctl(files);
   expect(conntrackMax({ maxPerCore: 32768, min: 131072 }, 2)).toBe(131072);
   expect(conntrackMax({ maxPerCore: 32768, min: 0 }, 64)).toBe(1048576);
   expect(conntrackMax({ maxPerCore: 0, min: 131072 }, 2)).toBe(0);

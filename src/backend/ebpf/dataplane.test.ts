@@ -1,10 +1,10 @@
 // The socket-LB dataplane without a kernel: what it asks of the maps, in which order, and how it
 // recovers from a failed batch (the e2e test in test/e2e/ebpf.test.ts makes real connections).
 import { EndpointList, IPFamily, Protocol, Target, normalizeItem, type Endpoint, type Route, type Service } from '../../model/enls';
-import type { EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
-import { FakeLoader } from '../../../test/helpers/ebpf-fake';
+import type { EbpfMapGroup } from '../../native/ebpf';
 import { node as ebpfNode, variedServices } from '../../../test/helpers/ebpf-services';
 import { EbpfDataplane } from './dataplane';
+import { FakeEbpfMaps } from './fake';
 import { BACKEND_MAP, decodeBackend, decodeSvcKey, decodeSvcValue } from './maps';
 
 const r = (target: Target): Route => ({ target, masquerade: false });
@@ -24,8 +24,8 @@ function svc(name: string, eps: Endpoint[], over: { target?: Target; affinity?: 
 
 
 const mk = (opts: { destroyTcp?: boolean } = { destroyTcp: true }) => {
-  const fake = new FakeLoader();
-  return { fake, dp: new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, undefined, opts) };
+  const fake = new FakeEbpfMaps();
+  return { fake, dp: new EbpfDataplane(async () => fake, () => {}, undefined, opts) };
 };
 const order = (gs: EbpfMapGroup[]) => gs.map((g) => `${g.op} ${g.map === BACKEND_MAP ? 'be' : 'svc'}:${g.count}`);
 
@@ -101,9 +101,9 @@ test('an endpoint both in a port\'s cluster list and in its local list is one ba
 });
 
 test('services that do not fit in the service map are left out (nft serves them) and added when room is made', async () => {
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   const logs: string[] = [];
-  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m), 10);
+  const dp = new EbpfDataplane(async () => fake, (m) => logs.push(m), 10);
   const three = (n: number) => [ep(`10.244.${n}.1`), ep(`10.244.${n}.2`), ep(`10.244.${n}.3`)];
   const a = svc('a', three(1)), b = svc('b', three(2), { ip: '10.96.0.2' }), c = svc('c', three(3), { ip: '10.96.0.3' });
   // 4 entries each (slot 0 + 3 slots): a and b fit in 10, c does not.
@@ -135,10 +135,10 @@ test('a restarted dataplane takes over the pinned maps and their ids: it writes 
   const kept = idOf('10.244.1.10')!, svcId = headOf().svcId, top = Math.max(...fake.be.keys());
   // A new process over the same maps: the same state again writes nothing.
   const writes = fake.groups.length;
-  await new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}).fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 }), svc('old', [ep('10.244.9.9')], { ip: '10.96.0.9' })], undefined, 1);
+  await new EbpfDataplane(async () => fake, () => {}).fullSync([svc('a', [ep('10.244.1.10')], { affinity: 60 }), svc('old', [ep('10.244.9.9')], { ip: '10.96.0.9' })], undefined, 1);
   expect(fake.groups.length).toBe(writes);
   // Another one, after a service went and an endpoint came while nothing ran.
-  const dp2 = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {});
+  const dp2 = new EbpfDataplane(async () => fake, () => {});
   await dp2.fullSync([svc('a', [ep('10.244.1.10'), ep('10.244.1.11')], { affinity: 60 })], undefined, 1);
   expect(fake.resolve()).toEqual({ '10.96.0.1:80': '10.244.1.10:8080,10.244.1.11:8080' });
   // The new backend and slot, the count; then old's slot 0, its slot, its backend.
@@ -157,9 +157,9 @@ test('a sync whose new entries do not fit beside the ones they replace removes t
   const svcs = (from: number) => [svc('a', eps(1, from)), svc('b', eps(2, from), { ip: '10.96.0.2' }), svc('c', [ep('10.244.3.1')], { ip: '10.96.0.3' })];
   const logs: string[] = [];
   // 5 + 5 + 2 service entries and 9 backends in maps of 14: every pod of a and b replaced needs 8 more backends.
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   fake.capacity = 14;
-  const mkDp = () => new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m), 14);
+  const mkDp = () => new EbpfDataplane(async () => fake, (m) => logs.push(m), 14);
   await mkDp().fullSync(svcs(10), undefined, 1);
   fake.refusedBetween.clear();
   // A restart after a rollout replaced every pod of a and b.
@@ -181,10 +181,10 @@ test('a sync whose new entries do not fit beside the ones they replace removes t
   expect(fake.resolve()).toEqual({ ...want(20), '10.96.0.1:80': eps(1, 30).map((e) => `${e.ip}:8080`).join(','), '10.96.0.3:80': '10.244.3.1:8080,10.244.3.2:8080' });
   expect([...fake.refusedBetween]).toEqual([]);
   // With room to spare the safe order stays: writes first.
-  const roomy = new FakeLoader();
-  const dp2 = new EbpfDataplane(async () => roomy as unknown as EbpfLoader, () => {}, 64);
+  const roomy = new FakeEbpfMaps();
+  const dp2 = new EbpfDataplane(async () => roomy, () => {}, 64);
   await dp2.fullSync(svcs(10), undefined, 1);
-  await new EbpfDataplane(async () => roomy as unknown as EbpfLoader, () => {}, 64).fullSync(svcs(20), undefined, 1);
+  await new EbpfDataplane(async () => roomy, () => {}, 64).fullSync(svcs(20), undefined, 1);
   expect(order(roomy.groups[roomy.groups.length - 1])).toEqual(['update be:8', 'update svc:8', 'delete be:8']);
 });
 
@@ -242,13 +242,13 @@ test('a first sync: two services claiming one address across batches in the kern
   const twin: Service = { ...services[2]!, name: 'twin', namespace: 'other', ports: services[2]!.ports.map((p) => ({ ...p, clusterEndpoints: EndpointList.from([ep('10.250.0.1')]), localEndpoints: EndpointList.from([ep('10.250.0.1')]) })) };
   const all = [...services, twin];
   // The kernel takes the first batch slowly: without ordering, the twin's batch would land first.
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   const apply = fake.apply.bind(fake);
   let calls = 0;
   fake.apply = async (groups) => { if (calls++ === 0) await new Promise((r) => setTimeout(r, 500)); return apply(groups); };
-  await new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}).fullSync(all, ebpfNode, 1);
-  const sequential = new FakeLoader();
-  const dp = new EbpfDataplane(async () => sequential as unknown as EbpfLoader, () => {});
+  await new EbpfDataplane(async () => fake, () => {}).fullSync(all, ebpfNode, 1);
+  const sequential = new FakeEbpfMaps();
+  const dp = new EbpfDataplane(async () => sequential, () => {});
   await dp.fullSync(services, ebpfNode, 1);
   await dp.update([{ key: 'svc/other/twin', old: null, new: twin }], ebpfNode, 2);
   expect(calls).toBeGreaterThanOrEqual(2);
@@ -286,14 +286,14 @@ test('on a kernel that cannot destroy sockets, nothing is asked of it', async ()
 });
 
 test('the programs are opened when the dataplane is made; a failed open fails the sync and is tried again; close waits for an open in progress', async () => {
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   let opens = 0, fail = true, closed = 0;
   fake.close = async () => { closed++; };
   const dp = new EbpfDataplane(async () => {
     opens++;
     await new Promise((r) => setTimeout(r, 5));
     if (fail) throw new Error('open cgroup /x: No such file or directory');
-    return fake as unknown as EbpfLoader;
+    return fake;
   }, () => {});
   expect(opens).toBe(1); // before any sync
   await expect(dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1)).rejects.toThrow(/No such file/);
@@ -304,21 +304,21 @@ test('the programs are opened when the dataplane is made; a failed open fails th
   await dp.close();
   expect(closed).toBe(1);
   // Closed while its open is still running: the loader it yields is closed, not leaked.
-  const dp2 = new EbpfDataplane(async () => { await new Promise((r) => setTimeout(r, 20)); return fake as unknown as EbpfLoader; }, () => {});
+  const dp2 = new EbpfDataplane(async () => { await new Promise((r) => setTimeout(r, 20)); return fake; }, () => {});
   await dp2.close();
   expect(closed).toBe(2);
 });
 
 test('severed links: told once (log, watch), the loader is reopened at the next sync; while that fails the socket LB is said off, once', async () => {
-  const severedOne = new FakeLoader(), fresh = new FakeLoader();
+  const severedOne = new FakeEbpfMaps(), fresh = new FakeEbpfMaps();
   severedOne.close = async () => { closes++; };
   let closes = 0, opens = 0, fail = false;
   const logs: string[] = [], lost: string[] = [];
   const dp = new EbpfDataplane(async () => {
     opens++;
-    if (opens === 1) return severedOne as unknown as EbpfLoader;
+    if (opens === 1) return severedOne;
     if (fail) throw new Error('open cgroup /x: No such file or directory');
-    return fresh as unknown as EbpfLoader;
+    return fresh;
   }, (m) => logs.push(m));
   dp.watch((why) => lost.push(why), 60_000);
   await dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1);
@@ -337,10 +337,10 @@ test('severed links: told once (log, watch), the loader is reopened at the next 
 });
 
 test('maps replaced at the open: the pinned links move to the new programs only once the first full sync filled the new maps', async () => {
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   fake.info.pendingLinks = 8;
   const logs: string[] = [];
-  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, (m) => logs.push(m));
+  const dp = new EbpfDataplane(async () => fake, (m) => logs.push(m));
   fake.failAt = 1;
   await expect(dp.fullSync([svc('a', [ep('10.0.0.1')])], undefined, 1)).rejects.toThrow(/No space/);
   expect(fake.activated).toBe(0);   // the maps are not filled: the old programs keep balancing
@@ -353,9 +353,9 @@ test('maps replaced at the open: the pinned links move to the new programs only 
 });
 
 test('a big full sync gives the event loop turns while it reads the kernel, plans and packs (and converges the same)', async () => {
-  const fake = new FakeLoader();
+  const fake = new FakeEbpfMaps();
   // yieldMs 0: every check is due, so the turns counted below do not depend on how fast this machine is.
-  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144, { yieldMs: 0 });
+  const dp = new EbpfDataplane(async () => fake, () => {}, 262144, { yieldMs: 0 });
   const many = (shift: number) => Array.from({ length: 4000 }, (_, i) =>
     svc(`s${i}`, [0, 1, 2, 3, 4].map((k) => ep(`10.200.${(i >> 6) & 255}.${((i & 63) << 2) + ((k + shift) % 4)}`, false)), { ip: `10.96.${i >> 8}.${i & 255}` }));
   // Counts the turns the loop gets while a sync runs, before the kernel is asked to apply anything.
@@ -375,15 +375,15 @@ test('a big full sync gives the event loop turns while it reads the kernel, plan
   // A resync reads back ~44k entries and rewrites what changed: turns too, and the same result as
   // a dataplane that starts from those maps.
   expect(await turnsBeforeApply(many(1))).toBeGreaterThan(2);
-  const fresh = new FakeLoader();
-  await new EbpfDataplane(async () => fresh as unknown as EbpfLoader, () => {}, 262144).fullSync(many(1), undefined, 1);
+  const fresh = new FakeEbpfMaps();
+  await new EbpfDataplane(async () => fresh, () => {}, 262144).fullSync(many(1), undefined, 1);
   expect(fake.resolve()).toEqual(fresh.resolve());
   expect(fake.resolve()).not.toEqual(first);
 });
 
 test('a stop during a big full sync abandons it at the next turn: no map is written, the previous state stays', async () => {
-  const fake = new FakeLoader();
-  const dp = new EbpfDataplane(async () => fake as unknown as EbpfLoader, () => {}, 262144, { yieldMs: 0 });
+  const fake = new FakeEbpfMaps();
+  const dp = new EbpfDataplane(async () => fake, () => {}, 262144, { yieldMs: 0 });
   await dp.fullSync([svc('a', [ep('10.244.1.10')])], undefined, 1);
   const before = fake.resolve();
   const many = Array.from({ length: 4000 }, (_, i) => svc(`s${i}`, [ep(`10.200.${i >> 8}.${i & 255}`, false)], { ip: `10.96.${i >> 8}.${i & 255}` }));

@@ -16,7 +16,7 @@
 // Two services that claim the same service address (an external IP given twice) share its entries:
 // the last planned wins, and removing either removes them.
 import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
-import type { EbpfDump, EbpfLoader, EbpfMapGroup } from '../../native/ebpf';
+import type { EbpfDump, EbpfMapGroup, EbpfMaps } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { Adoption, contentsOf, diff, goneKeys, MapChanges, readKernel } from './changes';
@@ -33,7 +33,7 @@ import { fitsIn, planService, serviceEntries, writePlanIds, type Ids, type Servi
 class ChunkedWrite {
   private readonly inFlight: Promise<unknown>[] = [];
   private readonly report: SyncReport = { messages: 0, bytes: 0, ms: 0 };
-  constructor(private readonly lb: EbpfLoader, private readonly parallel = 2) {}
+  constructor(private readonly lb: EbpfMaps, private readonly parallel = 2) {}
 
   /** Sends a batch once fewer than `parallel` are in the kernel (`afterEarlier`: once none is). */
   async send(groups: EbpfMapGroup[], afterEarlier = false): Promise<void> {
@@ -106,7 +106,7 @@ const idsWriter = new ByteWriter(256);
 
 export class EbpfDataplane implements Dataplane {
   readonly name = 'ebpf';
-  private lb: EbpfLoader | undefined;
+  private lb: EbpfMaps | undefined;
   /**
    * What was planned for each service, by service key: after a sync that succeeded, the kernel holds
    * their entries. Only the ids are kept: an update makes the service's previous plan again from the
@@ -128,7 +128,7 @@ export class EbpfDataplane implements Dataplane {
   private nextService = 1;
 
   /** The open in progress (started with the backend, so that it overlaps the initial lists). */
-  private opening: Promise<EbpfLoader> | undefined;
+  private opening: Promise<EbpfMaps> | undefined;
   private openMs = 0;
 
   /**
@@ -137,7 +137,7 @@ export class EbpfDataplane implements Dataplane {
    * Programs attached before the maps are filled find no entry and leave connect() alone, as no
    * program would. A failed open is tried again at the next sync.
    */
-  constructor(private readonly open: () => Promise<EbpfLoader>, private readonly log: (m: string) => void,
+  constructor(private readonly open: () => Promise<EbpfMaps>, private readonly log: (m: string) => void,
     /** Entries of the service map (its max_entries). */
     private readonly capacity = DEFAULT_MAP_ENTRIES,
     /**
@@ -205,7 +205,7 @@ export class EbpfDataplane implements Dataplane {
     this.opening.catch(() => {});   // reported by loader(), at the sync that needs it
   }
 
-  private async loader(): Promise<EbpfLoader> {
+  private async loader(): Promise<EbpfMaps> {
     // Links severed since the last sync (the cgroup was removed): the programs run nowhere. A new open
     // replaces the links if the cgroup is back, and fails (the sync with it) while it is not.
     if (this.lb && this.checkLinks()) {
@@ -384,7 +384,7 @@ export class EbpfDataplane implements Dataplane {
    * once the batches in the kernel are done, those sent so far written; the next sync, a full one,
    * reads the maps again and converges them.
    */
-  private async fresh(lb: EbpfLoader, services: Service[], node: NodeInfo | undefined, y: Yielder, waiting?: () => void): Promise<SyncReport> {
+  private async fresh(lb: EbpfMaps, services: Service[], node: NodeInfo | undefined, y: Yielder, waiting?: () => void): Promise<SyncReport> {
     this.forget(node);
     const plan = new FreshPlan({ node, capacity: this.capacity, firstBackend: this.nextBackend, firstService: this.nextService, services: services.length });
     const chunks = new ChunkedWrite(lb);
@@ -436,7 +436,7 @@ export class EbpfDataplane implements Dataplane {
    * dumped maps and the plans is written, what the maps hold beyond them deleted (a stop ends the sync
    * before the maps are written).
    */
-  private async converge(lb: EbpfLoader, svcDump: EbpfDump, beDump: EbpfDump, services: Service[], node: NodeInfo | undefined, y: Yielder, waiting?: () => void): Promise<SyncReport> {
+  private async converge(lb: EbpfMaps, svcDump: EbpfDump, beDump: EbpfDump, services: Service[], node: NodeInfo | undefined, y: Yielder, waiting?: () => void): Promise<SyncReport> {
     const kernel = await readKernel(svcDump, beDump, y);
     this.nextService = Math.max(this.nextService, kernel.maxService + 1);
     this.nextBackend = Math.max(this.nextBackend, kernel.maxBackend + 1);
@@ -469,7 +469,7 @@ export class EbpfDataplane implements Dataplane {
   }
 
   /** After a full sync that succeeded. */
-  private filled(lb: EbpfLoader): void {
+  private filled(lb: EbpfMaps): void {
     this.fullSynced = true;
     // Maps were replaced at the open: the pinned links still ran the previous programs on the previous
     // maps (the last state, still balancing); the new maps are full now, so the links move.
@@ -522,7 +522,7 @@ export class EbpfDataplane implements Dataplane {
    * planned services' entries are what the kernel holds; if the batch fails they are not, and the KernelSink's next sync is
    * a full one, which reads the kernel again.
    */
-  private async send(lb: EbpfLoader, groups: EbpfMapGroup[], gone: Map<string, Set<string>>, waiting?: () => void): Promise<SyncReport> {
+  private async send(lb: EbpfMaps, groups: EbpfMapGroup[], gone: Map<string, Set<string>>, waiting?: () => void): Promise<SyncReport> {
     const bytes = groups.reduce((n, g) => n + g.keys.length + (g.values?.length ?? 0), 0);
     if (groups.length === 0) return { messages: 0, bytes: 0, ms: 0 };
     const keys = lb.info.socketDestroyOff ? [] : goneKeys(gone);

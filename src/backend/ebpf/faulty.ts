@@ -1,5 +1,5 @@
-// The socket LB's kernel seam (its EbpfLoader) failing chosen calls, or a seeded fraction of them, as
-// the kernel and the addon really fail, over the in-memory maps of ebpf-fake.ts:
+// The socket LB's kernel seam (EbpfMaps) failing chosen calls, or a seeded fraction of them, as the
+// kernel and the addon really fail, over the in-memory maps of fake.ts:
 //   - map batches: BPF map batch updates are not transactions: the addon sends one batch syscall per
 //     group, so a failure leaves the groups before it and the elements before it in its group applied
 //     (E2BIG: a hash map is full or its preallocated elements are used up; ENOMEM: an element could not
@@ -7,10 +7,10 @@
 //   - dumps: the batched lookup fails (ENOMEM);
 //   - socket destruction: the kernel cannot destroy sockets (EOPNOTSUPP: no CONFIG_INET_DIAG_DESTROY).
 // Everything is seeded: a failing property prints a seed that replays it.
-import type { EbpfApplyError, EbpfDump, EbpfMapGroup } from '../../src/native/ebpf';
-import { SVC_KEY_SIZE, SVC_MAP } from '../../src/backend/ebpf/maps';
-import { FakeLoader } from './ebpf-fake';
-import { rng } from './faulty-nft';
+import type { EbpfApplyError, EbpfDump, EbpfMapGroup } from '../../native/ebpf';
+import { rng } from '../../util/rng';
+import { FakeEbpfMaps } from './fake';
+import { SVC_KEY_SIZE, SVC_MAP } from './maps';
 
 /** errno values (Linux x86-64) a BPF map update can fail with. */
 export const MAP_UPDATE_ERRNOS: ReadonlyArray<[string, number]> = [['E2BIG', 7], ['ENOMEM', 12], ['EBUSY', 16]];
@@ -29,7 +29,8 @@ export interface EbpfFaultPlan {
 
 export interface InjectedFault { call: number; code: string; group: number; element: number }
 
-export class FaultyEbpfLoader extends FakeLoader {
+/** The in-memory maps failing as their plan says. */
+export class FaultyEbpfMaps extends FakeEbpfMaps {
   /** Faults are injected while true; set false to let the kernel heal. */
   faulty = true;
   calls = 0;

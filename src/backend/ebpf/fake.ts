@@ -1,11 +1,12 @@
-// A fake of the socket-LB dataplane's kernel side (its EbpfLoader): the two BPF maps in memory, every
-// batch recorded, a failure on demand, and a resolver that reads the maps as a connect() would. The
-// real maps and programs: test/e2e/ebpf*.test.ts.
-import type { EbpfDump, EbpfMapGroup } from '../../src/native/ebpf';
-import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE, SVC_KEY_SIZE, SVC_MAP } from '../../src/backend/ebpf/maps';
+// A fake of the socket-LB dataplane's kernel side (EbpfMaps, src/native/ebpf.ts): the two BPF maps in
+// memory, every batch recorded, a failure on demand (the failAt-th apply: ENOSPC; an update past
+// `capacity`: E2BIG, as a full hash map), and a resolver that reads the maps as a connect() would. The
+// failing variant is faulty.ts; the real maps and programs: test/e2e/ebpf*.test.ts.
+import type { EbpfDump, EbpfMapGroup, EbpfMaps, EbpfOpenResult } from '../../native/ebpf';
+import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE, SVC_KEY_SIZE, SVC_MAP } from './maps';
 
-/** A loader over two in-memory maps that records every group; `failAt` makes the n-th apply fail. */
-export class FakeLoader {
+/** The two maps in memory behind EbpfMaps, recording every group; `failAt` makes the n-th apply fail. */
+export class FakeEbpfMaps implements EbpfMaps {
   svc = new Map<string, Buffer>();
   be = new Map<number, Buffer>();
   groups: EbpfMapGroup[][] = [];
@@ -17,7 +18,7 @@ export class FakeLoader {
    * missing: refused) after some group of a batch, as "addr:port" (checked after every group).
    */
   refusedBetween = new Set<string>();
-  info = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, pendingLinks: 0, programs: [], found: [] as string[], hostNetns: 0, socketDestroyOff: '' };
+  info: EbpfOpenResult = { handle: 1, object: 'fake', reusedMaps: 0, reusedLinks: 0, pendingLinks: 0, programs: [], found: [], hostNetns: 0, socketDestroyOff: '' };
   activated = 0;
   activate(): number { this.activated += this.info.pendingLinks; const n = this.info.pendingLinks; this.info.pendingLinks = 0; return n; }
   async apply(groups: EbpfMapGroup[]) {

@@ -1,15 +1,18 @@
 // A fake of the kernel the IPVS dataplane talks to (IpvsKernel + IpvsPaths), so that its planning,
-// ordering and recovery are unit-tested without the qemu guest. It keeps virtual servers with their
-// real servers, the links' addresses and the companion table's batches, and refuses what the kernel
-// refuses (an existing virtual or real server added again: EEXIST; a missing virtual server: ESRCH; a
-// missing real server: ENOENT). The guest tests (test/e2e/ipvs*.guest.test.ts) check the real thing.
-import type { IpvsKernel, IpvsPaths } from '../../src/backend/ipvs/dataplane';
-import { ipvsDestId, ipvsServiceId, type IpvsApplyResult, type IpvsFailure, type IpvsOp, type IpvsServiceInfo, type IpvsServiceKey } from '../../src/native/ipvs';
-import type { NftOp } from '../../src/native/nft-types';
-import type { AddrApplyResult, AddrInfo, AddrOp } from '../../src/native/rtnl';
+// ordering and recovery are tested without a kernel (the failing variant is faulty.ts). It keeps
+// virtual servers with their real servers, the links' addresses and the companion table's batches,
+// and refuses what the kernel refuses (an existing virtual or real server added again: EEXIST; a
+// missing virtual server: ESRCH; a missing real server: ENOENT; an address added twice: EEXIST, a
+// missing one deleted: EADDRNOTAVAIL). The guest tests (test/e2e/ipvs*.guest.test.ts) check the real thing.
+import type { IpvsKernel, IpvsPaths } from './dataplane';
+import { ipvsDestId, ipvsServiceId, type IpvsApplyResult, type IpvsFailure, type IpvsOp, type IpvsServiceInfo, type IpvsServiceKey } from '../../native/ipvs';
+import type { NftOp } from '../../native/nft-types';
+import type { AddrApplyResult, AddrInfo, AddrOp } from '../../native/rtnl';
 
-const ERR = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EADDRNOTAVAIL: 99 } as const;
+/** errno values (Linux x86-64) of what the fake refuses. */
+export const IPVS_ERRNOS = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EADDRNOTAVAIL: 99 } as const;
 
+/** Virtual and real servers, links' addresses and companion-table batches in memory. */
 export class FakeIpvsKernel implements IpvsKernel, IpvsPaths {
   readonly services = new Map<string, IpvsServiceInfo>();
   /** Addresses by link (ifindex 1: the node's own link, holding `nodeAddrs`). */
@@ -47,9 +50,9 @@ export class FakeIpvsKernel implements IpvsKernel, IpvsPaths {
     ops.forEach((op, index) => {
       const at = this.addrs.findIndex((a) => a.ifindex === op.ifindex && a.address === op.address);
       if (op.op === 'add') {
-        if (at >= 0) failed.push({ index, what: `add ${op.address}`, errno: ERR.EEXIST, code: 'EEXIST' });
+        if (at >= 0) failed.push({ index, what: `add ${op.address}`, errno: IPVS_ERRNOS.EEXIST, code: 'EEXIST' });
         else this.addrs.push({ ifindex: op.ifindex, family: op.address.includes(':') ? 'ip6' : 'ip', address: op.address, prefixLength: op.address.includes(':') ? 128 : 32, scope: 0, flags: 0 });
-      } else if (at < 0) failed.push({ index, what: `del ${op.address}`, errno: ERR.EADDRNOTAVAIL, code: 'EADDRNOTAVAIL' });
+      } else if (at < 0) failed.push({ index, what: `del ${op.address}`, errno: IPVS_ERRNOS.EADDRNOTAVAIL, code: 'EADDRNOTAVAIL' });
       else this.addrs.splice(at, 1);
     });
     return { messages: ops.length, bytes: ops.length * 40, ms: 0, failed, unknown: false };
@@ -78,12 +81,12 @@ export class FakeIpvsKernel implements IpvsKernel, IpvsPaths {
     const failed: IpvsFailure[] = [];
     ops.forEach((op, index) => {
       const code = this.applyOne(op);
-      if (code) failed.push({ index, what: `${op.op}`, errno: ERR[code], code });
+      if (code) failed.push({ index, what: `${op.op}`, errno: IPVS_ERRNOS[code], code });
     });
     return { messages: ops.length, bytes: ops.length * 104, ms: 0, encodeMs: 0, failed, unknown: false };
   };
 
-  protected applyOne(op: IpvsOp): keyof typeof ERR | undefined {
+  protected applyOne(op: IpvsOp): keyof typeof IPVS_ERRNOS | undefined {
     if (op.op === 'flush') { this.services.clear(); return undefined; }
     const id = ipvsServiceId(op.service);
     const svc = this.services.get(id);
@@ -140,69 +143,4 @@ export class FakeIpvsKernel implements IpvsKernel, IpvsPaths {
       ...this.addrs.filter((a) => a.ifindex === ifindex).map((a) => `${link} ${a.address}`),
     ].sort();
   }
-}
-
-/**
- * The fake, failing a fraction of what the IPVS dataplane asks, as the kernel does: IPVS messages
- * refused one by one (ENOMEM: nothing done; the batch is not a transaction, the others apply) or
- * applied with their replies lost (the socket overflowed: ENOBUFS on receive, `unknown`), address
- * changes refused (ENOMEM, ENOBUFS), the companion nftables batch rejected whole (ENOMEM).
- */
-export class FaultyIpvsKernel extends FakeIpvsKernel {
-  faulty = true;
-  readonly injected: string[] = [];
-  private a: number;
-
-  constructor(nodeAddrs: string[], private readonly rate: number, seed: number) {
-    super(nodeAddrs);
-    this.a = seed >>> 0;
-  }
-
-  /** mulberry32, seeded: a failing property replays. */
-  private random(): number {
-    this.a = (this.a + 0x6d2b79f5) >>> 0;
-    let t = this.a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-
-  private hit(): boolean { return this.faulty && this.random() < this.rate; }
-
-  override ipvs = async (ops: IpvsOp[]): Promise<IpvsApplyResult> => {
-    this.ipvsBatches.push(ops);
-    const failed: IpvsFailure[] = [];
-    let unknown = false;
-    ops.forEach((op, index) => {
-      if (this.hit()) {
-        if (this.random() < 0.5) { this.injected.push(`ipvs ${op.op} ENOMEM`); failed.push({ index, what: op.op, errno: 12, code: 'ENOMEM' }); return; }
-        this.injected.push(`ipvs ${op.op} reply lost`);
-        unknown = true;
-      }
-      const code = this.applyOne(op);
-      if (code) failed.push({ index, what: op.op, errno: ERR[code], code });
-    });
-    return { messages: ops.length, bytes: ops.length * 104, ms: 0, encodeMs: 0, failed, unknown };
-  };
-
-  override async applyAddrs(ops: AddrOp[]): Promise<AddrApplyResult> {
-    const kept: AddrOp[] = [], refused: Array<{ at: number; code: string; errno: number }> = [];
-    ops.forEach((op, i) => {
-      if (this.hit()) { const [code, errno] = this.random() < 0.5 ? ['ENOMEM', 12] : ['ENOBUFS', 105]; refused.push({ at: i, code, errno }); this.injected.push(`addr ${op.op} ${code}`); } else kept.push(op);
-    });
-    const r = await super.applyAddrs(kept);
-    // Indexes of the kept ops back to the caller's.
-    const map = ops.map((_, i) => i).filter((i) => !refused.some((x) => x.at === i));
-    return { ...r, failed: [...r.failed.map((f) => ({ ...f, index: map[f.index]! })), ...refused.map((x) => ({ index: x.at, what: `${ops[x.at]!.op} ${ops[x.at]!.address}`, errno: x.errno, code: x.code }))] };
-  }
-
-  override nft = async (ops: NftOp[]) => {
-    if (this.hit()) {
-      this.injected.push('nft ENOMEM');
-      throw Object.assign(new Error('nftables batch rejected: add table ip kpng-ipvs: ENOMEM'), { errno: 12, code: 'ENOMEM', failed: [] });
-    }
-    this.nftBatches.push(ops);
-    this.calls.push('nft');
-    return { messages: ops.length + 2, bytes: ops.length * 64 };
-  };
 }

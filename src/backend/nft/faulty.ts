@@ -1,6 +1,6 @@
-// The nft backend's kernel seam (NftKernel) failing chosen calls, or a fraction of them, as the kernel
-// and the addon really fail; over the fake tables of nft-tracer.ts, or wrapping another NftKernel (the
-// native one, in a test namespace):
+// The nft backend's kernel seam (NftKernel) failing chosen calls, or a seeded fraction of them, as the
+// kernel and the addon really fail; over the fake tables of fake.ts, or wrapping another NftKernel
+// (the native one, in a test namespace):
 //   - refused: the transaction is rejected and nothing changes (ENOMEM: an allocation failed; EBUSY: an
 //     object still in use; ENFILE: a set reached its size; ENOBUFS: the socket could not take the batch),
 //     reported the way src/native/index.ts reports it (NftApplyError: errno, code, failed[]);
@@ -9,10 +9,11 @@
 //     the table holds;
 //   - conntrack: the ctnetlink dump or delete fails (EINTR: the table changed during the dump; ENOBUFS).
 // Everything is seeded: a failing property prints a seed that replays it.
-import type { ConntrackFilter, NftApplyError } from '../../src/native/nft-types';
-import type { KernelApplyResult, NftKernel } from '../../src/backend/nft/sink';
-import type { FamOps } from '../../src/backend/nft/types';
-import { FakeNft } from './nft-tracer';
+import type { ConntrackFilter, NftApplyError } from '../../native/nft-types';
+import { rng } from '../../util/rng';
+import { fakeNftKernel, FakeNft } from './fake';
+import type { KernelApplyResult, NftKernel } from './sink';
+import type { FamOps } from './types';
 
 export type NftFault = 'refused' | 'lost';
 
@@ -20,7 +21,7 @@ export type NftFault = 'refused' | 'lost';
 export const REFUSED_ERRNOS: ReadonlyArray<[string, number]> = [['ENOMEM', 12], ['EBUSY', 16], ['ENFILE', 23], ['ENOBUFS', 105]];
 const CONNTRACK_ERRNOS: ReadonlyArray<[string, number]> = [['EINTR', 4], ['ENOBUFS', 105]];
 
-export interface FaultPlan {
+export interface NftFaultPlan {
   /** Fraction of apply calls that fail (0..1), drawn from `seed`. */
   rate?: number;
   /** Apply calls (0-based) that fail whatever the rate. */
@@ -32,18 +33,6 @@ export interface FaultPlan {
   seed?: number;
 }
 
-/** mulberry32: small, seeded, good enough to pick faults. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function applyError(code: string, errno: number, message: string, object: string): NftApplyError {
   const e = new Error(message) as NftApplyError;
   e.errno = errno;
@@ -52,17 +41,7 @@ function applyError(code: string, errno: number, message: string, object: string
   return e;
 }
 
-/** An NftKernel over a FakeNft: every batch applied atomically, conntrack deletes counted. */
-export function fakeNftKernel(fake: FakeNft): NftKernel {
-  return {
-    async apply(_table, famOps) {
-      fake.apply(famOps);
-      return { messages: famOps.reduce((n, f) => n + f.ops.length, 0), bytes: 0, ms: 0 };
-    },
-    async conntrackDelete(filters) { return filters.length; },
-  };
-}
-
+/** An NftKernel that fails as its plan says, over its own FakeNft or around the kernel it wraps. */
 export class FaultyNftKernel implements NftKernel {
   /** The fake tables (when no other kernel is wrapped). */
   readonly fake = new FakeNft();
@@ -74,7 +53,7 @@ export class FaultyNftKernel implements NftKernel {
   conntrackFailures = 0;
   private readonly random: () => number;
 
-  constructor(private readonly plan: FaultPlan = {}, inner?: NftKernel) {
+  constructor(private readonly plan: NftFaultPlan = {}, inner?: NftKernel) {
     this.random = rng(plan.seed ?? 1);
     this.inner = inner ?? fakeNftKernel(this.fake);
   }
