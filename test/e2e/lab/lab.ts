@@ -172,7 +172,8 @@ export class Lab {
     const child = this.spawnIn(ns, NODE_BIN, [ECHO, name, ports.join(',')]);
     await new Promise<void>((resolve, reject) => {
       let out = '';
-      const t = setTimeout(() => reject(new Error(`echo server ${name} did not start: ${out}`)), 10000);
+      // Generous: in the emulated guest on a busy host, a node process takes seconds to start.
+      const t = setTimeout(() => reject(new Error(`echo server ${name} did not start: ${out}`)), 30000);
       child.stdout!.on('data', (d) => { out += d; if (out.includes('ready')) { clearTimeout(t); resolve(); } });
       child.on('exit', (c) => { clearTimeout(t); reject(new Error(`echo server ${name} exited ${c}`)); });
     });
