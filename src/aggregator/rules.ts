@@ -10,9 +10,10 @@
 // ("veth*" matches a prefix); a mark ("0x10" or "0x10/0xff", value/mask); "@SET" looks the field up
 // in a set of the same table. A leading "!" negates (not for ctState). Every match must hold.
 import {
-  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG32, ifname as ifnameBytes, ipAddr, port as portBytes, u32host,
+  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG32, ipAddr, port as portBytes,
   type NftDataType, type NftExpr, type NftFamily, type NftSet, type NftVerdict,
 } from '../native/nft-types';
+import { expr } from '../native/nft-expr';
 
 /** Fields a rule can match on, one value each, and use as keys of set/map lookups. */
 export type MatchField = 'saddr' | 'daddr' | 'protocol' | 'sport' | 'dport' | 'iifname' | 'oifname' | 'mark';
@@ -64,8 +65,6 @@ const LOG_LEVELS: LogLevel[] = ['emerg', 'alert', 'crit', 'err', 'warn', 'notice
 const REJECT_CODES: Record<Exclude<RejectWith, 'tcp-reset'>, [number, number, number]> = {
   'port-unreachable': [3, 4, 1], 'host-unreachable': [1, 3, 2], 'net-unreachable': [0, 0, 0], 'admin-prohibited': [13, 1, 3],
 };
-const ETHERTYPE = { 4: 0x0800, 6: 0x86dd } as const;
-const NFPROTO_IPV4 = 2, NFPROTO_IPV6 = 10;
 const FIELDS: MatchField[] = ['saddr', 'daddr', 'protocol', 'sport', 'dport', 'iifname', 'oifname', 'mark'];
 
 type IpVer = 4 | 6;
@@ -111,7 +110,7 @@ class RuleCompiler {
     if (m.lookup !== undefined) this.lookup(m.lookup);
     if (spec.counter !== undefined) {
       if (typeof spec.counter !== 'boolean') this.fail('counter', 'expected true or false');
-      if (spec.counter) this.out.push({ type: 'counter' });
+      if (spec.counter) this.out.push(expr.counter());
     }
     if (spec.log !== undefined && spec.log !== false) this.log(spec.log);
     if (spec.verdict !== undefined) this.verdict(spec.verdict, m);
@@ -141,12 +140,9 @@ class RuleCompiler {
     if (this.ver === v) return;
     if (this.ver !== undefined) this.fail(field, `an IPv${v} value in a rule already limited to IPv${this.ver}`);
     const fam = this.ctx.family;
-    if (fam === 'inet') {
-      this.out.push({ type: 'meta', key: 'nfproto', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: new Uint8Array([v === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6]) });
-    } else if (fam === 'bridge' || fam === 'netdev') {
-      const t = ETHERTYPE[v];
-      this.out.push({ type: 'meta', key: 'protocol', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: new Uint8Array([t >> 8, t & 0xff]) });
-    } else this.fail(field, `addresses cannot be matched in a ${fam} table`);
+    if (fam === 'inet') this.out.push(...expr.nfprotoIs(v === 4 ? 'ip' : 'ip6'));
+    else if (fam === 'bridge' || fam === 'netdev') this.out.push(...expr.etherTypeIs(v === 4 ? 'ip' : 'ip6'));
+    else this.fail(field, `addresses cannot be matched in a ${fam} table`);
     this.ver = v;
   }
 
@@ -162,15 +158,12 @@ class RuleCompiler {
       case 'saddr': case 'daddr': {
         const v = ver ?? this.ver;
         if (v === undefined) this.fail(field, 'cannot tell IPv4 from IPv6 here');
-        const offset = v === 4 ? (field === 'saddr' ? 12 : 16) : (field === 'saddr' ? 8 : 24);
-        return { type: 'payload', base: 'network', offset, len: v === 4 ? 4 : 16, dreg };
+        return field === 'saddr' ? expr.saddr(v === 4 ? 'ip' : 'ip6', dreg) : expr.daddr(v === 4 ? 'ip' : 'ip6', dreg);
       }
-      case 'protocol': return { type: 'meta', key: 'l4proto', dreg };
-      case 'sport': return { type: 'payload', base: 'transport', offset: 0, len: 2, dreg };
-      case 'dport': return { type: 'payload', base: 'transport', offset: 2, len: 2, dreg };
-      case 'iifname': return { type: 'meta', key: 'iifname', dreg };
-      case 'oifname': return { type: 'meta', key: 'oifname', dreg };
-      case 'mark': return { type: 'meta', key: 'mark', dreg };
+      case 'protocol': return expr.l4proto(dreg);
+      case 'sport': return expr.thSport(dreg);
+      case 'dport': return expr.thDport(dreg);
+      case 'iifname': case 'oifname': case 'mark': return expr.meta(field, dreg);
     }
   }
 
@@ -208,13 +201,13 @@ class RuleCompiler {
   // ---- matches ----
 
   private cmp(data: Uint8Array, neg: boolean): void {
-    this.out.push({ type: 'cmp', sreg: NFT_REG_1, op: neg ? 'neq' : 'eq', data });
+    this.out.push(expr.cmp(NFT_REG_1, neg ? 'neq' : 'eq', data));
   }
 
   private lookupSet(field: MatchField, text: string, neg: boolean): void {
     const s = this.setRef(`match.${field}`, text);
     this.loadKeys(`match.${field}`, [field], s);
-    this.out.push({ type: 'lookup', sreg: NFT_REG_1, set: s.name, ...(neg ? { invert: true } : {}) });
+    this.out.push(expr.inSet(NFT_REG_1, s.name, neg));
   }
 
   private address(field: 'saddr' | 'daddr', v: string): void {
@@ -236,10 +229,10 @@ class RuleCompiler {
     if (prefix % 8 === 0) {
       // Byte-aligned prefix: load only the prefix bytes, as nft does.
       const n = prefix / 8;
-      this.out.push({ ...(load as Extract<NftExpr, { type: 'payload' }>), len: n });
+      this.out.push(expr.addrPrefix(addr.length === 4 ? 'ip' : 'ip6', field, n));
       return this.cmp(addr.subarray(0, n), neg);
     }
-    this.out.push(load, { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: addr.length, mask, xor: new Uint8Array(addr.length) });
+    this.out.push(load, expr.and(NFT_REG_1, mask));
     this.cmp(addr, neg);
   }
 
@@ -260,8 +253,8 @@ class RuleCompiler {
     if (!m || lo > 65535 || hi > 65535 || lo > hi) this.fail(`match.${field}`, `${JSON.stringify(text)}: expected a port or LOW-HIGH`);
     this.out.push(this.load(field, NFT_REG_1));
     if (lo === hi) return this.cmp(portBytes(lo), neg);
-    if (neg) { this.out.push({ type: 'range', sreg: NFT_REG_1, op: 'neq', from: portBytes(lo), to: portBytes(hi) }); return; }
-    this.out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'gte', data: portBytes(lo) }, { type: 'cmp', sreg: NFT_REG_1, op: 'lte', data: portBytes(hi) });
+    if (neg) { this.out.push(expr.range(NFT_REG_1, 'neq', portBytes(lo), portBytes(hi))); return; }
+    this.out.push(expr.cmp(NFT_REG_1, 'gte', portBytes(lo)), expr.cmp(NFT_REG_1, 'lte', portBytes(hi)));
   }
 
   private ifname(field: 'iifname' | 'oifname', v: string): void {
@@ -270,9 +263,8 @@ class RuleCompiler {
     const wildcard = text.endsWith('*');
     const name = wildcard ? text.slice(0, -1) : text;
     if (Buffer.byteLength(name) > 15 || (!wildcard && name === '') || /[\s/]/.test(name)) this.fail(`match.${field}`, `${JSON.stringify(text)}: not an interface name`);
-    this.out.push(this.load(field, NFT_REG_1));
     // Exact: the whole zero-padded name; "prefix*": only the prefix bytes (nft's wildcard).
-    this.cmp(wildcard ? new Uint8Array(Buffer.from(name)) : ifnameBytes(name), neg);
+    this.out.push(...expr.ifnameIs(field, name, wildcard, neg ? 'neq' : 'eq'));
   }
 
   private mark(v: string | number): void {
@@ -282,9 +274,7 @@ class RuleCompiler {
     const [vs, ms] = text.split('/');
     const value = num(vs), mask = ms === undefined ? 0xffffffff : num(ms);
     if (Number.isNaN(value) || Number.isNaN(mask)) this.fail('match.mark', `${JSON.stringify(text)}: expected a number or VALUE/MASK`);
-    this.out.push(this.load('mark', NFT_REG_1));
-    if (mask !== 0xffffffff) this.out.push({ type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(mask), xor: u32host(0) });
-    this.cmp(u32host(value), neg);
+    this.out.push(...expr.metaMarkIs(value, mask, neg ? 'neq' : 'eq'));
   }
 
   private ctState(v: (keyof typeof CT_STATE)[]): void {
@@ -296,55 +286,51 @@ class RuleCompiler {
       if (b === undefined) this.fail('match.ctState', `${JSON.stringify(s)}: one of ${Object.keys(CT_STATE).join(', ')}`);
       bits |= b;
     }
-    this.out.push(
-      { type: 'ct', key: 'state', dreg: NFT_REG_1 },
-      { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(bits), xor: u32host(0) },
-      { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
-    );
+    this.out.push(...expr.hasCtState(bits));
   }
 
   private lookup(l: NonNullable<RuleMatch['lookup']>): void {
     if (typeof l !== 'object' || l === null || typeof l.set !== 'string') this.fail('match.lookup', 'expected { keys: [...], set: NAME }');
     const s = this.setRef('match.lookup.set', `@${l.set}`);
     this.loadKeys('match.lookup.keys', l.keys, s);
-    this.out.push({ type: 'lookup', sreg: NFT_REG_1, set: s.name, ...(l.negate ? { invert: true } : {}) });
+    this.out.push(expr.inSet(NFT_REG_1, s.name, l.negate === true));
   }
 
   // ---- statements ----
 
   private log(l: true | { prefix?: string; level?: LogLevel; group?: number }): void {
-    if (l === true) { this.out.push({ type: 'log' }); return; }
+    if (l === true) { this.out.push(expr.log()); return; }
     if (typeof l !== 'object' || l === null) this.fail('log', 'expected true or { prefix, level, group }');
     for (const k of Object.keys(l)) if (!['prefix', 'level', 'group'].includes(k)) this.fail(`log.${k}`, 'unknown field (prefix, level, group)');
     if (l.prefix !== undefined && (typeof l.prefix !== 'string' || Buffer.byteLength(l.prefix) > 127)) this.fail('log.prefix', 'expected a string of at most 127 bytes');
     if (l.level !== undefined && !LOG_LEVELS.includes(l.level)) this.fail('log.level', `one of ${LOG_LEVELS.join(', ')}`);
     if (l.group !== undefined && !(Number.isInteger(l.group) && l.group >= 0 && l.group <= 65535)) this.fail('log.group', 'expected 0..65535');
     if (l.group !== undefined && l.level !== undefined) this.fail('log', 'a log goes to a group or to the kernel log at a level, not both');
-    this.out.push({
-      type: 'log', ...(l.prefix !== undefined ? { prefix: l.prefix } : {}),
+    this.out.push(expr.log({
+      ...(l.prefix !== undefined ? { prefix: l.prefix } : {}),
       ...(l.level !== undefined ? { level: LOG_LEVELS.indexOf(l.level) } : {}), ...(l.group !== undefined ? { group: l.group } : {}),
-    });
+    }));
   }
 
   private verdict(v: RuleVerdict, m: RuleMatch): void {
     if (typeof v === 'string') {
       if (v === 'reject') return this.reject('port-unreachable', m);
       if (!['accept', 'drop', 'return', 'continue'].includes(v)) this.fail('verdict', `${JSON.stringify(v)}: accept, drop, reject, return, continue, {jump}, {goto}, {reject}, {vmap}`);
-      this.out.push({ type: 'verdict', verdict: v as NftVerdict });
+      this.out.push(expr.verdict(v as NftVerdict));
       return;
     }
     if (typeof v !== 'object' || v === null || Object.keys(v).length !== 1) this.fail('verdict', 'expected one of accept, drop, reject, return, continue, {jump: CHAIN}, {goto: CHAIN}, {reject: WITH}, {vmap: {keys, map}}');
     if ('jump' in v || 'goto' in v) {
       const chain = 'jump' in v ? v.jump : v.goto;
       if (typeof chain !== 'string' || chain === '') this.fail('verdict', 'expected a chain name');
-      this.out.push({ type: 'verdict', verdict: 'jump' in v ? { jump: chain } : { goto: chain } });
+      this.out.push('jump' in v ? expr.jump(chain) : expr.goto(chain));
       return;
     }
     if ('reject' in v) return this.reject(v.reject, m);
     if ('vmap' in v) {
       const s = this.setRef('verdict.vmap.map', `@${v.vmap?.map}`, true);
       this.loadKeys('verdict.vmap.keys', v.vmap.keys, s);
-      this.out.push({ type: 'lookup', sreg: NFT_REG_1, set: s.name, dreg: 0 });
+      this.out.push(expr.vmap(NFT_REG_1, s.name));
       return;
     }
     this.fail('verdict', `unknown verdict ${JSON.stringify(Object.keys(v)[0])}`);
@@ -354,13 +340,13 @@ class RuleCompiler {
     if (w === 'tcp-reset') {
       // The kernel sends a reset only for TCP: like nft, insist the rule matches TCP.
       if (m.protocol !== 'tcp' && m.protocol !== 6 && m.protocol !== '6') this.fail('verdict.reject', 'tcp-reset needs match.protocol: tcp');
-      this.out.push({ type: 'reject', reject: 'tcpReset' });
+      this.out.push(expr.tcpReset());
       return;
     }
     const codes = REJECT_CODES[w];
     if (!codes) this.fail('verdict.reject', `${JSON.stringify(w)}: one of ${[...Object.keys(REJECT_CODES), 'tcp-reset'].join(', ')}`);
-    if (this.ver === 4) this.out.push({ type: 'reject', reject: 'icmp', code: codes[0] });
-    else if (this.ver === 6) this.out.push({ type: 'reject', reject: 'icmp', code: codes[1] });
-    else this.out.push({ type: 'reject', reject: 'icmpx', code: codes[2] });
+    if (this.ver === 4) this.out.push(expr.rejectIcmp(codes[0]));
+    else if (this.ver === 6) this.out.push(expr.rejectIcmp(codes[1]));
+    else this.out.push(expr.rejectIcmpx(codes[2]));
   }
 }

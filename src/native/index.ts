@@ -15,6 +15,7 @@ import {
 } from './nft-types';
 
 export * from './nft-types';
+export * from './nft-expr';
 export { NftBatch } from './encode';
 
 interface RawFailure { index: number; element?: number; errno: number; code: string; message?: string }

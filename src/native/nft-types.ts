@@ -1,5 +1,5 @@
-// Public types of the native nftables transport (src/native/index.ts) and small builders for the
-// common expressions and for encoding set keys. A backend describes tables, chains, sets, elements
+// Public types of the native nftables transport (src/native/index.ts) and the encoders of set keys
+// and data (the expression builders are in nft-expr.ts). A backend describes tables, chains, sets, elements
 // and rules with these types; `nftApply(ops)` sends them to the kernel as ONE atomic netlink batch.
 //
 // Conventions
@@ -403,66 +403,7 @@ export function dataTypeId(t: NftDataType | NftDataType[]): number {
   return id;
 }
 
-// ---- expression builders (the usual matches) ----
-
-const IP_DADDR = 16, IP_SADDR = 12, IP6_SADDR = 8, IP6_DADDR = 24;
-
-export const expr = {
-  /** ip saddr / daddr into dreg. */
-  ipSaddr: (dreg: number): NftExpr => ({ type: 'payload', base: 'network', offset: IP_SADDR, len: 4, dreg }),
-  ipDaddr: (dreg: number): NftExpr => ({ type: 'payload', base: 'network', offset: IP_DADDR, len: 4, dreg }),
-  ip6Saddr: (dreg: number): NftExpr => ({ type: 'payload', base: 'network', offset: IP6_SADDR, len: 16, dreg }),
-  ip6Daddr: (dreg: number): NftExpr => ({ type: 'payload', base: 'network', offset: IP6_DADDR, len: 16, dreg }),
-  /** th sport / dport (tcp, udp, sctp: same offsets). */
-  thSport: (dreg: number): NftExpr => ({ type: 'payload', base: 'transport', offset: 0, len: 2, dreg }),
-  thDport: (dreg: number): NftExpr => ({ type: 'payload', base: 'transport', offset: 2, len: 2, dreg }),
-  meta: (key: NftMetaKey, dreg: number): NftExpr => ({ type: 'meta', key, dreg }),
-  l4proto: (dreg: number): NftExpr => ({ type: 'meta', key: 'l4proto', dreg }),
-  cmp: (sreg: number, op: NftCmpOp, data: Uint8Array): NftExpr => ({ type: 'cmp', sreg, op, data }),
-  eq: (sreg: number, data: Uint8Array): NftExpr => ({ type: 'cmp', sreg, op: 'eq', data }),
-  neq: (sreg: number, data: Uint8Array): NftExpr => ({ type: 'cmp', sreg, op: 'neq', data }),
-  lookup: (sreg: number, set: string, dreg?: number, invert?: boolean): NftExpr =>
-    ({ type: 'lookup', sreg, set, dreg, invert }),
-  /** `... vmap @set`: lookup with dreg = verdict register. */
-  vmap: (sreg: number, set: string): NftExpr => ({ type: 'lookup', sreg, set, dreg: NFT_REG_VERDICT }),
-  immediate: (dreg: number, data: Uint8Array): NftExpr => ({ type: 'immediate', dreg, data }),
-  verdict: (verdict: NftVerdict): NftExpr => ({ type: 'verdict', verdict }),
-  accept: (): NftExpr => ({ type: 'verdict', verdict: 'accept' }),
-  drop: (): NftExpr => ({ type: 'verdict', verdict: 'drop' }),
-  ret: (): NftExpr => ({ type: 'verdict', verdict: 'return' }),
-  jump: (chain: string): NftExpr => ({ type: 'verdict', verdict: { jump: chain } }),
-  goto: (chain: string): NftExpr => ({ type: 'verdict', verdict: { goto: chain } }),
-  counter: (): NftExpr => ({ type: 'counter' }),
-  numgenRandom: (mod: number, dreg: number, offset = 0): NftExpr => ({ type: 'numgen', mode: 'random', mod, offset, dreg }),
-  ctState: (dreg: number): NftExpr => ({ type: 'ct', key: 'state', dreg }),
-  /** ct original ip/ip6 daddr (the service IP before DNAT). */
-  ctOrigDst: (dreg: number, family: 'ip' | 'ip6' = 'ip'): NftExpr =>
-    ({ type: 'ct', key: family === 'ip' ? 'dst_ip' : 'dst_ip6', dreg, dir: 'original' }),
-  /** Mark test: (meta mark & bit) != 0. */
-  markSet: (dreg: number, bit: number): NftExpr[] => [
-    { type: 'meta', key: 'mark', dreg },
-    { type: 'bitwise', sreg: dreg, dreg, len: 4, mask: u32host(bit), xor: u32host(0) },
-    { type: 'cmp', sreg: dreg, op: 'neq', data: u32host(0) },
-  ],
-  /** meta mark |= bit (uses reg). */
-  orMark: (reg: number, bit: number): NftExpr[] => [
-    { type: 'meta', key: 'mark', dreg: reg },
-    { type: 'bitwise', sreg: reg, dreg: reg, len: 4, mask: u32host(~bit), xor: u32host(bit) },
-    { type: 'metaSet', key: 'mark', sreg: reg },
-  ],
-  /** dnat to addr:port (IPv4 or IPv6 by family), loading both into registers 1 and 2. */
-  dnatTo: (family: 'ip' | 'ip6', addr: string, p?: number): NftExpr[] => [
-    { type: 'immediate', dreg: NFT_REG_1, data: family === 'ip' ? ipv4(addr) : ipv6(addr) },
-    ...(p === undefined ? [] : [{ type: 'immediate', dreg: NFT_REG_2, data: port(p) } as NftExpr]),
-    { type: 'nat', nat: 'dnat', family, regAddrMin: NFT_REG_1, ...(p === undefined ? {} : { regProtoMin: NFT_REG_2 }) },
-  ],
-  masquerade: (fullyRandom = false): NftExpr => ({ type: 'masq', flags: fullyRandom ? { fullyRandom } : undefined }),
-  /** fib daddr type local: use with eq(dreg, u32host(RTN_LOCAL)). */
-  fibDaddrType: (dreg: number): NftExpr => ({ type: 'fib', flags: ['daddr'], result: 'addrtype', dreg }),
-  rejectIcmpPortUnreach: (): NftExpr => ({ type: 'reject', reject: 'icmp', code: 3 }),
-  rejectIcmpxPortUnreach: (): NftExpr => ({ type: 'reject', reject: 'icmpx', code: 1 }),
-  tcpReset: (): NftExpr => ({ type: 'reject', reject: 'tcpReset' }),
-};
+// The expression builders (`expr.ctState`, `expr.daddr`, ...) are in nft-expr.ts.
 
 /** Route types for fib addrtype. */
 export const RTN = { unicast: 1, local: 2, broadcast: 3, anycast: 4, multicast: 5, blackhole: 6 } as const;

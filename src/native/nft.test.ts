@@ -169,7 +169,7 @@ function kubeLikeRuleset(): NftOp[] {
     },
     {
       op: 'add', rule: d({
-        chain: 'nat-postrouting', comment: 'masquerade marked', exprs: [...expr.markSet(NFT_REG_1, 0x4000), expr.masquerade(true)],
+        chain: 'nat-postrouting', comment: 'masquerade marked', exprs: [...expr.hasMetaMark(0x4000), expr.masquerade(true)],
       }) as never,
     },
   ];

@@ -14,12 +14,12 @@
 // Masquerade uses the conntrack mark (bit 0x4000) rather than the packet mark, so the packet mark stays
 // free for IPVS' firewall-mark lookup, which compares the whole mark.
 import * as crypto from 'node:crypto';
-import { cidrBytes, iifMatch } from '../nft/netlink';
 import type { PodSource } from '../../model/enls';
 import {
-  CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host,
-  type NftElement, type NftExpr, type NftOp, type NftVerdict,
+  IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, concat, ipAddr, port as portBytes, proto as protoByte,
+  type NftElement, type NftExpr, type NftOp,
 } from '../../native/nft-types';
+import { addrType, expr, regAfterAddr } from '../../native/nft-expr';
 import type { IpvsProtocol } from '../../native/ipvs';
 import { CLASSES, actionName, type Action, type ClassActions, type DestPlan, type Fam } from './plan';
 
@@ -28,52 +28,20 @@ export const MASQ_CT_BIT = 0x4000;
 const N = { dests: 'dests', serviceIPs: 'service-ips', hairpin: 'hairpin', input: 'input', output: 'output', post: 'postrouting' } as const;
 
 type Rule = NftExpr[];
-const addrLen = (f: Fam) => (f === 'ip' ? 4 : 16);
-const saddr = (f: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: f === 'ip' ? 12 : 8, len: addrLen(f), dreg });
-const daddr = (f: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: f === 'ip' ? 16 : 24, len: addrLen(f), dreg });
-const afterAddr = (f: Fam, k = 0): number => NFT_REG32((f === 'ip' ? 1 : 4) + k);
-const verdict = (v: NftVerdict): NftExpr => ({ type: 'verdict', verdict: v });
-const ctNew: Rule = [
-  { type: 'ct', key: 'state', dreg: NFT_REG_1 },
-  { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(CT_STATE.new), xor: u32host(0) },
-  { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
-];
-const fibLocal = (flag: 'saddr' | 'daddr'): Rule => [
-  { type: 'fib', flags: [flag], result: 'addrtype', dreg: NFT_REG_1 },
-  { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) },
-];
-
-function srcCidr(f: Fam, cidr: string): Rule {
-  const { net, mask } = cidrBytes(cidr);
-  if (mask.every((b) => b === 0)) return [];
-  return [saddr(f), { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: net.length, mask, xor: new Uint8Array(net.length) }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: net }];
-}
 
 /** The rules that carry out one action after `match`. */
 function actionRules(f: Fam, match: Rule, a: Action): Rule[] {
-  if (a.kind === 'drop') return [[...match, verdict('drop')]];
-  if (a.kind === 'reject') {
-    return [
-      [...match, { type: 'meta', key: 'l4proto', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(IPPROTO.tcp) }, { type: 'reject', reject: 'tcpReset' }],
-      // ICMP port unreachable is code 3; ICMPv6 port unreachable is code 4.
-      [...match, { type: 'reject', reject: 'icmp', code: f === 'ip' ? 3 : 4 }],
-    ];
-  }
+  if (a.kind === 'drop') return [[...match, expr.drop()]];
+  if (a.kind === 'reject') return [[...match, ...expr.protoIs(IPPROTO.tcp), expr.tcpReset()], [...match, expr.rejectPortUnreachable(f)]];
   const out: Rule = [...match];
-  if (a.masq) {
-    out.push(
-      { type: 'ct', key: 'mark', dreg: NFT_REG_1 },
-      { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(~MASQ_CT_BIT >>> 0), xor: u32host(MASQ_CT_BIT) },
-      { type: 'ctSet', key: 'mark', sreg: NFT_REG_1 },
-    );
-  }
-  if (a.fwmark !== undefined) out.push({ type: 'immediate', dreg: NFT_REG_1, data: u32host(a.fwmark) }, { type: 'metaSet', key: 'mark', sreg: NFT_REG_1 });
-  out.push(verdict('accept'));
+  if (a.masq) out.push(...expr.setCtMarkBits(MASQ_CT_BIT));
+  if (a.fwmark !== undefined) out.push(...expr.setMetaMark(a.fwmark));
+  out.push(expr.accept());
   return [out];
 }
 
 /** The match of one pod source: its source CIDR, or the interface the packet came in on. */
-const podMatch = (f: Fam, s: PodSource): Rule => ('cidr' in s ? srcCidr(f, s.cidr) : iifMatch(s.iifname, s.prefix));
+const podMatch = (f: Fam, s: PodSource): Rule => ('cidr' in s ? expr.cidrMatch(expr.saddr(f), s.cidr) : expr.iifnameMatch(s.iifname, s.prefix));
 
 /**
  * The class chain's name and rules for one combination of actions. The name does not say how pods
@@ -84,7 +52,7 @@ export function classChain(f: Fam, actions: ClassActions, pods: PodSource[]): { 
   const rules: Rule[] = [];
   const same = (c: 'pod' | 'node') => actionName(actions[c]) === actionName(actions.other);
   if (!same('pod')) for (const from of pods) rules.push(...actionRules(f, podMatch(f, from), actions.pod));
-  if (!same('node')) rules.push(...actionRules(f, fibLocal('saddr'), actions.node));
+  if (!same('node')) rules.push(...actionRules(f, expr.fibLocal('saddr'), actions.node));
   rules.push(...actionRules(f, [], actions.other));
   return { name, rules };
 }
@@ -92,7 +60,7 @@ export function classChain(f: Fam, actions: ClassActions, pods: PodSource[]): { 
 function firewallChain(f: Fam, allowed: string[], next: string): { name: string; rules: Rule[] } {
   const sorted = [...allowed].sort();
   const h = crypto.createHash('sha1').update(sorted.join(',')).digest('hex').slice(0, 8);
-  return { name: `fw-${h}-${next}`, rules: [...sorted.map((c) => [...srcCidr(f, c), verdict({ goto: next })]), [verdict('drop')]] };
+  return { name: `fw-${h}-${next}`, rules: [...sorted.map((c) => [...expr.cidrMatch(expr.saddr(f), c), expr.goto(next)]), [expr.drop()]] };
 }
 
 const protoNum = (p: IpvsProtocol) => IPPROTO[p];
@@ -168,7 +136,7 @@ export class CompanionTable {
   fullOps(pods: PodSource[]): NftOp[] {
     this.pods = pods;
     const f = this.fam, t = { family: f, table: this.table };
-    const a = f === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
+    const a = addrType(f);
     const ops: NftOp[] = [
       { op: 'add', table: { family: f, name: this.table } },
       { op: 'delete', table: { family: f, name: this.table } },
@@ -179,25 +147,17 @@ export class CompanionTable {
     ];
     for (const [name] of this.chains) ops.push({ op: 'add', chain: { ...t, name } });
     for (const [name, c] of this.chains) for (const exprs of c.rules) ops.push({ op: 'add', rule: { ...t, chain: name, exprs } });
-    const lookup: Rule = [...ctNew, daddr(f), { type: 'meta', key: 'l4proto', dreg: afterAddr(f) }, { type: 'payload', base: 'transport', offset: 2, len: 2, dreg: afterAddr(f, 1) }, { type: 'lookup', sreg: NFT_REG_1, set: N.dests, dreg: 0 }];
-    const unserved: Rule = [...ctNew, daddr(f), { type: 'lookup', sreg: NFT_REG_1, set: N.serviceIPs }];
+    const lookup: Rule = [...expr.ctNew(), expr.daddr(f), expr.l4proto(regAfterAddr(f)), expr.thDport(regAfterAddr(f, 1)), expr.vmap(NFT_REG_1, N.dests)];
+    const unserved: Rule = [...expr.ctNew(), expr.daddr(f), expr.inSet(NFT_REG_1, N.serviceIPs)];
     for (const [name, hook] of [[N.input, 'input'], [N.output, 'output']] as const) {
       ops.push({ op: 'add', chain: { ...t, name, hook, type: 'filter', priority: -110, policy: 'accept' } });
       ops.push({ op: 'add', rule: { ...t, chain: name, exprs: lookup } });
       for (const r of actionRules(f, unserved, { kind: 'reject', masq: false })) ops.push({ op: 'add', rule: { ...t, chain: name, exprs: r } });
     }
     ops.push({ op: 'add', chain: { ...t, name: N.post, hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept' } });
-    ops.push({ op: 'add', rule: { ...t, chain: N.post, exprs: [saddr(f), daddr(f, f === 'ip' ? NFT_REG32(1) : NFT_REG_2), { type: 'lookup', sreg: NFT_REG_1, set: N.hairpin }, { type: 'masq', flags: { fullyRandom: true } }] } });
-    ops.push({
-      op: 'add', rule: {
-        ...t, chain: N.post, exprs: [
-          { type: 'ct', key: 'mark', dreg: NFT_REG_1 },
-          { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(MASQ_CT_BIT), xor: u32host(0) },
-          { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
-          { type: 'masq', flags: { fullyRandom: true } },
-        ],
-      },
-    });
+    const hairpin = [expr.saddr(f), expr.daddr(f, f === 'ip' ? NFT_REG32(1) : NFT_REG_2), expr.inSet(NFT_REG_1, N.hairpin), expr.masquerade(true)];
+    ops.push({ op: 'add', rule: { ...t, chain: N.post, exprs: hairpin } });
+    ops.push({ op: 'add', rule: { ...t, chain: N.post, exprs: [...expr.hasCtMark(MASQ_CT_BIT), expr.masquerade(true)] } });
     const elems = (set: string, list: NftElement[]) => { for (let i = 0; i < list.length; i += 1000) ops.push({ op: 'add', elements: { ...t, set, elements: list.slice(i, i + 1000) } }); };
     elems(N.dests, [...this.dests.values()].map((e) => this.destElem(e)));
     elems(N.serviceIPs, [...this.addrs.keys()].map((x) => ({ key: ipAddr(x) })));

@@ -1,228 +1,115 @@
-// Render the backend's ops as NftOp[] for the native addon (one atomic netlink batch).
+// Render the backend's ops as NftOp[] for the native addon (one atomic netlink batch). Rule expressions
+// come from the builders of src/native/nft-expr.ts; stmtExprs() runs once per rule of a full sync, so it
+// calls the single-expression builders inline and spreads only the matches (arrays) it spread before:
+// the same objects as hand-written literals, no extra array per rule.
 import {
   CT_STATE, IPPROTO, NFT_REG_1, NFT_REG_2, NFT_REG32, RTN, concat, ipAddr, port as portBytes, proto as protoByte, u32host, writeAddr,
-  type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict, type NftDataType,
+  type NftExpr, type NftOp, type NftSet, type NftElement, type NftVerdict,
 } from '../../native/nft-types';
+import { CT_STATUS_DNAT, addrType, expr, regAfterAddr } from '../../native/nft-expr';
 import type { ElementItems, NftBatch } from '../../native/encode';
 import { elemChunks, MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
 
-const IPS_DST_NAT = 0x20;
-
 interface Ctx { fam: Fam; table: string }
-
-const addrLen = (fam: Fam): number => (fam === 'ip' ? 4 : 16);
-const saddrOff = (fam: Fam): number => (fam === 'ip' ? 12 : 8);
-const daddrOff = (fam: Fam): number => (fam === 'ip' ? 16 : 24);
-const addrType = (fam: Fam): NftDataType => (fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr');
-/** The 4-byte register right after an address loaded into NFT_REG_1. */
-const afterAddr = (fam: Fam, k = 0): number => NFT_REG32((fam === 'ip' ? 1 : 4) + k);
-
-const saddr = (fam: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: saddrOff(fam), len: addrLen(fam), dreg });
-const daddr = (fam: Fam, dreg = NFT_REG_1): NftExpr => ({ type: 'payload', base: 'network', offset: daddrOff(fam), len: addrLen(fam), dreg });
-const dport = (dreg: number): NftExpr => ({ type: 'payload', base: 'transport', offset: 2, len: 2, dreg });
-const l4proto = (dreg: number): NftExpr => ({ type: 'meta', key: 'l4proto', dreg });
-const verdict = (v: NftVerdict): NftExpr => ({ type: 'verdict', verdict: v });
-
-function ctNew(): NftExpr[] {
-  return [
-    { type: 'ct', key: 'state', dreg: NFT_REG_1 },
-    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(CT_STATE.new), xor: u32host(0) },
-    { type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: u32host(0) },
-  ];
-}
-
-/** ct status & dnat != 0 (or == 0 with `none`). */
-function ctDnat(none = false): NftExpr[] {
-  return [
-    { type: 'ct', key: 'status', dreg: NFT_REG_1 },
-    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(IPS_DST_NAT), xor: u32host(0) },
-    { type: 'cmp', sreg: NFT_REG_1, op: none ? 'eq' : 'neq', data: u32host(0) },
-  ];
-}
 
 /** The first byte of an IPv4 address (saddr or daddr) is (or is not) 127: inside 127.0.0.0/8. */
 function inLoopbackNet(which: 'saddr' | 'daddr', eq: boolean): NftExpr[] {
-  return [
-    { type: 'payload', base: 'network', offset: which === 'saddr' ? saddrOff('ip') : daddrOff('ip'), len: 1, dreg: NFT_REG_1 },
-    { type: 'cmp', sreg: NFT_REG_1, op: eq ? 'eq' : 'neq', data: new Uint8Array([127]) },
-  ];
-}
-
-function orMark(): NftExpr[] {
-  return [
-    { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
-    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(~MASQ_BIT), xor: u32host(MASQ_BIT) },
-    { type: 'metaSet', key: 'mark', sreg: NFT_REG_1 },
-  ];
-}
-
-/** Network address and mask bytes of a CIDR. */
-export function cidrBytes(cidr: string): { net: Uint8Array; mask: Uint8Array } {
-  const [a, l] = cidr.split('/');
-  const addr = ipAddr(a);
-  const bits = l === undefined ? addr.length * 8 : Number(l);
-  const mask = new Uint8Array(addr.length);
-  for (let i = 0; i < addr.length; i++) {
-    const b = Math.max(0, Math.min(8, bits - i * 8));
-    mask[i] = b === 0 ? 0 : (0xff << (8 - b)) & 0xff;
-  }
-  const net = addr.map((x, i) => x & mask[i]);
-  return { net, mask };
-}
-
-/** Loads an address with `load` into NFT_REG_1 and compares it with a CIDR (nothing for a /0). */
-function cidrMatch(load: NftExpr, cidr: string): NftExpr[] {
-  const { net, mask } = cidrBytes(cidr);
-  if (mask.every((b) => b === 0)) return [];
-  return [
-    load,
-    { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: net.length, mask, xor: new Uint8Array(net.length) },
-    { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: net },
-  ];
-}
-
-/** IFNAMSIZ: the kernel's interface name field, NUL padded. */
-const IFNAMSIZ = 16;
-
-/**
- * `iifname NAME` / `iifname "PREFIX*"`: the incoming interface's name (all NULs for a locally generated
- * packet) compared whole (the name and its NUL padding) or on the prefix's bytes only, as nft does.
- */
-export function iifMatch(name: string, prefix: boolean): NftExpr[] {
-  const bytes = Buffer.from(name, 'utf8');
-  if (bytes.length === 0 || bytes.length >= IFNAMSIZ) throw new Error(`iifname ${JSON.stringify(name)}: an interface name has 1 to ${IFNAMSIZ - 1} bytes`);
-  const data = new Uint8Array(prefix ? bytes.length : IFNAMSIZ);
-  data.set(bytes);
-  return [{ type: 'meta', key: 'iifname', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data }];
-}
-
-function protoEq(p: 'tcp' | 'udp' | 'sctp'): NftExpr[] {
-  return [l4proto(NFT_REG_1), { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(p) }];
+  return [expr.addrPrefix('ip', which, 1), expr.cmp(NFT_REG_1, eq ? 'eq' : 'neq', new Uint8Array([127]))];
 }
 
 export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
   switch (st.s) {
     case 'vmapVip':
       return [
-        ...(st.ctNew ? ctNew() : []),
-        daddr(fam), l4proto(afterAddr(fam)), dport(afterAddr(fam, 1)),
-        { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: 0 },
+        ...(st.ctNew ? expr.ctNew() : []),
+        expr.daddr(fam), expr.l4proto(regAfterAddr(fam)), expr.thDport(regAfterAddr(fam, 1)), expr.vmap(NFT_REG_1, st.map),
       ];
     case 'vmapPort': {
-      const out: NftExpr[] = st.ctNew ? ctNew() : [];
-      if (st.local) {
-        out.push({ type: 'fib', flags: ['daddr'], result: 'addrtype', dreg: NFT_REG_1 });
-        out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
-      }
-      if (st.daddrCidr) out.push(...cidrMatch(daddr(fam), st.daddrCidr));
+      const out: NftExpr[] = st.ctNew ? expr.ctNew() : [];
+      if (st.local) out.push(...expr.fibLocal('daddr'));
+      if (st.daddrCidr) out.push(...expr.cidrMatch(expr.daddr(fam), st.daddrCidr));
       if (st.local && (!st.daddrCidr || st.exceptLoopback)) {
-        if (fam === 'ip') {
-          out.push({ type: 'payload', base: 'network', offset: daddrOff(fam), len: 1, dreg: NFT_REG_1 });
-          out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: new Uint8Array([127]) });
-        } else {
-          out.push(daddr(fam));
-          out.push({ type: 'cmp', sreg: NFT_REG_1, op: 'neq', data: ipAddr('::1') });
-        }
+        if (fam === 'ip') out.push(expr.addrPrefix('ip', 'daddr', 1), expr.neq(NFT_REG_1, new Uint8Array([127])));
+        else out.push(expr.daddr(fam), expr.neq(NFT_REG_1, ipAddr('::1')));
       }
-      out.push(l4proto(NFT_REG_1), dport(NFT_REG32(1)), { type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: 0 });
+      out.push(expr.l4proto(NFT_REG_1), expr.thDport(NFT_REG32(1)), expr.vmap(NFT_REG_1, st.map));
       return out;
     }
-    case 'jump': return [verdict({ jump: st.chain })];
-    case 'goto': return [verdict({ goto: st.chain })];
+    case 'jump': return [expr.jump(st.chain)];
+    case 'goto': return [expr.goto(st.chain)];
     case 'srcCidr':
-      return [...cidrMatch(saddr(fam), st.cidr), verdict(st.then === 'return' ? 'return' : { goto: st.then.goto })];
+      return [...expr.cidrMatch(expr.saddr(fam), st.cidr), st.then === 'return' ? expr.ret() : expr.goto(st.then.goto)];
     case 'iifReturn':
-      return [...iifMatch(st.iifname, st.prefix), verdict('return')];
+      return [...expr.iifnameMatch(st.iifname, st.prefix), expr.ret()];
     case 'classGoto': {
       const out: NftExpr[] = [];
-      if (st.from === 'local') {
-        out.push({ type: 'fib', flags: ['saddr'], result: 'addrtype', dreg: NFT_REG_1 }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(RTN.local) });
-      } else if (st.from !== 'any') out.push(...('cidr' in st.from ? cidrMatch(saddr(fam), st.from.cidr) : iifMatch(st.from.iifname, st.from.prefix)));
-      if (st.masq) out.push(...orMark());
-      out.push(verdict({ goto: st.chain }));
+      // One rule per client class of a service: the single builders inline, not the fibLocal array.
+      if (st.from === 'local') out.push(expr.fibAddrType('saddr', NFT_REG_1), expr.eq(NFT_REG_1, u32host(RTN.local)));
+      else if (st.from !== 'any') {
+        out.push(...('cidr' in st.from ? expr.cidrMatch(expr.saddr(fam), st.from.cidr) : expr.iifnameMatch(st.from.iifname, st.from.prefix)));
+      }
+      if (st.masq) out.push(...expr.setMetaMarkBits(MASQ_BIT));
+      out.push(expr.goto(st.chain));
       return out;
     }
     case 'rejectDaddrInSet':
-      return [...ctNew(), daddr(fam), { type: 'lookup', sreg: NFT_REG_1, set: st.set }, { type: 'reject', reject: 'icmp', code: fam === 'ip' ? 3 : 4 }];
+      return [...expr.ctNew(), expr.daddr(fam), expr.inSet(NFT_REG_1, st.set), expr.rejectPortUnreachable(fam)];
     case 'dnatPick': {
       // Key registers: [daddr .] l4proto . dport . slot, each field in its own 4-byte register(s).
-      const out: NftExpr[] = [...protoEq(st.proto)];
+      const out: NftExpr[] = expr.protoIs(st.proto);
       let r = 0;
-      if (st.key === 'vip') { out.push(daddr(fam)); r = fam === 'ip' ? 1 : 4; }
-      out.push(l4proto(NFT_REG32(r)), dport(NFT_REG32(r + 1)));
-      out.push({ type: 'numgen', mode: 'random', mod: st.n, offset: 0, dreg: NFT_REG32(r + 2) });
-      out.push({ type: 'lookup', sreg: NFT_REG_1, set: st.map, dreg: NFT_REG_1 });
-      out.push({ type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: fam === 'ip' ? NFT_REG32(1) : NFT_REG_2 });
+      if (st.key === 'vip') { out.push(expr.daddr(fam)); r = fam === 'ip' ? 1 : 4; }
+      out.push(expr.l4proto(NFT_REG32(r)), expr.thDport(NFT_REG32(r + 1)));
+      out.push(expr.numgenRandom(st.n, NFT_REG32(r + 2)));
+      out.push(expr.mapLookup(NFT_REG_1, st.map, NFT_REG_1));
+      out.push(expr.dnat(fam, NFT_REG_1, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2));
       return out;
     }
     case 'dnat':
       return [
-        ...protoEq(st.proto),
-        { type: 'immediate', dreg: NFT_REG_1, data: ipAddr(st.addr) },
-        { type: 'immediate', dreg: NFT_REG_2, data: portBytes(st.port) },
-        { type: 'nat', nat: 'dnat', family: fam, regAddrMin: NFT_REG_1, regProtoMin: NFT_REG_2 },
+        ...expr.protoIs(st.proto),
+        expr.immediate(NFT_REG_1, ipAddr(st.addr)), expr.immediate(NFT_REG_2, portBytes(st.port)), expr.dnat(fam, NFT_REG_1, NFT_REG_2),
       ];
     case 'affinityGoto':
-      return [saddr(fam), { type: 'lookup', sreg: NFT_REG_1, set: st.set }, verdict({ goto: st.chain })];
+      return [expr.saddr(fam), expr.inSet(NFT_REG_1, st.set), expr.goto(st.chain)];
     case 'randomGoto':
-      return [
-        { type: 'numgen', mode: 'random', mod: st.mod, offset: 0, dreg: NFT_REG_1 },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(0) },
-        verdict({ goto: st.chain }),
-      ];
+      return [expr.numgenRandom(st.mod, NFT_REG_1), expr.eq(NFT_REG_1, u32host(0)), expr.goto(st.chain)];
     case 'affinityUpdate':
-      return [saddr(fam), { type: 'dynset', op: 'update', set: st.set, sregKey: NFT_REG_1 }];
-    case 'drop': return [verdict('drop')];
+      return [expr.saddr(fam), expr.updateSet(st.set, NFT_REG_1)];
+    case 'drop': return [expr.drop()];
     case 'rejectTcp':
-      return [l4proto(NFT_REG_1), { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: protoByte(IPPROTO.tcp) }, { type: 'reject', reject: 'tcpReset' }];
+      return [...expr.protoIs(IPPROTO.tcp), expr.tcpReset()];
     case 'rejectIcmp':
-      // ICMP port unreachable is code 3; ICMPv6 port unreachable is code 4.
-      return [{ type: 'reject', reject: 'icmp', code: fam === 'ip' ? 3 : 4 }];
+      return [expr.rejectPortUnreachable(fam)];
     case 'localnetMasq':
       if (fam !== 'ip') throw new Error('localnetMasq: IPv4 only');
-      return [...ctDnat(), ...inLoopbackNet('saddr', true), { type: 'masq', flags: { fullyRandom: true } }];
+      return [...expr.hasCtStatus(CT_STATUS_DNAT), ...inLoopbackNet('saddr', true), expr.masquerade(true)];
     case 'dropLocalnet':
       if (fam !== 'ip') throw new Error('dropLocalnet: IPv4 only');
       return [
         ...inLoopbackNet('daddr', true), ...inLoopbackNet('saddr', false),
-        { type: 'ct', key: 'state', dreg: NFT_REG_1 },
-        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(CT_STATE.established | CT_STATE.related), xor: u32host(0) },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(0) },
-        ...ctDnat(true),
-        verdict('drop'),
+        ...expr.lacksCtState(CT_STATE.established | CT_STATE.related), ...expr.lacksCtStatus(CT_STATUS_DNAT),
+        expr.drop(),
       ];
     case 'hairpinMasq':
       return [
-        ...ctDnat(),
-        saddr(fam), daddr(fam, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2),
-        { type: 'lookup', sreg: NFT_REG_1, set: N.hairpin },
-        { type: 'masq' },
+        ...expr.hasCtStatus(CT_STATUS_DNAT),
+        expr.saddr(fam), expr.daddr(fam, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2), expr.inSet(NFT_REG_1, N.hairpin), expr.masquerade(),
       ];
     case 'returnIfNoMark':
-      return [
-        { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
-        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(MASQ_BIT), xor: u32host(0) },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: u32host(0) },
-        verdict('return'),
-      ];
+      return [...expr.lacksMetaMark(MASQ_BIT), expr.ret()];
     case 'clearMark':
-      return [
-        { type: 'meta', key: 'mark', dreg: NFT_REG_1 },
-        { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: u32host(0xffffffff), xor: u32host(MASQ_BIT) },
-        { type: 'metaSet', key: 'mark', sreg: NFT_REG_1 },
-      ];
+      return expr.toggleMetaMarkBits(MASQ_BIT);
     case 'masquerade':
-      return [{ type: 'masq', flags: { fullyRandom: true } }];
+      return [expr.masquerade(true)];
     case 'flowOffload': {
       // ct packets is a host-order u64: swapped to network order so that cmp (a memcmp) orders it.
       const min = new Uint8Array(8);
       new DataView(min.buffer).setBigUint64(0, BigInt(st.minPackets), false);
-      const threshold: NftExpr[] = st.minPackets > 0 ? [
-        { type: 'ct', key: 'packets', dreg: NFT_REG_1 },
-        { type: 'byteorder', op: 'hton', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 8, size: 8 },
-        { type: 'cmp', sreg: NFT_REG_1, op: 'gt', data: min },
-      ] : [];
-      return [...ctDnat(), ...threshold, { type: 'flowOffload', flowtable: st.flowtable }];
+      const threshold: NftExpr[] = st.minPackets > 0
+        ? [expr.ct('packets', NFT_REG_1), expr.hton(NFT_REG_1, 8, 8), expr.cmp(NFT_REG_1, 'gt', min)]
+        : [];
+      return [...expr.hasCtStatus(CT_STATUS_DNAT), ...threshold, expr.flowOffload(st.flowtable)];
     }
   }
 }
