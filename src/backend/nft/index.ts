@@ -1,6 +1,7 @@
 // nftables backend: `kpng ... --to nft`. See README.md beside this file for the ruleset design.
 import type { NativeCallOptions } from '../../native/nft-types';
 import { NftBatch } from '../../native/encode';
+import { expr } from '../../native/nft-expr';
 import * as native from '../../native';
 import type { Sink } from '../../sink/sink';
 import { ElemWriter, toNftOps } from './netlink';
@@ -126,7 +127,7 @@ export async function probeFlowtables(call: NativeCallOptions = {}): Promise<voi
     { op: 'add', table: { family: t.family, name: t.table } },
     { op: 'add', flowtable: { ...t, name: 'probe', devices: [] } },
     { op: 'add', chain: { ...t, name: 'probe' } },
-    { op: 'add', rule: { ...t, chain: 'probe', exprs: [{ type: 'flowOffload', flowtable: 'probe' }] } },
+    { op: 'add', rule: { ...t, chain: 'probe', exprs: [expr.flowOffload('probe')] } },
     { op: 'delete', table: { family: t.family, name: t.table } },
   ], call);
 }
