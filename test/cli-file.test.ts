@@ -86,30 +86,30 @@ test('follows the file when it is rewritten in place and when a new file is rena
   writeList(file, [node('n1'), web, slice('web-1', 'web', [ep('10.244.1.1')])]);
   const p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'trace', '--min-sync-period', '0']);
   try {
-    await p.waitFor(/^sync rev=1 changes=2$/);
-    expect(p.lines).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080]', 'sync rev=1 changes=2']);
+    await p.waitForLine(/^sync rev=1 changes=2$/, { stream: 'stdout' });
+    expect(p.stdout).toEqual(['reset', 'set node node n1 zone=- addresses=192.168.50.1', 'set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080]', 'sync rev=1 changes=2']);
 
     // Rewrite in place: an endpoint is added.
-    let from = p.lines.length;
+    let from = p.stdout.length;
     writeList(file, [node('n1'), web, slice('web-1', 'web', [ep('10.244.1.1'), ep('10.244.1.2')])]);
-    await p.waitFor(/^sync rev=2 changes=1$/, from);
-    expect(p.lines.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
+    await p.waitForLine(/^sync rev=2 changes=1$/, { from, stream: 'stdout' });
+    expect(p.stdout.slice(from)).toEqual(['set svc/default/web ClusterIP 80/TCP cluster-ip=cluster[10.244.1.1:8080,10.244.1.2:8080]', 'sync rev=2 changes=1']);
 
     // Replace: a new file renamed over the old one, without the service.
-    from = p.lines.length;
+    from = p.stdout.length;
     const tmp = path.join(dir, '.state.yaml.tmp');
     writeList(tmp, [node('n1')]);
     fs.renameSync(tmp, file);
-    await p.waitFor(/^sync rev=3 changes=1$/, from);
-    expect(p.lines.slice(from)).toEqual(['delete svc/default/web', 'sync rev=3 changes=1']);
+    await p.waitForLine(/^sync rev=3 changes=1$/, { from, stream: 'stdout' });
+    expect(p.stdout.slice(from)).toEqual(['delete svc/default/web', 'sync rev=3 changes=1']);
 
     // A broken rewrite keeps the previous state and says so.
     fs.writeFileSync(file, 'kind: [');
     await new Promise((r) => setTimeout(r, 400));
-    expect(p.stderr).toMatch(/not valid YAML or JSON.*keeping the previous state/);
-    from = p.lines.length;
+    expect(p.text('stderr')).toMatch(/not valid YAML or JSON.*keeping the previous state/);
+    from = p.stdout.length;
     writeList(file, [node('n1'), svc('api', { clusterIPs: ['10.96.0.5'] })]);
-    await p.waitFor(/^sync rev=4 changes=1$/, from);
+    await p.waitForLine(/^sync rev=4 changes=1$/, { from, stream: 'stdout' });
   } finally {
     expect(await p.stop()).toBe(0);
   }
@@ -118,12 +118,12 @@ test('follows the file when it is rewritten in place and when a new file is rena
 test('--stats prints a header and one line a second on stderr', async () => {
   const p = new KpngProcess(['file', '--input', example, '--node', 'n1', '--to', 'trace', '--stats']);
   try {
-    await p.waitFor(/^sync rev=1/);
+    await p.waitForLine(/^sync rev=1/, { stream: 'stdout' });
     await new Promise((r) => setTimeout(r, 2300));
   } finally {
     await p.stop();
   }
-  const stats = p.stderr.split('\n').filter((l) => l.startsWith('stats:'));
+  const stats = p.stderr.filter((l) => l.startsWith('stats:'));
   expect(stats[0]).toBe('stats: time events rev usr-cpu sys-cpu tot-cpu mem revs/events');
   expect(stats.length).toBeGreaterThanOrEqual(3);
   expect(stats[1]).toMatch(/^stats: \d+ 11 1 \d+ \d+ \d+\.\d\d% \d+\.\dMiB 9\.09%$/);
@@ -177,11 +177,11 @@ registerBackend({ name: 'slow-first', summary: 'test: a slow first sync', flags:
   const p = new KpngProcess(['file', '--input', example, '--node', 'n1', '--plugin', plugin, '--to', 'slow-first', '--log-level', 'debug']);
   try {
     const deadline = Date.now() + 15_000;
-    while (!/jit: Maglev on/.test(p.stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while (!/jit: Maglev on/.test(p.text('stderr')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   } finally {
     await p.stop();
   }
-  const lines = p.stderr.split('\n');
+  const lines = p.stderr;
   const applied = lines.findIndex((l) => l.includes('slow-first: applied revision 1'));
   const gc = lines.findIndex((l) => /memory: resident set \d+ -> \d+ MiB after the first sync/.test(l));
   expect(applied).toBeGreaterThanOrEqual(0);

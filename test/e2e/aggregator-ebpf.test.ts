@@ -14,9 +14,9 @@ import type { ProducerStatus } from '../../src/aggregator';
 import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
+import { KpngProcess, NODE } from '../shared/kpng-process';
 
 const ROOT = path.resolve(__dirname, '../..');
-const NODE = path.join(ROOT, 'node_modules/.bin/node');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
 const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
@@ -69,17 +69,13 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
   const stateFile = path.join(dir, 'state.json');
   const sock = `unix://${path.join(dir, 'agg.sock')}`;
   const children: ChildProcess[] = [];
-  const lines: string[] = [];
-  let kpng: ChildProcess | undefined;
+  let kpng: KpngProcess | undefined;
   let fw: ProducerClient | undefined;
 
-  const log = () => lines.join('\n');
-  const syncs = () => lines.filter((l) => /ebpf: revision \d+: .* sync, /.test(l)).length;
-  const waitSyncs = async (n: number) => {
-    for (const t0 = Date.now(); syncs() < n; await new Promise((r) => setTimeout(r, 25))) {
-      if (Date.now() - t0 > 20000) throw new Error(`kpng did not sync ${n} times; log:\n${log()}`);
-    }
-  };
+  const log = () => kpng?.log ?? '';
+  const SYNC = /ebpf: revision \d+: .* sync, /;
+  const syncs = () => kpng!.count(SYNC);
+  const waitSyncs = (n: number) => kpng!.waitForCount(SYNC, n, { timeoutMs: 20000 });
   const writeState = (svcs: Parameters<typeof state>[0]) => {
     fs.writeFileSync(`${stateFile}.tmp`, JSON.stringify(state(svcs)));
     fs.renameSync(`${stateFile}.tmp`, stateFile);
@@ -116,18 +112,15 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
       });
     }
     writeState([WEB]);
-    kpng = spawn('nsenter', [`--net=/var/run/netns/${ns.node}`, NODE, CLI, 'file', '--input', stateFile, '--node', 'n1', '--to', 'ebpf',
+    kpng = new KpngProcess(['file', '--input', stateFile, '--node', 'n1', '--to', 'ebpf',
       '--cgroup', cgroup, '--bpffs', pinDir, '--ebpf-nft-table', TABLE, '--cluster-cidr', '10.244.0.0/16', '--min-sync-period', '100ms', '--sync-period', '1h',
-      '--aggregator', '--aggregator-listen', sock, '--aggregator-min-interval', '2s', '--aggregator-burst', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const onData = (b: Buffer) => { lines.push(...String(b).split('\n').filter(Boolean)); };
-    kpng.stdout!.on('data', onData);
-    kpng.stderr!.on('data', onData);
+      '--aggregator', '--aggregator-listen', sock, '--aggregator-min-interval', '2s', '--aggregator-burst', '1'], { netns: ns.node, node: NODE, testServers: false });
     await waitSyncs(1);
   }, 60000);
 
   afterAll(async () => {
     fw?.close();
-    if (kpng && kpng.exitCode === null) { const gone = new Promise((r) => kpng!.on('exit', r)); kpng.kill('SIGTERM'); await gone; }
+    await kpng?.stop();
     for (const c of children) c.kill('SIGTERM');
     try { await ebpfCleanup(pinDir); } catch { /* nothing pinned */ }
     lab.destroy();

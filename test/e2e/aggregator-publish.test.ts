@@ -2,7 +2,6 @@
 // runs in a network namespace; `kpng publish` follows an objects file over the aggregator's unix
 // socket; the tables land in the namespace's kernel next to kpng's; a bad version is refused with
 // the kernel's reason while the previous objects stay; `kpng aggregator status|remove` work.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { KpngProcess, KPNG, runKpng } from '../helpers/cli';
@@ -41,28 +40,15 @@ const BAD_RULE = `          - comment: bad-rule
               - { type: verdict, verdict: drop }
 `;
 
-class Lines {
-  readonly lines: string[] = [];
-  stderr = '';
-  constructor(readonly child: ChildProcessWithoutNullStreams) {
-    child.stdout.setEncoding('utf8').on('data', (x: string) => this.lines.push(...x.split('\n').filter(Boolean)));
-    child.stderr.setEncoding('utf8').on('data', (x: string) => { this.stderr += x; });
-  }
-  async waitFor(re: RegExp, from: number, timeoutMs = 10000): Promise<string> {
-    for (const t0 = Date.now(); Date.now() - t0 < timeoutMs; await new Promise((r) => setTimeout(r, 20))) {
-      const hit = this.lines.slice(from).find((l) => re.test(l));
-      if (hit) return hit;
-    }
-    throw new Error(`timed out waiting for ${re}; got:\n${this.lines.join('\n')}\nstderr:\n${this.stderr}`);
-  }
-}
+/** A line of the publisher's stdout at index >= from matching re (10 s at most). */
+const published = async (p: KpngProcess, re: RegExp, from: number): Promise<string> => (await p.waitForLine(re, { from, stream: 'stdout', timeoutMs: 10000 })).line;
 
 d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
   let ns: Netns;
   let dir: string;
   let kpng: KpngProcess;
   let sock: string;
-  let publish: Lines | undefined;
+  let publish: KpngProcess | undefined;
   const file = () => path.join(dir, 'objects.yaml');
   const write = (text: string) => { fs.writeFileSync(`${file()}.tmp`, text); fs.renameSync(`${file()}.tmp`, file()); };
 
@@ -72,14 +58,14 @@ d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
     sock = `unix://${dir}/aggregator.sock`;
     const state = new StateFile(dir);
     state.write([{ name: 'web', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, targetPort: 8080 }], pods: ['p1a'] }]);
-    kpng = new KpngProcess(['file', '--input', state.file, '--node', 'n1', '--to', 'nft', '--aggregator', '--aggregator-listen', sock], { cmd: ['ip', 'netns', 'exec', ns.name] });
-    for (let i = 0; i < 500 && !(fs.existsSync(`${dir}/aggregator.sock`) && /sync, /.test(kpng.stderr)); i++) await new Promise((r) => setTimeout(r, 20));
-    expect(kpng.stderr).toMatch(/serving producers on unix:/);
+    kpng = new KpngProcess(['file', '--input', state.file, '--node', 'n1', '--to', 'nft', '--aggregator', '--aggregator-listen', sock], { prefix: ['ip', 'netns', 'exec', ns.name] });
+    for (let i = 0; i < 500 && !(fs.existsSync(`${dir}/aggregator.sock`) && /sync, /.test(kpng.text('stderr'))); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(kpng.text('stderr')).toMatch(/serving producers on unix:/);
     expect(fs.statSync(`${dir}/aggregator.sock`).mode & 0o777).toBe(0o600);
   }, 30000);
 
   afterAll(async () => {
-    if (publish && publish.child.exitCode === null) publish.child.kill('SIGTERM');
+    await publish?.stop();
     await kpng?.stop();
     ns?.destroy();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -87,31 +73,31 @@ d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
 
   test('publishes, follows the file, reports a refused version and keeps the previous objects', async () => {
     write(objects(['192.168.50.100']));
-    publish = new Lines(spawn(process.execPath, [KPNG, 'publish', '--producer', 'firewall', '--file', file(), '--aggregator', sock]));
-    await publish.waitFor(/^firewall: .* is in the kernel \(commit \d+, \d+ ops\)/, 0);
+    publish = new KpngProcess(['publish', '--producer', 'firewall', '--file', file(), '--aggregator', sock], { testServers: false });
+    await published(publish, /^firewall: .* is in the kernel \(commit \d+, \d+ ops\)/, 0);
     expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/elements = \{ 192\.168\.50\.100 \}/);
     expect(ns.nft('list', 'tables')).toMatch(/table ip kpng/);
     // kpng logs who the producer is, from the socket's peer credentials.
-    expect(kpng.stderr).toContain(`producer firewall connected (pid ${publish.child.pid} uid ${process.getuid!()} gid ${process.getgid!()}`);
+    expect(kpng.text('stderr')).toContain(`producer firewall connected (pid ${publish.child.pid} uid ${process.getuid!()} gid ${process.getgid!()}`);
 
-    let n = publish.lines.length;
+    let n = publish.stdout.length;
     write(objects(['192.168.50.100', '192.168.50.101']));
-    await publish.waitFor(/is in the kernel/, n);
+    await published(publish, /is in the kernel/, n);
     expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/192\.168\.50\.101/);
 
-    n = publish.lines.length;
+    n = publish.stdout.length;
     write(objects(['192.168.50.102'], BAD_RULE));
-    const refused = await publish.waitFor(/refused/, n);
+    const refused = await published(publish, /refused/, n);
     expect(refused).toMatch(/producer firewall: the kernel refused add rule ip denylist pre "bad-rule": ENOENT/);
     expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/192\.168\.50\.101/); // previous version intact
 
-    n = publish.lines.length;
+    n = publish.stdout.length;
     write('tables: [{ family: ip, name: denylist, chains: [{ name: pre, rules: [{ exprs: [{ type: bogus }] }] }] }]');
-    expect(await publish.waitFor(/previous objects stay/, n)).toMatch(/exprs\[0\]\.type: unknown expression "bogus"/);
+    expect(await published(publish, /previous objects stay/, n)).toMatch(/exprs\[0\]\.type: unknown expression "bogus"/);
 
-    n = publish.lines.length;
+    n = publish.stdout.length;
     write(objects(['192.168.50.103']));
-    await publish.waitFor(/is in the kernel/, n);
+    await published(publish, /is in the kernel/, n);
     expect(ns.nft('list', 'set', 'ip', 'denylist', 'deny')).toMatch(/elements = \{ 192\.168\.50\.103 \}/);
   });
 
@@ -120,8 +106,7 @@ d('kpng publish through kpng --aggregator-listen (real kernel)', () => {
     expect(st.code).toBe(0);
     const producers = JSON.parse(st.stdout) as { name: string; tables: string[]; connected: boolean }[];
     expect(producers.map((p) => [p.name, p.tables, p.connected])).toEqual([['kpng', ['ip kpng', 'ip6 kpng'], true], ['firewall', ['ip denylist'], true]]);
-    publish!.child.kill('SIGTERM');
-    await new Promise((r) => publish!.child.once('exit', r));
+    await publish!.stop();
     await new Promise((r) => setTimeout(r, 200));
     expect(ns.nft('list', 'tables')).toMatch(/table ip denylist/);
     const rm = runKpng(['aggregator', 'remove', 'firewall', '--aggregator', sock]);

@@ -12,9 +12,9 @@ import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
 import { useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
+import { KpngProcess, NODE } from '../shared/kpng-process';
 
 const ROOT = path.resolve(__dirname, '../..');
-const NODE = path.join(ROOT, 'node_modules/.bin/node');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
 const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
@@ -95,38 +95,14 @@ class Lab {
   }
 }
 
-class Kpng {
-  lines: string[] = [];
-  private exited: Promise<number | null>;
-  private child: ChildProcess;
-
-  constructor(lab: Lab, cgroup: string, extra: string[] = [], table = 'kpn-pins') {
-    this.child = spawn('nsenter', [`--net=/var/run/netns/${lab.ns.node}`, NODE, CLI, 'file', '--input', lab.stateFile, '--node', 'n1', '--to', 'ebpf',
-      '--cgroup', cgroup, '--bpffs', lab.pinDir, '--ebpf-nft-table', table, '--cluster-cidr', '10.244.0.0/16', '--min-sync-period', '100ms', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const onData = (b: Buffer) => { this.lines.push(...String(b).split('\n').filter(Boolean)); };
-    this.child.stdout!.on('data', onData);
-    this.child.stderr!.on('data', onData);
-    this.exited = new Promise((r) => this.child.on('exit', (code) => r(code)));
-  }
-
-  get log(): string { return this.lines.join('\n'); }
-
-  async waitFor(re: RegExp, timeoutMs = 20000): Promise<void> {
-    const t0 = Date.now();
-    while (!this.lines.some((l) => re.test(l))) {
-      if (Date.now() - t0 > timeoutMs) throw new Error(`kpng never logged ${re}; log:\n${this.log}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-
-  /** The first sync done, whatever it found. */
-  firstSync(): Promise<void> { return this.waitFor(/ebpf: revision \d+: full .* sync, /); }
-
-  async stop(): Promise<void> {
-    this.child.kill('SIGTERM');
-    await this.exited;
-  }
+/** kpng --to ebpf in the lab's node namespace, attached to `cgroup`, pinned in the lab's directory. */
+function startKpng(lab: Lab, cgroup: string, extra: string[] = [], table = 'kpn-pins'): KpngProcess {
+  return new KpngProcess(['file', '--input', lab.stateFile, '--node', 'n1', '--to', 'ebpf', '--cgroup', cgroup, '--bpffs', lab.pinDir,
+    '--ebpf-nft-table', table, '--cluster-cidr', '10.244.0.0/16', '--min-sync-period', '100ms', ...extra], { netns: lab.ns.node, node: NODE, testServers: false });
 }
+
+/** The first sync done, whatever it found. */
+const firstSync = (k: KpngProcess) => k.waitForLine(/ebpf: revision \d+: full .* sync, /, { timeoutMs: 20000 });
 
 const names = (rs: Reply[]) => new Set(rs.map((r) => (r.ok ? r.name : r.err)));
 const BOTH = new Set(['pa', 'pb']);
@@ -146,7 +122,7 @@ function otherLayoutObject(dir: string): string {
 
 d('eBPF backend: a restart over any pin state', () => {
   let lab: Lab;
-  let kpng: Kpng | undefined;
+  let kpng: KpngProcess | undefined;
   let cgA = '';
 
   useEbpfLab({
@@ -154,8 +130,8 @@ d('eBPF backend: a restart over any pin state', () => {
       lab = new Lab();
       await lab.setup();
       cgA = lab.cgroup('a');
-      kpng = new Kpng(lab, cgA);
-      await kpng.firstSync();
+      kpng = startKpng(lab, cgA);
+      await firstSync(kpng);
     },
     lab: () => lab, kpng: () => kpng, removed: () => [lab.pinDir],
   });
@@ -165,8 +141,8 @@ d('eBPF backend: a restart over any pin state', () => {
     await kpng!.stop();
     await lab.removeCgroup(cgA);
     const cgB = lab.cgroup('b');
-    kpng = new Kpng(lab, cgB);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgB);
+    await firstSync(kpng);
     expect(kpng.log).toMatch(/ebpf: pin directory: link_kpng_connect4, .* each is severed \(the cgroup it was attached to was removed\): replaced by a new link on /);
     expect(kpng.log).not.toMatch(/sync failed/);
     expect(kpng.lines.filter((l) => /is severed/.test(l))).toHaveLength(1);
@@ -179,8 +155,8 @@ d('eBPF backend: a restart over any pin state', () => {
     expect(names(await lab.connect(old))).toEqual(BOTH);
     await kpng!.stop();
     const cgC = lab.cgroup('c');
-    kpng = new Kpng(lab, cgC);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgC);
+    await firstSync(kpng);
     expect(kpng.log).toMatch(/each is attached to another cgroup \(id \d+; this one's is \d+\): replaced by a new link on /);
     expect(names(await lab.connect(cgC))).toEqual(BOTH);
     // The old links were detached: the old cgroup's connect() is no longer rewritten (no route).
@@ -190,8 +166,8 @@ d('eBPF backend: a restart over any pin state', () => {
 
   test('pinned maps of another size (--ebpf-map-entries changed): replaced, and filled by the first sync', async () => {
     await kpng!.stop();
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '4096']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '4096']);
+    await firstSync(kpng);
     expect(kpng.log).toMatch(/map kpng_svc has max entries 262144 \(this object: 4096\): replaced by an empty map/);
     expect(kpng.log).toMatch(/reused \d+ pinned maps and 8 pinned links/);
     expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
@@ -207,24 +183,24 @@ d('eBPF backend: a restart over any pin state', () => {
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
     await lb.close();
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await firstSync(kpng);
     expect(kpng.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
   }, 60000);
 
   test('--ebpf-prealloc on and off: the service and backend maps are replaced by ones made the other way, filled by the first sync', async () => {
     await kpng!.stop();
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192', '--ebpf-prealloc']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '8192', '--ebpf-prealloc']);
+    await firstSync(kpng);
     // BPF_F_NO_PREALLOC is flag 1: the pinned maps had it, preallocated ones do not.
     expect(kpng.log).toMatch(/map kpng_svc has flags 1 \(this object: 0\): replaced by an empty map/);
     expect(kpng.log).toMatch(/map kpng_be has flags 1 \(this object: 0\): replaced by an empty map/);
     expect(kpng.log).toMatch(/ebpf: 8 pinned links moved to the new programs now that their new maps are filled/);
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
     await kpng.stop();
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await firstSync(kpng);
     expect(kpng.log).toMatch(/map kpng_svc has flags 0 \(this object: 1\): replaced by an empty map/);
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
   }, 60000);
@@ -238,8 +214,8 @@ d('eBPF backend: a restart over any pin state', () => {
     expect(old.activate()).toBe(8);   // as its first full sync would have, with nothing to fill
     await old.close();
     expect(names(await lab.connect(cgA, 1))).toEqual(new Set(['ECONNREFUSED']));
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '8192']);
+    await firstSync(kpng);
     expect(kpng.log).toMatch(/map kpng_be has value size 24 \(this object: 20\): replaced by an empty map/);
     expect(kpng.log).toMatch(/kpng_old_stats \(bpf-map\) is not in this object: detached and removed/);
     expect(kpng.log).toMatch(/[1-8] pinned links ran programs of another build: updated in place/);
@@ -249,15 +225,15 @@ d('eBPF backend: a restart over any pin state', () => {
   }, 90000);
 
   test('a pin directory another kpng holds: the second says the socket LB is off (naming the holder) and takes over when the first exits', async () => {
-    const second = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192'], 'kpn-pins-2');
+    const second = startKpng(lab, cgA, ['--ebpf-map-entries', '8192'], 'kpn-pins-2');
     try {
-      await second.waitFor(/ebpf: the socket LB is off \(no programs attached\): lock .*: held by another kpng \(pid \d+\)/);
+      await second.waitForLine(/ebpf: the socket LB is off \(no programs attached\): lock .*: held by another kpng \(pid \d+\)/, { timeoutMs: 20000 });
       // The clean-up will not pull the links from under a running kpng either.
       await expect(ebpfCleanup(lab.pinDir)).rejects.toThrow(/a running kpng holds it \(pid \d+\); stop it first/);
       expect(names(await lab.connect(cgA))).toEqual(BOTH);
       await kpng!.stop();
       kpng = second;
-      await second.waitFor(/ebpf: the socket LB is programmed again/, 30000);
+      await second.waitForLine(/ebpf: the socket LB is programmed again/, { timeoutMs: 30000 });
       expect(second.log).not.toMatch(/pin directory:/);
       expect(second.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
       expect(second.lines.filter((l) => /the socket LB is off/.test(l))).toHaveLength(1);
@@ -269,8 +245,8 @@ d('eBPF backend: a restart over any pin state', () => {
 
   test('the cgroup removed while kpng runs: the socket LB is said off, /healthz turns 503 and the failure metrics count; the cgroup back: programmed again and healthy', async () => {
     await kpng!.stop();
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '8192', '--sync-period', '2s', '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '8192', '--sync-period', '2s', '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
+    await firstSync(kpng);
     const port = (what: string) => Number(new RegExp(`${what}: serving on http://127\\.0\\.0\\.1:(\\d+)`).exec(kpng!.log)![1]);
     const get = (p: number, url: string) => new Promise<{ code: number; body: string }>((resolve, reject) => {
       execFile('nsenter', [`--net=/var/run/netns/${lab.ns.node}`, 'curl', '-s', '-w', '\n%{http_code}', `http://127.0.0.1:${p}${url}`], (err, out) => {
@@ -296,8 +272,8 @@ d('eBPF backend: a restart over any pin state', () => {
     expect(metric((await get(port('metrics'), '/metrics')).body, failedSyncs)).toBe(0);
 
     await lab.removeCgroup(cgA);
-    await kpng.waitFor(/ebpf: the socket LB's links were severed \(the cgroup they were attached to was removed; kpng_connect4, .* run nowhere\)/);
-    await kpng.waitFor(/ebpf: the socket LB is off \(no programs attached\): open cgroup .*: No such file or directory/);
+    await kpng.waitForLine(/ebpf: the socket LB's links were severed \(the cgroup they were attached to was removed; kpng_connect4, .* run nowhere\)/, { timeoutMs: 20000 });
+    await kpng.waitForLine(/ebpf: the socket LB is off \(no programs attached\): open cgroup .*: No such file or directory/, { timeoutMs: 20000 });
     const sick = await healthz(503);
     expect(JSON.parse(sick.body)).toMatchObject({ healthy: false, status: { IPv4: { healthy: false } } });
     const m = (await get(port('metrics'), '/metrics')).body;
@@ -308,7 +284,7 @@ d('eBPF backend: a restart over any pin state', () => {
     // A cgroup manager recreates it at the same path: the next retry attaches there.
     fs.mkdirSync(cgA);
     lab.adoptCgroup(cgA);
-    await kpng.waitFor(/ebpf: the socket LB is programmed again/, 40000);
+    await kpng.waitForLine(/ebpf: the socket LB is programmed again/, { timeoutMs: 40000 });
     expect(kpng.log).toMatch(/ebpf: pin directory: link_kpng_connect4, .* each is severed/);
     await healthz(200);
     expect(names(await lab.connect(cgA))).toEqual(BOTH);
@@ -327,8 +303,8 @@ d('eBPF backend: a restart over any pin state', () => {
     try {
       for (const run of ['fills the maps', 'restarts over them', 'restarts after every pod of the 60 was replaced']) {
         fs.writeFileSync(lab.stateFile, JSON.stringify({ ...STATE, items: [...STATE.items, ...more(run.startsWith('restarts after') ? 251 : 250)] }));
-        kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '1024']);
-        await kpng.firstSync();
+        kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '1024']);
+        await firstSync(kpng);
         // Without the ids taken over, the restart's batch would add 602 backends beside the 602 still
         // pinned, past the map's 1024 entries (E2BIG), and every sync would fail. After the pods were
         // replaced, 600 of them are new beside the 602 pinned: the replaced ones go first.
@@ -341,7 +317,7 @@ d('eBPF backend: a restart over any pin state', () => {
     } finally {
       fs.writeFileSync(lab.stateFile, JSON.stringify(STATE));
     }
-    kpng = new Kpng(lab, cgA, ['--ebpf-map-entries', '1024']);
-    await kpng.firstSync();
+    kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '1024']);
+    await firstSync(kpng);
   }, 90000);
 });

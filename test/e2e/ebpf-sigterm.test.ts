@@ -2,16 +2,15 @@
 // next event-loop turn (the socket LB's maps and the nft part are left as they were) and exits with
 // code 0, instead of finishing seconds of planning and map writes first. Real kernel: programs
 // attached to a test cgroup, pins in a test bpffs directory, kpng in its own network namespace.
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
 import { NetLab } from '../shared/netlab';
+import { KpngProcess, NODE } from '../shared/kpng-process';
 
 const ROOT = path.resolve(__dirname, '../..');
-const NODE = path.join(ROOT, 'node_modules/.bin/node');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 const SERVICES = 20_000;
 
@@ -56,22 +55,14 @@ describe('SIGTERM during the eBPF backend\'s first full sync', () => {
   });
 
   test('abandons the sync at its next turn and exits with code 0, the pins left in place', async () => {
-    const child = spawn('nsenter', [`--net=/var/run/netns/${netns}`, NODE, CLI, 'file', '--input', path.join(dir, 'state.json'), '--node', 'n1', '--to', 'ebpf',
-      '--cgroup', cgroup, '--bpffs', pinDir, '--ebpf-nft-table', 'kpng-kbs', '--cluster-cidr', '10.244.0.0/16', '-v', '4'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const lines: string[] = [];
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
-    let signalled = 0;
-    const onData = (b: Buffer) => {
-      for (const l of String(b).split('\n').filter(Boolean)) {
-        lines.push(l);
-        // The programs are attached when the first full sync asks for them: it plans 20k services next.
-        if (!signalled && /ebpf: \d+ programs attached/.test(l)) { signalled = performance.now(); child.kill('SIGTERM'); }
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    const r = await exited;
-    const log = lines.join('\n');
+    const kpng = new KpngProcess(['file', '--input', path.join(dir, 'state.json'), '--node', 'n1', '--to', 'ebpf',
+      '--cgroup', cgroup, '--bpffs', pinDir, '--ebpf-nft-table', 'kpng-kbs', '--cluster-cidr', '10.244.0.0/16', '-v', '4'], { netns, node: NODE, testServers: false });
+    // The programs are attached when the first full sync asks for them: it plans 20k services next.
+    await kpng.waitForLine(/ebpf: \d+ programs attached/, { timeoutMs: 300_000 });
+    const signalled = performance.now();
+    await kpng.stop();
+    const r = await kpng.exit;
+    const log = kpng.log;
     expect(signalled).toBeGreaterThan(0);
     console.log(`SIGTERM to exit during the eBPF first full sync of ${SERVICES} services: ${(performance.now() - signalled).toFixed(0)} ms`);
     expect(r).toEqual({ code: 0, signal: null });

@@ -12,9 +12,9 @@ import { sh } from '../helpers/netns';
 import { useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
+import { KpngProcess, NODE } from '../shared/kpng-process';
 
 const ROOT = path.resolve(__dirname, '../..');
-const NODE = path.join(ROOT, 'node_modules/.bin/node');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
 const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
 const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
@@ -176,39 +176,14 @@ class EbpfLab {
   }
 }
 
-class KpngProcess {
-  lines: string[] = [];
-  private exited: Promise<number | null>;
-  private child: ChildProcess;
+/** A successful sync of the eBPF sink. */
+const SYNC = /ebpf: revision \d+: .* sync, /;
 
-  constructor(lab: EbpfLab, extra: string[] = [], env: Record<string, string> = {}) {
-    const args = [`--net=/var/run/netns/${lab.ns.node}`, NODE, CLI, 'file', '--input', lab.stateFile, '--node', 'n1', '--to', 'ebpf',
-      '--cgroup', lab.cgroup, '--bpffs', lab.pinDir, '--ebpf-nft-table', 'kpng-kbf', '--cluster-cidr', '10.244.0.0/16,fd00:244::/32',
-      '--min-sync-period', '100ms', ...extra];
-    this.child = spawn('nsenter', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    const onData = (b: Buffer) => { this.lines.push(...String(b).split('\n').filter(Boolean)); };
-    this.child.stdout!.on('data', onData);
-    this.child.stderr!.on('data', onData);
-    this.exited = new Promise((r) => this.child.on('exit', (code) => r(code)));
-  }
-
-  get log(): string { return this.lines.join('\n'); }
-  get syncs(): number { return this.lines.filter((l) => /ebpf: revision \d+: .* sync, /.test(l)).length; }
-
-  async waitSyncs(n: number, timeoutMs = 15000): Promise<void> {
-    const t0 = Date.now();
-    while (this.syncs < n) {
-      if (Date.now() - t0 > timeoutMs) throw new Error(`kpng did not sync ${n} times; log:\n${this.log}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-
-  async wait(): Promise<number | null> { return this.exited; }
-
-  async stop(): Promise<void> {
-    this.child.kill('SIGTERM');
-    await this.exited;
-  }
+/** kpng --to ebpf in the lab's node namespace, with its pins and cgroup. */
+function startKpng(lab: EbpfLab, extra: string[] = [], env: Record<string, string> = {}): KpngProcess {
+  return new KpngProcess(['file', '--input', lab.stateFile, '--node', 'n1', '--to', 'ebpf',
+    '--cgroup', lab.cgroup, '--bpffs', lab.pinDir, '--ebpf-nft-table', 'kpng-kbf', '--cluster-cidr', '10.244.0.0/16,fd00:244::/32',
+    '--min-sync-period', '100ms', ...extra], { netns: lab.ns.node, node: NODE, env, testServers: false });
 }
 
 const names = (rs: Reply[]) => new Set(rs.map((r) => r.name));
@@ -218,9 +193,9 @@ d('eBPF backend: socket load balancing with real connections', () => {
   let kpng: KpngProcess | undefined;
 
   const setState = async (svcs: Svc[]) => {
-    const before = kpng!.syncs;
+    const before = kpng!.count(SYNC);
     lab.writeState(svcs);
-    await kpng!.waitSyncs(before + 1);
+    await kpng!.waitForCount(SYNC, before + 1);
   };
 
   useEbpfLab({
@@ -230,8 +205,8 @@ d('eBPF backend: socket load balancing with real connections', () => {
       await lab.startServers();
       lab.writeState(ALL);
       // TCP destroy is opt-in (the default lets connections drain, below): on here for its test.
-      kpng = new KpngProcess(lab, ['--ebpf-destroy-tcp']);
-      await kpng.waitSyncs(1);
+      kpng = startKpng(lab, ['--ebpf-destroy-tcp']);
+      await kpng.waitForCount(SYNC, 1);
     },
     lab: () => lab, kpng: () => kpng, removed: () => [lab.pinDir, lab.cgroup],
   });
@@ -383,8 +358,8 @@ d('eBPF backend: socket load balancing with real connections', () => {
     await hold.done;
     expect(hold.replies.filter((r) => !(r.ok && r.name === hold.replies[0].name && r.from === '10.96.0.10:53'))).toEqual([]);
     lab.writeState([{ ...WEB, pods: ['pb'] }, EMPTY, AFF, ITP, ITP_NONE, ETP]);
-    kpng = new KpngProcess(lab);
-    await kpng.waitSyncs(1);
+    kpng = startKpng(lab);
+    await kpng.waitForCount(SYNC, 1);
     expect(kpng.log).toMatch(/reused 5 pinned maps and 8 pinned links/);
     expect(names(await lab.client('tcp', '10.96.0.10', 80, 20))).toEqual(new Set(['pb']));
     await setState(ALL);
@@ -394,7 +369,7 @@ d('eBPF backend: socket load balancing with real connections', () => {
   test('--ebpf-cleanup detaches the programs and removes the pins', async () => {
     await kpng!.stop();
     kpng = undefined;
-    const c = new KpngProcess(lab, ['--ebpf-cleanup', '--once']);
+    const c = startKpng(lab, ['--ebpf-cleanup', '--once']);
     expect(await c.wait()).toBe(0);
     expect(c.log).toMatch(/clean-up of .*: removed .*link_kpng_connect4/);
     expect(fs.existsSync(lab.pinDir)).toBe(false);
@@ -407,14 +382,14 @@ d('eBPF backend: --ebpf-host-netns-only, and a kernel without socket destroy', (
   let kpng: KpngProcess | undefined;
 
   const setState = async (svcs: Svc[]) => {
-    const before = kpng!.syncs;
+    const before = kpng!.count(SYNC);
     lab.writeState(svcs);
-    await kpng!.waitSyncs(before + 1);
+    await kpng!.waitForCount(SYNC, before + 1);
   };
   const restart = async (extra: string[], env: Record<string, string> = {}) => {
     await kpng?.stop();
-    kpng = new KpngProcess(lab, extra, env);
-    await kpng.waitSyncs(1);
+    kpng = startKpng(lab, extra, env);
+    await kpng.waitForCount(SYNC, 1);
   };
   const conntrack = (args: string[]) => sh('ip', ['netns', 'exec', lab.ns.node, 'conntrack', ...args]);
   /** Source addresses of the node's conntrack entries whose original destination is the service address: flows nft DNATed. */

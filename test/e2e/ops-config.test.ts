@@ -30,7 +30,7 @@ async function until(ns: Netns, url: string, p: KpngProcess, ready: (text: strin
   for (;;) {
     const r = await inNs(ns, url);
     if (r.status === 200 && ready(r.text)) return r;
-    if (Date.now() - t0 > 15000) throw new Error(`${url}: ${JSON.stringify(r)}\n${p.stderr}`);
+    if (Date.now() - t0 > 15000) throw new Error(`${url}: ${JSON.stringify(r)}\n${p.text('stderr')}`);
     await new Promise((res) => setTimeout(res, 100));
   }
 }
@@ -65,12 +65,12 @@ maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and
     expect(before).not.toBe('86400');
     // kube-proxy's flags only, kube-proxy's default ports: metrics 127.0.0.1:10249, healthz 0.0.0.0:10256.
     p = new KpngProcess(['--config', path.join(ROOT, 'test/ops/fixtures/kubeadm-kube-proxy.yaml'), '--hostname-override=N1', 'file', '--input', state,
-      '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '0.0.0.0:10256'], { cmd: ['ip', 'netns', 'exec', ns.name] });
+      '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '0.0.0.0:10256'], { prefix: ['ip', 'netns', 'exec', ns.name] });
     // The metrics server answers before the first sync is done: wait for the sync to be recorded.
     const synced = 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}';
     const metrics = await until(ns, 'http://127.0.0.1:10249/metrics', p, (t) => t.includes(synced));
     // The probes above run synchronously: give the event loop a turn to read kpng's stderr.
-    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
+    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.text('stderr')));
     expect(metrics.text).toContain(synced);
     expect((await until(ns, 'http://192.168.50.1:10256/healthz', p)).text).toContain('"nodeEligible":true');
     expect((await inNs(ns, 'http://127.0.0.1:10249/proxyMode')).text).toBe('nftables');
@@ -82,10 +82,10 @@ maybe('kubeadm\'s kube-proxy configuration: nftables, clusterCIDR, conntrack and
     // kube-proxy's oom_score_adj default (-999). Some sandboxes refuse any lowering, even to root: there
     // kpng must say so.
     if (canLowerOomScore()) expect(fs.readFileSync(`/proc/${kpngPid(p.child.pid!)}/oom_score_adj`, 'utf8').trim()).toBe('-999');
-    else expect(p.stderr).toMatch(/cannot set oom_score_adj to -999/);
+    else expect(p.text('stderr')).toMatch(/cannot set oom_score_adj to -999/);
     // kubeadm writes every field, zeros included: nothing to warn about but the flags the file overrides.
-    expect(p.stderr).not.toMatch(/no effect in kpng|unknown field/);
-    expect(p.stderr).toMatch(/ignores the flags --metrics-bind-address, --healthz-bind-address/);
+    expect(p.text('stderr')).not.toMatch(/no effect in kpng|unknown field/);
+    expect(p.text('stderr')).toMatch(/ignores the flags --metrics-bind-address, --healthz-bind-address/);
   } finally {
     await p?.stop();
     ns.destroy();
@@ -106,10 +106,10 @@ maybe('deploy/overlays/nft: the container\'s arguments and the ConfigMap, as the
     // puts kpng's servers on free loopback ports unless a test names them: name the ConfigMap's.
     const cfg = (parseAllDocuments(cm.data['config.conf'])[0].toJS()) as Record<string, string>;
     p = new KpngProcess([...args, 'file', '--input', state, '--metrics-bind-address', cfg.metricsBindAddress, '--healthz-bind-address', cfg.healthzBindAddress,
-      '--oom-score-adj', '500'], { cmd: ['ip', 'netns', 'exec', ns.name] });
+      '--oom-score-adj', '500'], { prefix: ['ip', 'netns', 'exec', ns.name] });
     expect(cfg.metricsBindAddress).toBe('0.0.0.0:10249');
     const hz = await until(ns, 'http://192.168.50.1:10256/healthz', p);
-    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.stderr));
+    await waitFor('kpng\'s start-up log', () => /metrics: serving on/.test(p!.text('stderr')));
     expect(JSON.parse(hz.text)).toMatchObject({ healthy: true, nodeEligible: true });
     expect((await until(ns, 'http://192.168.50.1:10256/livez', p)).status).toBe(200);
     expect((await until(ns, 'http://192.168.50.1:10249/metrics', p)).text).toContain('kpng_build_info');
@@ -117,13 +117,13 @@ maybe('deploy/overlays/nft: the container\'s arguments and the ConfigMap, as the
     await waitFor('the nft table', () => { try { return ns.nft('list', 'table', 'ip', 'kpng').includes('10.96.7.7'); } catch { return false; } });
     // The file wins over a flag of the same setting, as in kube-proxy (the ConfigMap leaves oomScoreAdj
     // at kube-proxy's -999), and the flag is named in a warning.
-    expect(p.stderr).toMatch(/ignores the flags --metrics-bind-address, --healthz-bind-address, --oom-score-adj/);
+    expect(p.text('stderr')).toMatch(/ignores the flags --metrics-bind-address, --healthz-bind-address, --oom-score-adj/);
     if (canLowerOomScore()) expect(fs.readFileSync(`/proc/${kpngPid(p.child.pid!)}/oom_score_adj`, 'utf8').trim()).toBe('-999');
     // The ConfigMap's conntrack section is kube-proxy's defaults, applied where /proc/sys is writable
     // (root in this namespace; in the DaemonSet, its privileged init container: deploy-privileges.test.ts),
     // and no unsupported or unknown field.
-    expect(p.stderr).toMatch(/conntrack: set \/proc\/sys\/net\/netfilter\/nf_conntrack_tcp_timeout_established = 86400/);
-    expect(p.stderr).not.toMatch(/no effect in kpng|unknown field/);
+    expect(p.text('stderr')).toMatch(/conntrack: set \/proc\/sys\/net\/netfilter\/nf_conntrack_tcp_timeout_established = 86400/);
+    expect(p.text('stderr')).not.toMatch(/no effect in kpng|unknown field/);
   } finally {
     await p?.stop();
     ns.destroy();

@@ -42,13 +42,13 @@ maybe('healthCheckNodePort answers 200/503 as local endpoints come and go, and c
   try {
     ns.exec('ip', ['addr', 'add', `${NODE_IP}/24`, 'dev', 'lo']);
     write(state('n1'));
-    p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'nft', '--min-sync-period', '0', '--log-level', 'debug'], { cmd: ['ip', 'netns', 'exec', ns.name] });
+    p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'nft', '--min-sync-period', '0', '--log-level', 'debug'], { prefix: ['ip', 'netns', 'exec', ns.name] });
     const url = `http://${NODE_IP}:${HCNP}/`;
     const until = async (what: string, ok: (r: ReturnType<typeof probe>) => boolean) => {
       const t0 = Date.now();
       let r = probe(ns, url);
       while (!ok(r)) {
-        if (Date.now() - t0 > 15000) throw new Error(`timed out waiting for ${what}; last answer ${JSON.stringify(r)}\nkpng stderr:\n${p!.stderr}`);
+        if (Date.now() - t0 > 15000) throw new Error(`timed out waiting for ${what}; last answer ${JSON.stringify(r)}\nkpng stderr:\n${p!.text('stderr')}`);
         await new Promise((res) => setTimeout(res, 100));
         r = probe(ns, url);
       }
@@ -58,7 +58,7 @@ maybe('healthCheckNodePort answers 200/503 as local endpoints come and go, and c
     const up = await until('200', (r) => r.status === 200);
     expect(up).toEqual({ status: 200, weight: '1', body: { service: { namespace: 'default', name: 'lb' }, localEndpoints: 1, serviceProxyHealthy: true } });
     const opened = new RegExp(`health check: default/lb on port ${HCNP} \\(${NODE_IP.replace(/\./g, '\\.')}:${HCNP}[,)]`);
-    await waitFor('the log line of the opened port', () => opened.test(p!.stderr));
+    await waitFor('the log line of the opened port', () => opened.test(p!.text('stderr')));
     // kpng programmed the kernel for the same service (the health check follows what was applied).
     expect(ns.nft('list', 'table', 'ip', 'kpng')).toContain('10.96.0.50');
 

@@ -2,18 +2,17 @@
 // made in beforeAll, and on every path kpng stopped and the lab destroyed, with what it made checked
 // gone; kpng's log printed after a test that failed.
 import * as fs from 'node:fs';
+import type { KpngProcess } from '../shared/kpng-process';
 
 /** A lab: destroy() removes everything it made (namespaces, cgroups, pins, processes). */
 export interface EbpfLabLike { destroy(): Promise<void> }
-/** kpng as the lab runs it: its output so far, and a stop that waits for its exit. */
-export interface KpngLike { readonly log: string; stop(): Promise<void> }
 
 export interface EbpfLabHooks {
   /** Makes the lab and, when the suite starts it now, kpng (the describe keeps both in its own variables). */
   setUp: () => Promise<void>;
   /** The lab and kpng of the moment (a test may have restarted kpng); undefined when not made. */
   lab: () => EbpfLabLike | undefined;
-  kpng: () => KpngLike | undefined;
+  kpng: () => KpngProcess | undefined;
   /** Paths that must be gone once the lab is destroyed (its pin directory, its cgroups). */
   removed?: () => string[];
 }

@@ -54,10 +54,10 @@ test('metrics move with syncs; /healthz and /livez flip to 503 on a stalled sink
   const p = new KpngProcess(['file', '--input', file, '--node', 'n1', '--plugin', plugin, '--to', 'stall', '--stall-file', stall,
     '--sync-period', '1s', '--min-sync-period', '0', '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
   try {
-    await waitFor('both servers', () => /metrics: serving on .*:\d+/.test(p.stderr) && /healthz: serving on .*:\d+/.test(p.stderr));
-    const mport = Number(/metrics: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
-    const hport = Number(/healthz: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
-    await p.waitFor(/^applied 1$/);
+    await waitFor('both servers', () => /metrics: serving on .*:\d+/.test(p.text('stderr')) && /healthz: serving on .*:\d+/.test(p.text('stderr')));
+    const mport = Number(/metrics: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(p.text('stderr'))![1]);
+    const hport = Number(/healthz: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(p.text('stderr'))![1]);
+    await p.waitForLine(/^applied 1$/, { stream: 'stdout' });
 
     const m1 = (await get(mport, '/metrics'));
     expect(m1.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -81,7 +81,7 @@ test('metrics move with syncs; /healthz and /livez flip to 503 on a stalled sink
 
     // A real change: partial sync, counters and the programming latency move.
     writeState(file, ['10.244.1.99']);
-    await p.waitFor(/^applied 2$/);
+    await p.waitForLine(/^applied 2$/, { stream: 'stdout' });
     const m2 = (await get(mport, '/metrics')).text;
     expect(value(m2, 'kubeproxy_sync_proxy_rules_duration_seconds_count', '{ip_family="IPv4"}')).toBe(2);
     expect(value(m2, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count', '{ip_family="IPv4"}')).toBe(1);
@@ -118,7 +118,7 @@ test('metrics move with syncs; /healthz and /livez flip to 503 on a stalled sink
 
     // Recovery.
     fs.rmSync(stall);
-    await p.waitFor(/^applied 3$/);
+    await p.waitForLine(/^applied 3$/, { stream: 'stdout' });
     expect((await get(hport, '/healthz')).status).toBe(200);
     expect((await get(hport, '/livez')).status).toBe(200);
     expect(value((await get(mport, '/metrics')).text, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending')).toBe(0);
@@ -152,8 +152,8 @@ test('--bind-address-hard-fail: a taken port stops kpng; without it kpng logs an
     expect(hard.stderr).toMatch(new RegExp(`metrics: cannot listen on 127.0.0.1:${port}: .*EADDRINUSE`));
     const soft = new KpngProcess(['file', '--input', file, '--node', 'n1', '--to', 'trace', '--metrics-bind-address', `127.0.0.1:${port}`, '--healthz-bind-address', '127.0.0.1:0']);
     try {
-      await soft.waitFor(/^sync /);
-      expect(soft.stderr).toMatch(/metrics: cannot listen .*EADDRINUSE.*; retrying every 5s/);
+      await soft.waitForLine(/^sync /, { stream: 'stdout' });
+      expect(soft.text('stderr')).toMatch(/metrics: cannot listen .*EADDRINUSE.*; retrying every 5s/);
     } finally {
       await soft.stop();
     }

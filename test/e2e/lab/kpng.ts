@@ -21,6 +21,7 @@ import { createLogger } from '../../../src/util/log';
 import { nativeKernel } from '../../../src/backend/nft';
 import { nativeAvailable as nativeLoads } from '../../../src/native';
 import { NODE_BIN, type Lab } from './lab';
+import { KpngProcess } from '../../shared/kpng-process';
 import { strictTests } from '../../helpers/strict';
 import { Aggregator } from '../../../src/aggregator/aggregator';
 import { aggregatorKernel } from '../../../src/backend/nft/aggregator-kernel';
@@ -153,7 +154,7 @@ export class Kpng {
     const cidrs = this.opts.clusterCIDRs ?? ['10.244.0.0/16', 'fd00:244::/32'];
     const period = this.opts.minSyncPeriod ?? '200ms';
     if (this.mode === 'cli') {
-      const args = [CLI, 'file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
+      const args = ['file', '--input', this.file, '--node', 'n1', '--to', 'nft', '--min-sync-period', period,
         ...cidrs.flatMap((c) => ['--cluster-cidr', c]), ...(this.opts.masqueradeAll ? ['--masquerade-all'] : []),
         ...(this.opts.nodePortAddresses ?? []).flatMap((c) => ['--nodeport-addresses', c]),
         ...(this.opts.localhostNodePorts ? ['--localhost-nodeports'] : []),
@@ -163,12 +164,10 @@ export class Kpng {
         ...(this.opts.aggregator ? ['--aggregator'] : []),
         ...(this.opts.flowtable ? ['--nft-flowtable', this.opts.flowtable] : []),
         ...(this.opts.flowtablePackets !== undefined ? ['--nft-flowtable-packets', String(this.opts.flowtablePackets)] : [])];
-      const child = this.lab.spawnIn(this.lab.ns.n1, NODE_BIN, args);
-      const onData = (d: Buffer) => { this.lines.push(...String(d).split('\n').filter(Boolean)); };
-      child.stdout!.on('data', onData);
-      child.stderr!.on('data', onData);
-      const exited = new Promise<void>((r) => child.on('exit', () => r()));
-      this.stopFn = async () => { child.kill('SIGTERM'); await exited; };
+      // Started through the lab, which kills it with the lab whatever happens.
+      const proc = new KpngProcess(args, { spawn: ([cmd, ...rest]) => this.lab.spawnIn(this.lab.ns.n1, cmd, rest), node: NODE_BIN, testServers: false });
+      this.lines = proc.lines;
+      this.stopFn = async () => { await proc.stop(); };
       return;
     }
     const logger = createLogger('info', (l) => this.lines.push(l));
