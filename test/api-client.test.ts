@@ -13,12 +13,10 @@ import { formatRoutesJsonl } from '../src/sink/routes';
 import { silentLogger, type Logger } from '../src/util/log';
 import { watchClusterState, watchFileState, watchLocalState, type Batch, type StateView } from '../src/index';
 import { waitFor } from './helpers/wait';
+import * as k8s from './shared/objects';
 
-const svc = (name: string, ip: string, port = 80) => ({
-  apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name },
-  spec: { type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', protocol: 'TCP', port, targetPort: 8080 }] },
-});
-const node = (name: string) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name } });
+const svc = (name: string, ip: string, port = 80) => k8s.svc(name, { clusterIPs: [ip], ports: [{ name: 'http', protocol: 'TCP', port, targetPort: 8080 }] });
+const node = (name: string) => k8s.node(name);
 
 function cluster(services: [string, string, number?][]): ClusterStore {
   const c = new ClusterStore({ log: silentLogger });

@@ -15,18 +15,14 @@ import type { ItemStore } from '../src/store/item-store';
 import { formatRoutesJsonl } from '../src/sink/routes';
 import { silentLogger } from '../src/util/log';
 import { waitFor } from './helpers/wait';
+import * as k8s from './shared/objects';
 
-const node = (name: string, zone = 'zone-a') => ({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'topology.kubernetes.io/zone': zone } }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.1' }] } });
-const svc = (name: string, ip: string, extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name },
-  spec: { type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }], ...extra },
-});
-const slice = (service: string, eps: [string, string][], port = 8080) => ({
-  apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
-  metadata: { namespace: 'default', name: `${service}-1`, labels: { 'kubernetes.io/service-name': service } },
-  addressType: 'IPv4', ports: [{ name: 'http', protocol: 'TCP', port }],
-  endpoints: eps.map(([ip, n]) => ({ addresses: [ip], conditions: { ready: true }, nodeName: n })),
-});
+const node = (name: string, zone = 'zone-a') => k8s.node(name, zone, k8s.internalIPs('192.168.0.1'));
+const svc = (name: string, ip: string, extraSpec: Record<string, unknown> = {}) =>
+  k8s.svc(name, { clusterIPs: [ip], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }], extraSpec });
+/** Slice <service>-1: (address, node) pairs, ready. */
+const slice = (service: string, eps: [string, string][], port = 8080) =>
+  k8s.slice(`${service}-1`, service, eps.map(([ip, n]) => k8s.ep(ip, { ready: true, node: n })), { ports: [{ name: 'http', protocol: 'TCP', port }] });
 
 function cluster(): ClusterStore {
   const c = new ClusterStore({ log: silentLogger });

@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { nodeBinary } from '../bench/events/kpng-child';
 import { compileCacheDir } from '../src/util/compile-cache';
 import { KPNG } from './helpers/cli';
+import { list, svc } from './shared/objects';
 
 test('the cache directory: KPNG_COMPILE_CACHE, "off" or empty for none, else a kpng directory', () => {
   expect(compileCacheDir({ KPNG_COMPILE_CACHE: '/x/y' }, 0)).toBe('/x/y');
@@ -22,9 +23,7 @@ describe('kpng with the cache', () => {
   beforeAll(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-cc-'));
     input = path.join(dir, 'cluster.json');
-    fs.writeFileSync(input, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
-      { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'c', name: 'a' }, spec: { clusterIP: '10.96.0.9', ports: [{ port: 80, protocol: 'TCP' }] } },
-    ] }));
+    fs.writeFileSync(input, JSON.stringify(list([svc('a', { ns: 'c', clusterIP: '10.96.0.9', ports: [{ port: 80, protocol: 'TCP' }] })])));
   });
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 

@@ -5,6 +5,7 @@ import { decodeItem, encodeItem, IPFamily, normalizeItem, Protocol, Target, wire
 import { itemHash } from '../src/store/item-store';
 import { computeServiceItem } from '../src/model/compute';
 import { parseEndpointSlice, parseService } from '../src/model/parse';
+import * as k8s from './shared/objects';
 
 const ep = (ip: string, o: Partial<Endpoint> = {}): Endpoint => ({ ip, port: 8080, local: false, terminating: false, ...o });
 
@@ -83,12 +84,9 @@ describe('EndpointList', () => {
   });
 
   test('the model builds one list object per port, with the port stored once and shared flags', () => {
-    const svc = parseService({ kind: 'Service', metadata: { namespace: 'default', name: 'web' }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
-    const slice = (name: string, node: string) => parseEndpointSlice({
-      kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name, labels: { 'kubernetes.io/service-name': 'web' } },
-      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-      endpoints: [1, 2, 3].map((k) => ({ addresses: [`10.244.${name.length}.${k}`], conditions: { ready: true }, nodeName: node })),
-    });
+    const svc = parseService(k8s.svc('web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, targetPort: 8080 }] }));
+    const slice = (name: string, node: string) =>
+      parseEndpointSlice(k8s.slice(name, 'web', [1, 2, 3].map((k) => k8s.ep(`10.244.${name.length}.${k}`, { ready: true, node }))));
     if (!svc.ok) throw new Error(svc.reason);
     const [s1, s2] = [slice('web-a', 'n2'), slice('web-bb', 'n3')];
     if (!s1.ok || !s2.ok) throw new Error('bad slice');

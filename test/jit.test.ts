@@ -10,6 +10,7 @@ import { nodeBinary, repoRoot } from '../bench/events/kpng-child';
 import { deferOptimizingCompilers, deferOptimizingCompilersFor, enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, JIT_OBJECTS, DEFAULT_MAGLEV_FLAGS } from '../src/util/jit';
 import type { Logger } from '../src/util/log';
 import { KPNG } from './helpers/cli';
+import { ep, list, slice, svc, type Obj } from './shared/objects';
 
 const JIT_JS = path.join(repoRoot(), 'dist', 'src', 'util', 'jit.js');
 
@@ -150,13 +151,13 @@ describe('real V8 (a fresh process each)', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpng-jit-'));
     try {
       const dump = (services: number) => {
-        const items: unknown[] = [];
+        const items: Obj[] = [];
         for (let i = 0; i < services; i++) {
-          items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'j', name: `s${i}` }, spec: { clusterIP: `10.96.${i >> 8}.${i & 255}`, ports: [{ port: 80, protocol: 'TCP' }] } });
-          items.push({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { namespace: 'j', name: `s${i}-a`, labels: { 'kubernetes.io/service-name': `s${i}` } }, addressType: 'IPv4', ports: [{ port: 8080, protocol: 'TCP' }], endpoints: [{ addresses: [`10.244.${i >> 8}.${i & 255}`], conditions: { ready: true } }] });
+          items.push(svc(`s${i}`, { ns: 'j', clusterIP: `10.96.${i >> 8}.${i & 255}`, ports: [{ port: 80, protocol: 'TCP' }] }));
+          items.push(slice(`s${i}-a`, `s${i}`, [ep(`10.244.${i >> 8}.${i & 255}`, { ready: true })], { ns: 'j', ports: [{ port: 8080, protocol: 'TCP' }] }));
         }
         const f = path.join(dir, `${services}.json`);
-        fs.writeFileSync(f, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+        fs.writeFileSync(f, JSON.stringify(list(items)));
         return f;
       };
       const run = (file: string, extra: string[] = []) => {

@@ -15,6 +15,7 @@ import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
+import { ep, internalIPs, list, node, READY, slice, svc } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
@@ -31,20 +32,10 @@ const TABLE = 'ka3-kpng';
 
 /** A NodePort service (TCP 80 -> 8080) on pa and pb. */
 function state(svcs: Array<{ name: string; ip: string; nodePort: number }>): unknown {
-  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } }];
-  for (const s of svcs) {
-    items.push({
-      apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: s.name },
-      spec: { type: 'NodePort', clusterIP: s.ip, clusterIPs: [s.ip], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: s.nodePort }] },
-    });
-    items.push({
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-      metadata: { namespace: 'default', name: `${s.name}-v4`, labels: { 'kubernetes.io/service-name': s.name } },
-      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-      endpoints: (['pa', 'pb'] as const).map((p) => ({ addresses: [POD[p]], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })),
-    });
-  }
-  return { apiVersion: 'v1', kind: 'List', items };
+  return list([node('n1', undefined, internalIPs(NODE_IP)), ...svcs.flatMap((s) => [
+    svc(s.name, { type: 'NodePort', clusterIPs: [s.ip], families: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: s.nodePort }] }),
+    slice(`${s.name}-v4`, s.name, (['pa', 'pb'] as const).map((p) => ep(POD[p], { ...READY, node: 'n1' }))),
+  ])]);
 }
 const WEB = { name: 'web', ip: '10.96.0.10', nodePort: 30080 };
 const EXTRA = { name: 'extra', ip: '10.96.0.11', nodePort: 31001 };

@@ -13,6 +13,7 @@ import { useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
+import { ep, list, node, READY, slice, svc, type Obj } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
@@ -23,16 +24,13 @@ const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
 const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ), need.tool('clang', ['--version'], 'clang')).describe;
 
-const STATE = {
-  apiVersion: 'v1', kind: 'List', items: [
-    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
-    { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
-      spec: { type: 'ClusterIP', clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
-    { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
-      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-      endpoints: ['10.244.1.10', '10.244.1.11'].map((a) => ({ addresses: [a], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) },
-  ],
-};
+/** Service `name` on port 80 -> 8080 at `ip`, with its endpoints on n1. */
+const web = (name: string, ip: string, endpoints: string[]): Obj[] => [
+  svc(name, { clusterIPs: [ip], families: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] }),
+  slice(`${name}-1`, name, endpoints.map((a) => ep(a, { ...READY, node: 'n1' }))),
+];
+const OBJECTS = [node('n1'), ...web('web', '10.96.0.10', ['10.244.1.10', '10.244.1.11'])];
+const STATE = list(OBJECTS);
 
 interface Reply { ok: boolean; name?: string; err?: string }
 
@@ -293,16 +291,11 @@ d('eBPF backend: a restart over any pin state', () => {
   test('a restart over maps more than half full takes their ids over: it needs no room for a second copy, and connections go on', async () => {
     await kpng!.stop();
     // 60 more services x 10 endpoints: 663 of the service map's 1024 entries, 602 backends.
-    const more = (net: number) => Array.from({ length: 60 }, (_, i) => [
-      { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: `s${i}` },
-        spec: { type: 'ClusterIP', clusterIP: `10.97.0.${i + 1}`, clusterIPs: [`10.97.0.${i + 1}`], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
-      { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: `s${i}-1`, labels: { 'kubernetes.io/service-name': `s${i}` } },
-        ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-        endpoints: Array.from({ length: 10 }, (_, e) => ({ addresses: [`10.${net}.${i}.${e + 1}`], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) },
-    ]).flat();
+    const more = (net: number) => Array.from({ length: 60 }, (_, i) =>
+      web(`s${i}`, `10.97.0.${i + 1}`, Array.from({ length: 10 }, (_, e) => `10.${net}.${i}.${e + 1}`))).flat();
     try {
       for (const run of ['fills the maps', 'restarts over them', 'restarts after every pod of the 60 was replaced']) {
-        fs.writeFileSync(lab.stateFile, JSON.stringify({ ...STATE, items: [...STATE.items, ...more(run.startsWith('restarts after') ? 251 : 250)] }));
+        fs.writeFileSync(lab.stateFile, JSON.stringify(list([...OBJECTS, ...more(run.startsWith('restarts after') ? 251 : 250)])));
         kpng = startKpng(lab, cgA, ['--ebpf-map-entries', '1024']);
         await firstSync(kpng);
         // Without the ids taken over, the restart's batch would add 602 backends beside the 602 still

@@ -9,6 +9,7 @@ import { cgroup2Mount } from '../../src/backend/ebpf';
 import { ebpfCleanup } from '../../src/native/ebpf';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
+import { ep, internalIPs, list, node, READY, slice, svc } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
@@ -16,17 +17,13 @@ const SERVICES = 20_000;
 
 /** A kubectl-style List: SERVICES ClusterIP Services with two endpoints each. */
 function largeState(): unknown {
-  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.60.1' }] } }];
+  const items = [node('n1', undefined, internalIPs('192.168.60.1'))];
   for (let i = 0; i < SERVICES; i++) {
     const name = `big-${i}`;
-    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name },
-      spec: { type: 'ClusterIP', clusterIP: `10.96.${i >> 8}.${i & 255}`, clusterIPs: [`10.96.${i >> 8}.${i & 255}`], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
-    items.push({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-      metadata: { namespace: 'default', name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
-      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-      endpoints: [0, 1].map((k) => ({ addresses: [`10.${245 + k}.${i >> 8}.${i & 255}`], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1' })) });
+    items.push(svc(name, { clusterIPs: [`10.96.${i >> 8}.${i & 255}`], families: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] }));
+    items.push(slice(`${name}-1`, name, [0, 1].map((k) => ep(`10.${245 + k}.${i >> 8}.${i & 255}`, { ...READY, node: 'n1' }))));
   }
-  return { apiVersion: 'v1', kind: 'List', items };
+  return list(items);
 }
 
 describe('SIGTERM during the eBPF backend\'s first full sync', () => {

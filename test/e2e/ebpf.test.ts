@@ -13,6 +13,7 @@ import { useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
+import { ep, familiesOf, internalIPs, list, node, READY, slice, svc } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
@@ -40,29 +41,22 @@ interface Svc {
 }
 
 function stateObjects(svcs: Svc[]): unknown {
-  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } }];
+  const items = [node('n1', undefined, internalIPs(NODE_IP))];
   for (const s of svcs) {
-    const fams = [...new Set(s.ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')))];
-    const spec: Record<string, unknown> = {
-      type: s.lbIPs ? 'LoadBalancer' : s.ports.some((p) => p.nodePort) ? 'NodePort' : 'ClusterIP', clusterIP: s.ips[0], clusterIPs: s.ips, ipFamilies: fams, ipFamilyPolicy: fams.length > 1 ? 'RequireDualStack' : 'SingleStack',
+    const { families } = familiesOf(s.ips);
+    items.push(svc(s.name, {
+      type: s.lbIPs ? 'LoadBalancer' : s.ports.some((p) => p.nodePort) ? 'NodePort' : 'ClusterIP', clusterIPs: s.ips, ...familiesOf(s.ips),
       ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: s.targetPort ?? 8080, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
-    };
-    if (s.externalIPs) spec.externalIPs = s.externalIPs;
-    if (s.itp) spec.internalTrafficPolicy = s.itp;
-    if (s.etp) spec.externalTrafficPolicy = s.etp;
-    if (s.affinity) { spec.sessionAffinity = 'ClientIP'; spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: s.affinity } }; }
-    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: s.name }, spec, ...(s.lbIPs ? { status: { loadBalancer: { ingress: s.lbIPs.map((ip) => ({ ip })) } } } : {}) });
-    for (const fam of fams) {
+      externalIPs: s.externalIPs, itp: s.itp, etp: s.etp, affinity: s.affinity, lbIPs: s.lbIPs,
+    }));
+    for (const fam of families) {
       const v6 = fam === 'IPv6';
-      items.push({
-        apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: fam,
-        metadata: { namespace: 'default', name: `${s.name}-${v6 ? 'v6' : 'v4'}`, labels: { 'kubernetes.io/service-name': s.name } },
-        ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: s.targetPort ?? 8080 })),
-        endpoints: s.pods.map((p) => ({ addresses: [v6 ? POD[p].v6 : POD[p].v4], conditions: { ready: true, serving: true, terminating: false }, nodeName: s.remote?.includes(p) ? 'n2' : 'n1' })),
-      });
+      items.push(slice(`${s.name}-${v6 ? 'v6' : 'v4'}`, s.name,
+        s.pods.map((p) => ep(v6 ? POD[p].v6 : POD[p].v4, { ...READY, node: s.remote?.includes(p) ? 'n2' : 'n1' })),
+        { family: fam, ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol, port: s.targetPort ?? 8080 })) }));
     }
   }
-  return { apiVersion: 'v1', kind: 'List', items };
+  return list(items);
 }
 
 const WEB: Svc = {

@@ -14,6 +14,8 @@ export interface SvcOpts {
   ns?: string; type?: string; clusterIPs?: string[]; ports?: Obj[]; externalIPs?: string[];
   lbIPs?: string[]; sourceRanges?: string[]; itp?: string; etp?: string; affinity?: number;
   trafficDistribution?: string; annotations?: Obj; labels?: Obj; extraSpec?: Obj;
+  /** spec.ipFamilies and spec.ipFamilyPolicy (unset unless given). */
+  families?: string[]; familyPolicy?: string;
   /** spec.clusterIP alone, without spec.clusterIPs (as hand-written manifests have it; 'None': headless). */
   clusterIP?: string;
   selector?: Obj;
@@ -24,11 +26,19 @@ export interface SvcOpts {
   bare?: boolean;
 }
 
+/** The IP families of addresses in order of first appearance, and the policy that asks for them all:
+ *  `svc(name, { clusterIPs: ips, ...familiesOf(ips) })`. */
+export function familiesOf(ips: string[]): { families: string[]; familyPolicy: string } {
+  const families = [...new Set(ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')))];
+  return { families, familyPolicy: families.length > 1 ? 'RequireDualStack' : 'SingleStack' };
+}
+
 export function svc(name: string, o: SvcOpts = {}): Obj {
   const served = o.bare !== true;
   const clusterIPs = o.clusterIPs ?? (served && o.clusterIP === undefined ? ['10.96.0.1'] : undefined);
   const spec: Obj = {
     type: o.type ?? (served ? 'ClusterIP' : undefined), clusterIP: clusterIPs ? clusterIPs[0] : o.clusterIP, clusterIPs,
+    ipFamilies: o.families, ipFamilyPolicy: o.familyPolicy,
     selector: o.selector,
     ports: o.ports ?? [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 'http' }],
     externalIPs: o.externalIPs, loadBalancerSourceRanges: o.sourceRanges,
@@ -58,6 +68,9 @@ export interface EpOpts {
   /** targetRef: the Pod default/<pod>. */
   pod?: string;
 }
+/** The conditions of an endpoint that serves: ready, serving, not terminating (`ep(ip, { ...READY })`). */
+export const READY = { ready: true, serving: true, terminating: false } as const;
+
 export const ep = (ip: string, o: EpOpts = {}): Obj => ({
   addresses: [ip],
   conditions: { ready: o.ready, serving: o.serving, terminating: o.terminating },
@@ -90,11 +103,18 @@ export function slice(name: string, service: string, endpoints: Obj[], o: SliceO
   };
 }
 
+/** Node status addresses, all of type InternalIP: `node('n1', undefined, internalIPs('192.168.50.1'))`. */
+export const internalIPs = (...ips: string[]): Obj => ({ addresses: ips.map((address) => ({ type: 'InternalIP', address })) });
+
+/** A Node (status.addresses: 192.168.50.1 unless `extra` says). */
 export const node = (name: string, zone?: string, extra: Obj = {}): Obj => ({
   apiVersion: 'v1', kind: 'Node',
   metadata: { name, labels: zone ? { 'topology.kubernetes.io/zone': zone } : {} },
   status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }], ...extra },
 });
+
+/** A kubectl-style List of objects (what `kpng file --input` reads). */
+export const list = (items: Obj[]): Obj => ({ apiVersion: 'v1', kind: 'List', items });
 
 // ---- Objects a client creates through the API server (e2e tests, the benches that write to an API server) ----
 

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ADDR, PODS } from './lab';
+import { ep, familiesOf, internalIPs, list, node, slice, svc, type Obj } from '../../shared/objects';
 
 export interface PortSpec { name?: string; protocol?: 'TCP' | 'UDP' | 'SCTP'; port: number; targetPort: number; nodePort?: number }
 
@@ -31,46 +32,29 @@ function podByName(n: string) {
 }
 
 export function objects(svcs: SvcSpec[]): unknown {
-  const items: unknown[] = [
-    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, spec: { podCIDRs: [ADDR.n1.podCidr4, ADDR.n1.podCidr6] }, status: { addresses: [{ type: 'InternalIP', address: ADDR.n1.v4 }, { type: 'InternalIP', address: ADDR.n1.v6 }] } },
-    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n2' }, spec: { podCIDRs: [ADDR.n2.podCidr4, ADDR.n2.podCidr6] }, status: { addresses: [{ type: 'InternalIP', address: ADDR.n2.v4 }, { type: 'InternalIP', address: ADDR.n2.v6 }] } },
-  ];
+  const items: Obj[] = (['n1', 'n2'] as const).map((n) => ({
+    ...node(n, undefined, internalIPs(ADDR[n].v4, ADDR[n].v6)),
+    spec: { podCIDRs: [ADDR[n].podCidr4, ADDR[n].podCidr6] },
+  }));
   for (const s of svcs) {
-    const ns = s.ns ?? 'default';
-    const fams = [...new Set(s.clusterIPs.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')))];
-    const spec: Record<string, unknown> = {
-      type: s.type ?? 'ClusterIP',
-      clusterIP: s.clusterIPs[0],
-      clusterIPs: s.clusterIPs,
-      ipFamilies: fams,
-      ipFamilyPolicy: fams.length > 1 ? 'RequireDualStack' : 'SingleStack',
+    const { families } = familiesOf(s.clusterIPs);
+    items.push(svc(s.name, {
+      ns: s.ns, type: s.type, clusterIPs: s.clusterIPs, ...familiesOf(s.clusterIPs),
       ports: s.ports.map((p, i) => ({ name: p.name ?? `p${i}`, protocol: p.protocol ?? 'TCP', port: p.port, targetPort: p.targetPort, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
-    };
-    if (s.externalIPs) spec.externalIPs = s.externalIPs;
-    if (s.sourceRanges) spec.loadBalancerSourceRanges = s.sourceRanges;
-    if (s.etp && s.type && s.type !== 'ClusterIP') spec.externalTrafficPolicy = s.etp;
-    if (s.itp) spec.internalTrafficPolicy = s.itp;
-    if (s.affinity) { spec.sessionAffinity = 'ClientIP'; spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: s.affinity } }; }
-    const svc: Record<string, unknown> = { apiVersion: 'v1', kind: 'Service', metadata: { namespace: ns, name: s.name }, spec };
-    if (s.lbIPs) svc.status = { loadBalancer: { ingress: s.lbIPs.map((ip) => ({ ip })) } };
-    items.push(svc);
-    for (const fam of fams) {
+      externalIPs: s.externalIPs, sourceRanges: s.sourceRanges, itp: s.itp, affinity: s.affinity, lbIPs: s.lbIPs,
+      // externalTrafficPolicy only where it applies (not on a ClusterIP service).
+      etp: s.type && s.type !== 'ClusterIP' ? s.etp : undefined,
+    }));
+    for (const fam of families) {
       const v6 = fam === 'IPv6';
-      items.push({
-        apiVersion: 'discovery.k8s.io/v1',
-        kind: 'EndpointSlice',
-        metadata: { namespace: ns, name: `${s.name}-${v6 ? 'v6' : 'v4'}`, labels: { 'kubernetes.io/service-name': s.name } },
-        addressType: fam,
-        ports: s.ports.map((p, i) => ({ name: p.name ?? `p${i}`, protocol: p.protocol ?? 'TCP', port: p.targetPort })),
-        endpoints: s.pods.map((n) => {
-          const p = podByName(n);
-          const ready = !(s.notReady ?? []).includes(n);
-          return { addresses: [v6 ? p.v6 : p.v4], conditions: { ready, serving: ready, terminating: false }, nodeName: p.node };
-        }),
-      });
+      items.push(slice(`${s.name}-${v6 ? 'v6' : 'v4'}`, s.name, s.pods.map((n) => {
+        const p = podByName(n);
+        const ready = !(s.notReady ?? []).includes(n);
+        return ep(v6 ? p.v6 : p.v4, { ready, serving: ready, terminating: false, node: p.node });
+      }), { ns: s.ns, family: fam, ports: s.ports.map((p, i) => ({ name: p.name ?? `p${i}`, protocol: p.protocol ?? 'TCP', port: p.targetPort })) }));
     }
   }
-  return { apiVersion: 'v1', kind: 'List', items };
+  return list(items);
 }
 
 export class StateFile {
