@@ -5,7 +5,7 @@
 // port: both changes wait for the same tick (min interval 2 s, burst 1) and land as ONE nftables
 // transaction, which `nft monitor` shows as one new ruleset generation. Names: ka3-*; cgroup, pins,
 // namespaces and the socket directory removed on every path.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ebpfCleanup } from '../../src/native/ebpf';
@@ -13,14 +13,13 @@ import { aggregatorStatus, ProducerClient } from '../../src/aggregator/client';
 import type { ProducerStatus } from '../../src/aggregator';
 import { sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
+import { ECHO_SERVER, runClient, startServers } from '../helpers/ebpf-lab';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
 import { ep, internalIPs, list, node, READY, slice, svc } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
-const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
-const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
 const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
@@ -59,7 +58,6 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
   const dir = fs.mkdtempSync('/tmp/ka3-');
   const stateFile = path.join(dir, 'state.json');
   const sock = `unix://${path.join(dir, 'agg.sock')}`;
-  const children: ChildProcess[] = [];
   let kpng: KpngProcess | undefined;
   let fw: ProducerClient | undefined;
 
@@ -72,15 +70,8 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
     fs.renameSync(`${stateFile}.tmp`, stateFile);
   };
   /** The client COUNT times in a namespace; inCgroup: a process of the attach cgroup (socket LB). */
-  const client = (host: string, port: number, count: number, from: string, inCgroup = false): Promise<Reply[]> => {
-    const run = `exec nsenter --net=/var/run/netns/${from} ${NODE} ${CLIENT} tcp ${host} ${port} ${count}`;
-    return new Promise((resolve, reject) => {
-      execFile('sh', ['-c', inCgroup ? `echo $$ > ${cgroup}/cgroup.procs && ${run}` : run], { timeout: 60000 }, (err, stdout, stderr) => {
-        if (err) return reject(new Error(`client failed: ${err.message} ${stderr}`));
-        resolve(stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Reply));
-      });
-    });
-  };
+  const client = (host: string, port: number, count: number, from: string, inCgroup = false): Promise<Reply[]> =>
+    runClient<Reply>(from, ['tcp', host, port, count], inCgroup ? cgroup : undefined);
   const names = (rs: Reply[]) => new Set(rs.map((r) => (r.ok ? r.name : r.err)));
   const status = async () => (await aggregatorStatus(sock)) as ProducerStatus[];
 
@@ -94,14 +85,7 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
     lab.veth({ ns: ns.node, name: 'vext', addrs: [`${NODE_IP}/24`] }, { ns: ns.ext, name: 'eth0', addrs: [`${EXT_IP}/24`] });
     lab.sysctl(ns.node, 'net.ipv4.ip_forward=1');
     cgroup = lab.cgroup('cg');
-    for (const p of ['pa', 'pb'] as const) {
-      const c = spawn('nsenter', [`--net=/var/run/netns/${ns[p]}`, NODE, ECHO, p, '8080'], { stdio: ['ignore', 'pipe', 'pipe'] });
-      children.push(c);
-      await new Promise<void>((resolve, reject) => {
-        c.stdout!.on('data', (b) => { if (String(b).includes('ready')) resolve(); });
-        c.on('exit', (code) => reject(new Error(`echo server ${p} exited ${code}`)));
-      });
-    }
+    await startServers(lab, (['pa', 'pb'] as const).map((p) => [ns[p], [ECHO_SERVER, p, '8080']]));
     writeState([WEB]);
     kpng = new KpngProcess(['file', '--input', stateFile, '--node', 'n1', '--to', 'ebpf',
       '--cgroup', cgroup, '--bpffs', pinDir, '--ebpf-nft-table', TABLE, '--cluster-cidr', '10.244.0.0/16', '--min-sync-period', '100ms', '--sync-period', '1h',
@@ -112,7 +96,6 @@ d('eBPF backend through the aggregator (--to ebpf --aggregator), real packets', 
   afterAll(async () => {
     fw?.close();
     await kpng?.stop();
-    for (const c of children) c.kill('SIGTERM');
     try { await ebpfCleanup(pinDir); } catch { /* nothing pinned */ }
     lab.destroy();
     fs.rmSync(dir, { recursive: true, force: true });

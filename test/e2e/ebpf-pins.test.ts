@@ -5,11 +5,11 @@
 // the pins), and a pin directory another kpng holds. kpng (the CLI, from dist/) runs in a node network
 // namespace; the client joins a test cgroup and enters a namespace with no route to the service
 // address, so a connection that works was balanced by the socket LB of that cgroup.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
-import { useEbpfLab } from '../helpers/ebpf-lab';
+import { ECHO_SERVER, runClient, startServers, useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
@@ -17,8 +17,6 @@ import { ep, list, node, READY, slice, svc, type Obj } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
-const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
-const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
 const BPF_SRC = path.join(ROOT, 'native/bpf/sock_lb.bpf.c');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
@@ -40,7 +38,6 @@ class Lab {
   readonly pinDir = `/sys/fs/bpf/${this.net.name('pins')}`;
   readonly dir = fs.mkdtempSync('/tmp/kpn-pins-');
   readonly stateFile = path.join(this.dir, 'state.json');
-  private servers: ChildProcess[] = [];
 
   cgroup(name: string): string {
     return this.net.cgroup(name);
@@ -59,25 +56,12 @@ class Lab {
       this.net.veth({ ns: this.ns.node, name: `v${p}`, master: 'br0' }, { ns: this.ns[p], name: 'eth0', addrs: [`${addr[p]}/24`] });
     }
     fs.writeFileSync(this.stateFile, JSON.stringify(STATE));
-    for (const p of ['pa', 'pb'] as const) {
-      const c = spawn('nsenter', [`--net=/var/run/netns/${this.ns[p]}`, NODE, ECHO, p, '8080'], { stdio: ['ignore', 'pipe', 'pipe'] });
-      this.servers.push(c);
-      await new Promise<void>((resolve, reject) => {
-        c.stdout!.on('data', (b) => { if (String(b).includes('ready')) resolve(); });
-        c.on('exit', (code) => reject(new Error(`echo server ${p} exited ${code}`)));
-      });
-    }
+    await startServers(this.net, (['pa', 'pb'] as const).map((p) => [this.ns[p], [ECHO_SERVER, p, '8080']]));
   }
 
   /** TCP connections to the service from a process in `cgroup` (the client namespace has no route to it). */
   connect(cgroup: string, count = 20): Promise<Reply[]> {
-    const script = `echo $$ > ${cgroup}/cgroup.procs && exec nsenter --net=/var/run/netns/${this.ns.cl} ${NODE} ${CLIENT} tcp 10.96.0.10 80 ${count}`;
-    return new Promise((resolve, reject) => {
-      execFile('sh', ['-c', script], { timeout: 60000 }, (err, stdout, stderr) => {
-        if (err) return reject(new Error(`client failed: ${err.message} ${stderr}`));
-        resolve(stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Reply));
-      });
-    });
+    return runClient<Reply>(this.ns.cl, ['tcp', '10.96.0.10', 80, count], cgroup);
   }
 
   async removeCgroup(p: string): Promise<void> {
@@ -86,7 +70,6 @@ class Lab {
   }
 
   async destroy(): Promise<void> {
-    for (const s of this.servers) s.kill('SIGTERM');
     try { await ebpfCleanup(this.pinDir); } catch { /* nothing pinned */ }
     this.net.destroy();
     fs.rmSync(this.dir, { recursive: true, force: true });

@@ -4,12 +4,12 @@
 // join the test cgroup and then enter a client namespace (nsenter keeps /sys, unlike `ip netns exec`)
 // that has no route to any service address: a connection that works was rewritten at connect() /
 // sendmsg(). Never attached to the root cgroup; cgroup, pins and namespaces removed on every path.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
 import { sh } from '../helpers/netns';
-import { useEbpfLab } from '../helpers/ebpf-lab';
+import { EBPF_CLIENT, ECHO_SERVER, runClient, startServers, STREAM_SERVER, useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
 import { KpngProcess, NODE } from '../shared/kpng-process';
@@ -17,9 +17,6 @@ import { ep, familiesOf, internalIPs, list, node, READY, slice, svc } from '../s
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/src/cli/main.js');
-const ECHO = path.join(ROOT, 'test/e2e/lab/echo-server.js');
-const CLIENT = path.join(ROOT, 'test/e2e/ebpf/client.js');
-const STREAM = path.join(ROOT, 'test/e2e/ipvs/stream.js');
 const BPF_OBJ = path.join(ROOT, 'build/Release/sock_lb.bpf.o');
 
 const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), need.built(BPF_OBJ)).describe;
@@ -100,7 +97,6 @@ class EbpfLab {
   readonly pinDir = `/sys/fs/bpf/${this.net.name('pins')}`;
   readonly dir = fs.mkdtempSync(`/tmp/kpng-test-${P}-`);
   readonly stateFile = path.join(this.dir, 'state.json');
-  private servers: ChildProcess[] = [];
 
   setup(): void {
     for (const role of ['node', 'pa', 'pb', 'cl', 'ext', 'pod']) this.net.netns(role);
@@ -121,14 +117,8 @@ class EbpfLab {
   }
 
   async startServers(): Promise<void> {
-    for (const [p, server] of [['pa', [ECHO, 'pa', '8080']], ['pb', [ECHO, 'pb', '8080']], ['pa', [STREAM, 'server', 'pa', '8081']], ['pb', [STREAM, 'server', 'pb', '8081']]] as const) {
-      const c = spawn('nsenter', [`--net=/var/run/netns/${this.ns[p]}`, NODE, ...server], { stdio: ['ignore', 'pipe', 'pipe'] });
-      this.servers.push(c);
-      await new Promise<void>((resolve, reject) => {
-        c.stdout!.on('data', (b) => { if (String(b).includes('ready')) resolve(); });
-        c.on('exit', (code) => reject(new Error(`echo server ${p} exited ${code}`)));
-      });
-    }
+    const { pa, pb } = this.ns;
+    await startServers(this.net, [[pa, [ECHO_SERVER, 'pa', '8080']], [pb, [ECHO_SERVER, 'pb', '8080']], [pa, [STREAM_SERVER, 'server', 'pa', '8081']], [pb, [STREAM_SERVER, 'server', 'pb', '8081']]]);
   }
 
   writeState(svcs: Svc[]): void {
@@ -140,7 +130,7 @@ class EbpfLab {
   /** A connected UDP client or a TCP connection that keeps pinging (client.js udphold / tcphold); its replies and errors as they come. */
   hold(mode: 'udphold' | 'tcphold', host: string, port: number, ns: string = this.ns.cl): Hold {
     const replies: Reply[] = [];
-    const c = spawn('sh', ['-c', `echo $$ > ${this.cgroup}/cgroup.procs && exec nsenter --net=/var/run/netns/${ns} ${NODE} ${CLIENT} ${mode} ${host} ${port}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const c = spawn('sh', ['-c', `echo $$ > ${this.cgroup}/cgroup.procs && exec nsenter --net=/var/run/netns/${ns} ${NODE} ${EBPF_CLIENT} ${mode} ${host} ${port}`], { stdio: ['ignore', 'pipe', 'inherit'] });
     let buf = '';
     c.stdout!.on('data', (b) => {
       buf += String(b);
@@ -151,18 +141,10 @@ class EbpfLab {
 
   /** Runs the client COUNT times in the client namespace; inCgroup false: outside the attach cgroup. */
   client(mode: 'tcp' | 'udp' | 'udpc', host: string, port: number, count = 1, inCgroup = true, ns: string = this.ns.cl): Promise<Reply[]> {
-    const run = `exec nsenter --net=/var/run/netns/${ns} ${NODE} ${CLIENT} ${mode} ${host} ${port} ${count}`;
-    const script = inCgroup ? `echo $$ > ${this.cgroup}/cgroup.procs && ${run}` : run;
-    return new Promise((resolve, reject) => {
-      execFile('sh', ['-c', script], { timeout: 60000 }, (err, stdout, stderr) => {
-        if (err) return reject(new Error(`client failed: ${err.message} ${stderr}`));
-        resolve(stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Reply));
-      });
-    });
+    return runClient<Reply>(ns, [mode, host, port, count], inCgroup ? this.cgroup : undefined);
   }
 
   async destroy(): Promise<void> {
-    for (const s of this.servers) s.kill('SIGTERM');
     try { await ebpfCleanup(this.pinDir); } catch { /* nothing pinned */ }
     // Clients still running (a failed test) keep the cgroup busy: they are ours, ended with it.
     this.net.destroy();
