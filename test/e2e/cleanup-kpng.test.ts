@@ -14,6 +14,7 @@ import { ipvsInfo } from '../../src/native/ipvs';
 import { createLogger } from '../../src/util/log';
 import { Netns, sh } from '../helpers/netns';
 import { gated, need } from '../helpers/gate';
+import { ep, familiesOf, list, node, slice, svc } from '../shared/objects';
 
 const ROOT = path.resolve(__dirname, '../..');
 const NODE = path.join(ROOT, 'node_modules/.bin/node');
@@ -24,26 +25,19 @@ const d = gated(need.root(), need.cgroup2(), need.native(), need.built(CLI), nee
 
 /** Two services with endpoints on this node, dual-stack, one with a node port. */
 function state(): unknown {
-  const items: unknown[] = [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } }];
+  const items = [node('n1')];
   for (const [i, name] of ['web', 'dns'].entries()) {
     const ips = [`10.96.0.${10 + i}`, `fd00:96::${10 + i}`];
-    items.push({
-      apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name },
-      spec: {
-        type: i === 0 ? 'NodePort' : 'ClusterIP', clusterIP: ips[0], clusterIPs: ips, ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'RequireDualStack',
-        ports: [{ name: 'p', protocol: i === 0 ? 'TCP' : 'UDP', port: 80, targetPort: 8080, ...(i === 0 ? { nodePort: 30080 } : {}) }],
-      },
-    });
+    const protocol = i === 0 ? 'TCP' : 'UDP';
+    items.push(svc(name, {
+      type: i === 0 ? 'NodePort' : 'ClusterIP', clusterIPs: ips, ...familiesOf(ips),
+      ports: [{ name: 'p', protocol, port: 80, targetPort: 8080, ...(i === 0 ? { nodePort: 30080 } : {}) }],
+    }));
     for (const fam of ['IPv4', 'IPv6']) {
-      items.push({
-        apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: fam,
-        metadata: { namespace: 'default', name: `${name}-${fam}`, labels: { 'kubernetes.io/service-name': name } },
-        ports: [{ name: 'p', protocol: i === 0 ? 'TCP' : 'UDP', port: 8080 }],
-        endpoints: [{ addresses: [fam === 'IPv4' ? '10.244.1.10' : 'fd00:244:1::10'], conditions: { ready: true }, nodeName: 'n1' }],
-      });
+      items.push(slice(`${name}-${fam}`, name, [ep(fam === 'IPv4' ? '10.244.1.10' : 'fd00:244:1::10', { ready: true, node: 'n1' })], { family: fam, ports: [{ name: 'p', protocol, port: 8080 }] }));
     }
   }
-  return { apiVersion: 'v1', kind: 'List', items };
+  return list(items);
 }
 
 /** Program ids attached to the cgroup (bpftool: a test tool reading the kernel's view). */

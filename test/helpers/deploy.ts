@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { Need } from './gate';
+import { ep, list, node, slice, svc } from '../shared/objects';
 
 /** The repository (also from dist/test/helpers/, where the guest's tests run compiled). */
 export const REPO = path.resolve(__dirname.replace(`${path.sep}dist${path.sep}test${path.sep}`, `${path.sep}test${path.sep}`), '../..');
@@ -118,10 +119,8 @@ export function runAsContainer(o: ContainerRun): { code: number | null; out: str
 }
 
 /** The cluster both privilege tests program: one ClusterIP Service (10.96.7.7:80) with one endpoint, as a kubectl List. */
-export const WEB_STATE = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [
-  { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.50.1' }] } },
-  { apiVersion: 'v1', kind: 'Service', metadata: { namespace: 'default', name: 'web' },
-    spec: { type: 'ClusterIP', clusterIP: '10.96.7.7', clusterIPs: ['10.96.7.7'], ipFamilies: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } },
-  { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4', metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }], endpoints: [{ addresses: ['10.244.1.7'], conditions: { ready: true }, nodeName: 'n1' }] },
-] });
+export const WEB_STATE = JSON.stringify(list([
+  node('n1'),
+  svc('web', { clusterIPs: ['10.96.7.7'], families: ['IPv4'], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] }),
+  slice('web-1', 'web', [ep('10.244.1.7', { ready: true, node: 'n1' })]),
+]));
