@@ -162,17 +162,20 @@ function startKpng(lab: EbpfLab, extra: string[] = [], env: Record<string, strin
     '--min-sync-period', '100ms', ...extra], { netns: lab.ns.node, node: NODE, env, testServers: false });
 }
 
+/** Writes the lab's state and waits for kpng's next sync. */
+async function applyState(lab: EbpfLab, kpng: KpngProcess, svcs: Svc[]): Promise<void> {
+  const before = kpng.count(SYNC);
+  lab.writeState(svcs);
+  await kpng.waitForCount(SYNC, before + 1);
+}
+
 const names = (rs: Reply[]) => new Set(rs.map((r) => r.name));
 
 d('eBPF backend: socket load balancing with real connections', () => {
   let lab: EbpfLab;
   let kpng: KpngProcess | undefined;
 
-  const setState = async (svcs: Svc[]) => {
-    const before = kpng!.count(SYNC);
-    lab.writeState(svcs);
-    await kpng!.waitForCount(SYNC, before + 1);
-  };
+  const setState = (svcs: Svc[]) => applyState(lab, kpng!, svcs);
 
   useEbpfLab({
     async setUp() {
@@ -357,11 +360,7 @@ d('eBPF backend: --ebpf-host-netns-only, and a kernel without socket destroy', (
   let lab: EbpfLab;
   let kpng: KpngProcess | undefined;
 
-  const setState = async (svcs: Svc[]) => {
-    const before = kpng!.count(SYNC);
-    lab.writeState(svcs);
-    await kpng!.waitForCount(SYNC, before + 1);
-  };
+  const setState = (svcs: Svc[]) => applyState(lab, kpng!, svcs);
   const restart = async (extra: string[], env: Record<string, string> = {}) => {
     await kpng?.stop();
     kpng = startKpng(lab, extra, env);
