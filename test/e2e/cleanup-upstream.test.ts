@@ -18,6 +18,7 @@ import { Netns } from '../helpers/netns';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { buildKubeProxy } from '../../bench/vs-upstream/proxies';
 import { gated, need } from '../helpers/gate';
+import { newEndpointSlice, newService, SERVICES, SLICES } from '../shared/objects';
 
 const d = gated(need.netns(), need.native()).describe;
 
@@ -133,19 +134,11 @@ d('kpng --cleanup: what upstream kube-proxy leaves', () => {
     const ok = (r: { status: number; text: string }) => { if (r.status >= 300) throw new Error(`API: ${r.status} ${r.text}`); };
     ok(await cp.request('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' } }));
     for (const [name, type] of [['web', 'ClusterIP'], ['np', 'NodePort'], ['none', 'ClusterIP']] as const) {
-      const r = await cp.request('POST', '/api/v1/namespaces/default/services', {
-        apiVersion: 'v1', kind: 'Service', metadata: { name },
-        spec: { type, selector: { app: name }, ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] },
-      });
+      const r = await cp.request('POST', SERVICES('default'), newService(name, { type }));
       ok(r);
       if (name === 'web') clusterIP = r.body.spec.clusterIP;
       if (name === 'none') continue; // no endpoints: kube-proxy rejects its traffic
-      ok(await cp.request('POST', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', {
-        apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-        metadata: { name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
-        ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
-        endpoints: [{ addresses: ['10.244.1.10'], conditions: { ready: true }, nodeName: 'n1' }, { addresses: ['10.244.2.10'], conditions: { ready: true }, nodeName: 'n2' }],
-      }));
+      ok(await cp.request('POST', SLICES('default'), newEndpointSlice(`${name}-1`, name, [{ ip: '10.244.1.10', nodeName: 'n1' }, { ip: '10.244.2.10', nodeName: 'n2' }])));
     }
     for (const mode of ['nftables', 'iptables'] as const) {
       proxies[mode] = new UpstreamProxy(mode);
