@@ -14,11 +14,12 @@
 #                    nodes kept Ready by kwok
 #   make cluster-down  stop it and remove everything it made
 #   make conformance   upstream's e2e Services tests against kpng in that cluster (hack/conformance/run.sh;
-#                      BACKEND=nft|ebpf|upstream, FAMILY=ipv4|ipv6|dual, FOCUS=RE, SKIP=RE)
+#                      BACKEND=nft|ebpf|upstream, FAMILY=ipv4|ipv6|dual, PROFILE=default|wide, FOCUS=RE, SKIP=RE)
+#   make chaos   faults under probes in that cluster (hack/chaos/; BACKEND=..., SCENARIOS=a,b|all, SHORT=1)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest test-fast-path demo bench clean image image-host image-test cluster cluster-down reboot-check conformance prebuilds install-test
+.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest test-fast-path demo bench clean image image-host image-test cluster cluster-down reboot-check conformance chaos prebuilds install-test
 
 all: build
 
@@ -99,7 +100,11 @@ reboot-check: build image-host
 
 BACKEND ?= nft
 conformance: build
-	@hack/conformance/run.sh --backend $(BACKEND) $(if $(FAMILY),--family $(FAMILY)) $(if $(FOCUS),--focus '$(FOCUS)') $(if $(SKIP),--skip '$(SKIP)')
+	@hack/conformance/run.sh --backend $(BACKEND) $(if $(FAMILY),--family $(FAMILY)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(FOCUS),--focus '$(FOCUS)') $(if $(SKIP),--skip '$(SKIP)')
+
+# Needs the cluster up (make cluster); deploys the proxy, runs the scenarios, writes .cache/chaos-results/<backend>.md.
+chaos: build image-host
+	@node dist/hack/chaos/run.js --backend $(BACKEND) $(if $(SCENARIOS),--scenarios '$(SCENARIOS)') $(if $(SHORT),--short)
 
 bench: build
 	@bash bench/run.sh
