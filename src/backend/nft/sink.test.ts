@@ -7,7 +7,7 @@ import { NftDataplane, nftKernelSink, type NftKernel } from './sink';
 import type { NftForeignCommit } from '../../native/nft-monitor';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
-import { elemChunks, PICK_SHARDS, type FamOps, type Op } from './types';
+import { elemChunks, PICK_SHARDS, type Fam, type FamOps, type Op } from './types';
 import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
 import { Yielder } from '../../util/yielder';
 import { encodeFamOps } from './index';
@@ -295,6 +295,27 @@ describe('tampering (NftDataplane.watch over a kernel that reports other process
       'table kpng (ip6) changed by another process (pid 44 nft: 2 elements deleted)',
       'nftables change notifications were lost (socket buffer overflow)',
     ]);
+  });
+
+  test('after its table was deleted by another process, the repairing full sync replaces the table; after a rule was added, it repairs in place', async () => {
+    let report: ((c: NftForeignCommit) => void) | undefined;
+    const batches: FamOps[][] = [];
+    const dp = new NftDataplane('kpng', { ...base, apply: async (_t, ops) => { batches.push(ops); return { messages: 0, bytes: 0, ms: 0 }; }, watchForeign: (cb) => { report = cb; } });
+    dp.watch(() => {});
+    const s = [svc('a', ['10.244.1.1']).service!];
+    const first = (fam: Fam) => batches[batches.length - 1]!.find((f) => f.fam === fam)!.ops[0]!.k;
+    await dp.fullSync(s, undefined);
+    // A periodic resync of a table kpng knows: repaired in place (the affinity sets keep their clients).
+    await dp.fullSync(s, undefined);
+    expect([first('ip'), first('ip6')]).toEqual(['addTable', 'addTable']);
+    // A rule inserted by someone else: in place again.
+    report!({ overflow: false, pid: 42, comm: 'nft', changes: [{ family: 'ip', table: 'kpng', kind: 'rule+', count: 1 }] });
+    await dp.fullSync(s, undefined);
+    expect([first('ip'), first('ip6')]).toEqual(['addTable', 'addTable']);
+    // Its ip table deleted: that family's table is replaced (its chains are gone: flushing them would fail).
+    report!({ overflow: false, pid: 42, comm: 'nft', changes: [{ family: 'ip', table: 'kpng', kind: 'table-', count: 1 }, { family: 'ip', table: 'kpng', kind: 'chain-', count: 9 }] });
+    await dp.fullSync(s, undefined);
+    expect([first('ip'), first('ip6')]).toEqual(['resetTable', 'addTable']);
   });
 
   test('a monitor that cannot start is said once; the dataplane works on (periodic resync only)', () => {

@@ -128,6 +128,11 @@ export class NftDataplane implements Dataplane {
     if (c.overflow) { lost('nftables change notifications were lost (socket buffer overflow)'); return; }
     const mine = c.changes.filter((x) => x.table === this.table && (x.family === 'ip' || x.family === 'ip6'));
     if (mine.length === 0) return;
+    // A table, chain, set or flowtable added or deleted by someone else: what the table holds is no
+    // longer what kpng's batches made, so the repairing full sync replaces the table rather than
+    // patching objects that may be gone (rules and elements alone are repaired in place, keeping the
+    // affinity sets' clients).
+    for (const x of mine) if (!/^(rule|element)[+-]$/.test(x.kind)) delete this.objects[x.family as Fam];
     const fams = [...new Set(mine.map((x) => x.family))].join(' and ');
     lost(`table ${this.table} (${fams}) changed by another process (pid ${c.pid}${c.comm ? ` ${c.comm}` : ''}: ${describeChanges(mine)})`);
   }
