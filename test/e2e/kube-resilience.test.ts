@@ -1,7 +1,13 @@
 // The kube source when the API server goes away, when its history is compacted (410 Gone) and
 // when it freezes: kpng (a child process, `--to trace`) converges to exactly what a fresh list
-// gives, with the objects deleted meanwhile deleted.
+// gives, with the objects deleted meanwhile deleted. When packets to the API server are dropped (a
+// partition, not a refusal), kpng retries as soon as the server can be reached again.
 import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { gated, need } from '../helpers/gate';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { KpngChild, kpngOnce, traceState } from '../../bench/events/kpng-child';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
@@ -135,6 +141,48 @@ describe('kube source resilience', () => {
     await expectConverged(k);
     await k.stop();
   }, 120_000);
+
+  gated(need.root(), need.netns()).test('the API server unreachable (packets dropped): kpng retries as soon as it can be reached, not when its backoff ends', async () => {
+    // kpng reaches the API server through a TCP relay on its own port, so that nftables can drop kpng's
+    // packets (both ways, as a partition does) while this test keeps talking to the server directly.
+    const api = new URL(cp.server);
+    const relay = net.createServer((c) => {
+      const u = net.connect(Number(api.port), api.hostname);
+      c.pipe(u).pipe(c);
+      c.on('error', () => u.destroy());
+      u.on('error', () => c.destroy());
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    const port = (relay.address() as AddressInfo).port;
+    const kubeconfig = path.join(cp.dir, 'relay.kubeconfig');
+    fs.writeFileSync(kubeconfig, fs.readFileSync(cp.kubeconfigPath, 'utf8').replace(cp.server, `https://127.0.0.1:${port}`));
+    const table = `kpng-partition-${process.pid}`;
+    const nft = (args: string[], input?: string) => execFileSync('nft', args, { input, stdio: ['pipe', 'ignore', 'pipe'] });
+    await mk('before', ['10.244.3.1']);
+    const k = new KpngChild({ kubeconfig, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug'], env: { KPNG_KUBE_IDLE_TIMEOUT_MS: '2000', KPNG_KUBE_CONNECT_TIMEOUT_MS: '2000' } });
+    children.push(k);
+    try {
+      await k.waitForItem('svc/default/before', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.3.1:8080]');
+      const mark = k.stderr.length;
+      nft(['-f', '-'], `table inet ${table} {\n  chain out { type filter hook output priority -10; tcp dport ${port} drop; tcp sport ${port} drop; }\n}\n`);
+      try {
+        // Silent watches torn down, then connections that cannot be made: the backoff grows meanwhile.
+        await k.waitForStderr(/kube: EndpointSlices: watch failed: watch silent for 2 s \(watchdog\)/, mark, 20_000);
+        await k.waitFor('connection attempts to time out', () => k.stderr.slice(mark).filter((l) => /cannot connect to 127\.0\.0\.1:\d+ within 2 s/.test(l)).length >= 3, 60_000);
+        await mk('during', ['10.244.3.2']);
+      } finally {
+        nft(['delete', 'table', 'inet', table]);
+      }
+      const healed = k.stderr.length;
+      await k.waitForItem('svc/default/during', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.3.2:8080]', 60_000);
+      // A reflector sleeping off its backoff was woken by the reachability probe, not by its timer.
+      expect(k.stderr.slice(healed).some((l) => /kube: (Services|EndpointSlices|Node n1): the API server can be reached again; retrying after \d+ ms of \d+/.test(l))).toBe(true);
+      await expectConverged(k);
+    } finally {
+      await k.stop();
+      await new Promise((r) => relay.close(r));
+    }
+  }, 180_000);
 });
 
 /** The kube-apiserver process this control plane started (by its unique --secure-port). */

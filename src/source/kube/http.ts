@@ -6,6 +6,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
+import { Reachability, tcpProbe } from './reachability';
 
 export type ApplyOptions = (opts: https.RequestOptions) => Promise<void>;
 
@@ -41,7 +42,27 @@ export interface Transport {
   readonly server: string;
   /** GET `path` (with its query) asking for `accept` (default JSON); resolves once the response headers arrived. */
   get(path: string, signal: AbortSignal, accept?: string): Promise<http.IncomingMessage>;
+  /** Whether the server can be reached at all (reflectors retry as soon as it can again); absent
+   *  when connections go through a proxy, which a direct probe would not test. */
+  readonly reachability?: Reachability;
 }
+
+export interface TransportOptions {
+  /** A new connection (TCP) not made by then fails the request. Default 10 s. */
+  connectTimeoutMs?: number;
+}
+
+/** KPNG_KUBE_CONNECT_TIMEOUT_MS, a test knob beside index.ts's tuningFromEnv (not part of the CLI). */
+function connectTimeoutFromEnv(): number | undefined {
+  const n = Number(process.env.KPNG_KUBE_CONNECT_TIMEOUT_MS);
+  return Number.isFinite(n) && n > 0 ? n : undefined;
+}
+
+/** A request's connection was not made (the server is unreachable, as opposed to answering badly). */
+export class ConnectError extends Error {}
+
+/** No proxy in the way: the default agents, or one the kubeconfig's TLS settings made (a proxy's agent subclasses them). */
+const isDirectAgent = (agent: unknown): boolean => agent === undefined || agent === false || (agent as object).constructor === https.Agent || (agent as object).constructor === http.Agent;
 
 /** The host label as client-go writes it: the server's host[:port] as the kubeconfig spells it (URL
  *  would drop a default port that client-go keeps, e.g. in-cluster's :443). */
@@ -49,8 +70,12 @@ export function hostLabel(server: string): string {
   return /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?([^/?#]+)/i.exec(server)?.[1] ?? new URL(server).host;
 }
 
-export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng', observer?: RequestObserver): Transport {
+export function createTransport(server: string, applyOptions: ApplyOptions, userAgent = 'kpng', observer?: RequestObserver, topts: TransportOptions = {}): Transport {
   const base = new URL(server);
+  const connectTimeoutMs = topts.connectTimeoutMs ?? connectTimeoutFromEnv() ?? 10_000;
+  const port = Number(base.port) || (base.protocol === 'http:' ? 80 : 443);
+  const reachability = new Reachability(tcpProbe(base.hostname.replace(/^\[(.*)\]$/, '$1'), port));
+  let direct = true;
   // A server URL may carry a path prefix (some proxies in front of API servers use one).
   const prefix = base.pathname.replace(/\/+$/, '');
   const mod = base.protocol === 'http:' ? http : https;
@@ -58,10 +83,12 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
   observer?.transportCreated?.();
   return {
     server,
+    get reachability() { return direct ? reachability : undefined; },
     async get(path: string, signal: AbortSignal, accept = 'application/json'): Promise<http.IncomingMessage> {
       const opts: https.RequestOptions = { method: 'GET', headers: { Accept: accept, 'User-Agent': userAgent } };
       const t0 = performance.now();
       await applyOptions(opts);
+      direct = isDirectAgent(opts.agent);
       const url = new URL(base.origin + prefix + path);
       const timed = !isWatch(url);
       const done = () => { if (timed) observer?.latency('GET', host, (performance.now() - t0) / 1000); };
@@ -75,14 +102,25 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
           res.once('close', done);
           resolve(res);
         });
+        let connecting = false;
+        let connectTimer: NodeJS.Timeout | undefined;
         req.on('error', (e) => {
+          clearTimeout(connectTimer);
           // An error after the response (a dropped body) is the response's, already counted.
           if (!responded) { observer?.result('<error>', 'GET', host); done(); }
-          reject(e);
+          if (connecting && direct) reachability.markDown();
+          reject(connecting && !(e instanceof ConnectError) && !signal.aborted ? new ConnectError(`cannot connect to ${host}: ${e.message}`) : e);
         });
         // Keepalive probes notice a peer that vanished without closing (the watchdog is the backstop).
         req.on('socket', (s) => {
           s.setKeepAlive(true, 15_000);
+          // A connection that cannot be made fails in connectTimeoutMs, not when the kernel gives up
+          // its SYN retransmissions (~2 min) or the caller's whole-request bound runs out.
+          if (s.connecting) {
+            connecting = true;
+            connectTimer = setTimeout(() => req.destroy(new ConnectError(`cannot connect to ${host} within ${connectTimeoutMs / 1000} s`)), connectTimeoutMs);
+            s.once('connect', () => { connecting = false; clearTimeout(connectTimer); });
+          }
           // A new connection to a name resolves it first ('lookup', failed or not); an IP address or a
           // reused connection does not. client-go's label is the name alone, without the port.
           if (observer?.resolved && s.connecting) {
@@ -90,6 +128,7 @@ export function createTransport(server: string, applyOptions: ApplyOptions, user
             s.once('lookup', (_err: Error | null, _address: string, _family: number, name: string) => observer.resolved!(name || base.hostname, (performance.now() - t1) / 1000));
           }
         });
+        req.once('close', () => clearTimeout(connectTimer));
         req.end();
         if (timed) observer?.requestBytes?.('GET', host, 0); // a GET has no body
       });

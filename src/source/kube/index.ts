@@ -102,7 +102,8 @@ export const startKubeSource: StartKubeSource = async (opts) => {
 };
 
 /** Test and bench knobs (not part of the CLI): KPNG_KUBE_WATCH_TIMEOUT_S, KPNG_KUBE_IDLE_TIMEOUT_MS,
- *  KPNG_KUBE_REQUEST_TIMEOUT_MS, KPNG_KUBE_PAGE_SIZE, KPNG_KUBE_WATCH_LIST=0 (paginated lists). */
+ *  KPNG_KUBE_REQUEST_TIMEOUT_MS, KPNG_KUBE_PAGE_SIZE, KPNG_KUBE_WATCH_LIST=0 (paginated lists); the
+ *  transport reads KPNG_KUBE_CONNECT_TIMEOUT_MS (http.ts). */
 export function tuningFromEnv(): KubeTuning {
   const num = (name: string) => {
     const v = process.env[name];

@@ -57,6 +57,7 @@ export function rateLimited(t: Transport, bucket: TokenBucket, waited?: (seconds
   if (bucket.unlimited) return t;
   return {
     server: t.server,
+    get reachability() { return t.reachability; },
     async get(path, signal, accept) {
       const ms = await bucket.take(signal);
       waited?.(ms / 1000);

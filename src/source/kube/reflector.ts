@@ -115,6 +115,8 @@ export interface ReflectorStats {
   watchFailures: number;
   events: number;
   bookmarks: number;
+  /** Backoffs cut short because the API server could be reached again. */
+  earlyRetries: number;
 }
 
 interface WatchEvent {
@@ -125,7 +127,7 @@ interface WatchEvent {
 export class Reflector {
   /** The resourceVersion the store is current at ("" = a list is needed). */
   resourceVersion = '';
-  readonly stats: ReflectorStats = { lists: 0, watchLists: 0, relists: 0, gone: 0, watches: 0, watchFailures: 0, events: 0, bookmarks: 0 };
+  readonly stats: ReflectorStats = { lists: 0, watchLists: 0, relists: 0, gone: 0, watches: 0, watchFailures: 0, events: 0, bookmarks: 0, earlyRetries: 0 };
   private readonly listed: Promise<void>;
   private resolveListed!: () => void;
   private readonly backoff: Backoff;
@@ -149,6 +151,7 @@ export class Reflector {
     let incompleteInARow = 0;
     while (!signal.aborted) {
       let phase: 'list' | 'watch-list' | 'watch' = 'watch';
+      const attemptAt = Date.now();
       try {
         let initial = false;
         if (!this.resourceVersion) {
@@ -197,9 +200,31 @@ export class Reflector {
         if (err instanceof ApiError && err.reason === 'watch-error') this.resourceVersion = '';
         const delay = this.backoff.next();
         const next = this.resourceVersion ? `resuming the watch at resourceVersion ${this.resourceVersion}` : this.opts.watchList?.usable ? 'watch-list again' : 'listing';
-        log.warn(`kube: ${what}: ${phase} failed: ${err.message}; ${next} in ${delay} ms`);
-        await sleep(delay, signal);
+        // Without an HTTP answer the server may be unreachable: retry as soon as it can be reached again.
+        const reach = err instanceof ApiError ? undefined : this.opts.transport.reachability;
+        log.warn(`kube: ${what}: ${phase} failed: ${err.message}; ${next} in ${delay} ms${reach ? ' (sooner once the API server can be reached again)' : ''}`);
+        await this.pause(delay, signal, reach && ((s) => reach.back(attemptAt, s)));
       }
+    }
+  }
+
+  /** The backoff's delay, ended early when `early` resolves first (the server reachable again). */
+  private async pause(ms: number, signal: AbortSignal, early?: (signal: AbortSignal) => Promise<void>): Promise<void> {
+    if (!early) return sleep(ms, signal);
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const t0 = Date.now();
+    let woken = false;
+    try {
+      await Promise.race([sleep(ms, ac.signal), early(ac.signal).then(() => { woken = !ac.signal.aborted; })]);
+    } finally {
+      ac.abort();
+      signal.removeEventListener('abort', onAbort);
+    }
+    if (woken && !signal.aborted) {
+      this.stats.earlyRetries++;
+      this.opts.log.info(`kube: ${this.opts.what}: the API server can be reached again; retrying after ${Date.now() - t0} ms of ${ms}`);
     }
   }
 
