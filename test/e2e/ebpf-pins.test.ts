@@ -9,6 +9,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EbpfLoader, ebpfCleanup } from '../../src/native/ebpf';
+import { decodeBackend, encodeBackend } from '../../src/backend/ebpf/maps';
 import { ECHO_SERVER, runClient, startServers, useEbpfLab } from '../helpers/ebpf-lab';
 import { gated, need } from '../helpers/gate';
 import { NetLab } from '../shared/netlab';
@@ -116,6 +117,26 @@ d('eBPF backend: a restart over any pin state', () => {
     },
     lab: () => lab, kpng: () => kpng, removed: () => [lab.pinDir],
   });
+
+  test('a BPF map entry overwritten by another process (bpftool): found by the audit, logged and rewritten; connections balanced again', async () => {
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    const pin = path.join(lab.pinDir, 'kpng_be');
+    const dump = JSON.parse(execFileSync('bpftool', ['map', 'dump', 'pinned', pin, '-j']).toString()) as Array<{ key: string[]; value: string[] }>;
+    expect(dump).toHaveLength(2);
+    const mark = kpng!.lines.length;
+    // Every backend now names an address where nothing listens: connect() sends clients nowhere.
+    for (const e of dump) {
+      const was = decodeBackend(Buffer.from(e.value.map((b) => parseInt(b, 16))));
+      const value = [...encodeBackend({ ...was, addr: '10.244.1.99' })].map(String);
+      execFileSync('bpftool', ['map', 'update', 'pinned', pin, 'key', ...e.key.map((b) => String(parseInt(b, 16))), 'value', ...value]);
+    }
+    await kpng!.waitForLine(/ebpf: 2 entries of the socket LB's maps differ from what kpng wrote \(changed by another process\); rewriting them/, { timeoutMs: 20000, from: mark });
+    await kpng!.waitForLine(/changed by another process\): full resync/, { timeoutMs: 20000, from: mark });
+    await kpng!.waitForLine(/ebpf: revision \d+: full .* sync, /, { timeoutMs: 20000, from: mark });
+    expect(names(await lab.connect(cgA))).toEqual(BOTH);
+    const after = JSON.parse(execFileSync('bpftool', ['map', 'dump', 'pinned', pin, '-j']).toString()) as Array<{ value: string[] }>;
+    expect(after.map((e) => decodeBackend(Buffer.from(e.value.map((b) => parseInt(b, 16)))).addr).sort()).toEqual(['10.244.1.10', '10.244.1.11']);
+  }, 60000);
 
   test('the cgroup removed and recreated elsewhere (severed links): the new cgroup is balanced after one sync', async () => {
     expect(names(await lab.connect(cgA))).toEqual(BOTH);

@@ -409,3 +409,62 @@ test('without --ebpf-destroy-tcp, TCP sockets of a removed endpoint are left to 
   await dp.update([{ key: 'svc/ns/u', old: udp, new: svc('u', [ep('10.244.1.11')], { ip: '10.96.0.9', udp: true }) }], undefined, 3);
   expect(fake.destroyCalls).toEqual([['10.96.0.9:80/udp 10.244.1.10:8080']]);
 });
+
+test('tampering between syncs: the audit finds entries another process changed or deleted, once, and the full sync it asks for repairs them', async () => {
+  const { fake, dp } = mk();
+  const services = variedServices(40);
+  await dp.fullSync(services, ebpfNode, 1);
+  const want = fake.resolve();
+  // Nothing touched: nothing differs, and an update keeps it so.
+  expect(await dp.differences()).toBe(0);
+  const a = svc('a', [ep('10.244.1.10')], { ip: '10.96.9.1' });
+  await dp.update([{ key: 'svc/ns/a', old: null, new: a }], ebpfNode, 2);
+  expect(await dp.differences()).toBe(0);
+  await dp.update([{ key: 'svc/ns/a', old: a, new: null }], ebpfNode, 3);
+  expect(await dp.differences()).toBe(0);
+
+  // Another process: one backend overwritten, one slot deleted, one entry added.
+  const [beId, beValue] = [...fake.be][0]!;
+  const other = Buffer.from(beValue);
+  other[0] ^= 1;
+  fake.be.set(beId, other);
+  const slot = [...fake.svc.keys()].find((k) => decodeSvcKey(Buffer.from(k, 'hex')).slot === 1)!;
+  fake.svc.delete(slot);
+  fake.be.set(999_999, Buffer.from(beValue));
+  expect(await dp.differences()).toBe(3);
+
+  const lost: string[] = [];
+  const logs: string[] = [];
+  const watched = new EbpfDataplane(async () => fake, (m) => logs.push(m), undefined, { auditEveryMs: 10 });
+  try {
+    await watched.fullSync(services, ebpfNode, 1);   // converges: the tampered entries are rewritten
+    expect(fake.resolve()).toEqual(want);
+    expect(await watched.differences()).toBe(0);
+    watched.watch((why) => lost.push(why));
+    fake.be.set(beId, other);
+    for (let i = 0; i < 200 && lost.length === 0; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(lost).toEqual(["1 entry of the socket LB's maps differ from what kpng wrote (changed by another process)"]);
+    expect(logs.at(-1)).toMatch(/^ebpf: 1 entry of the socket LB's maps differ .*; rewriting them$/);
+    // Said once until a sync: the audit compares nothing while the maps are known to differ.
+    await new Promise((res) => setTimeout(res, 100));
+    expect(lost).toHaveLength(1);
+    expect(await watched.differences()).toBeUndefined();
+    await watched.fullSync(services, ebpfNode, 2);
+    expect(fake.resolve()).toEqual(want);
+    expect(await watched.differences()).toBe(0);
+    expect(watched.auditStats!.found).toBe(1);
+  } finally {
+    await watched.close();
+  }
+});
+
+test('the audit compares nothing while a sync is under way or after one failed', async () => {
+  const { fake, dp } = mk();
+  await dp.fullSync(variedServices(10), ebpfNode, 1);
+  fake.failAt = fake.groups.length + 1;
+  const b = svc('b', [ep('10.244.1.12')], { ip: '10.96.9.2' });
+  await expect(dp.update([{ key: 'svc/ns/b', old: null, new: b }], ebpfNode, 2)).rejects.toThrow(/No space left/);
+  expect(await dp.differences()).toBeUndefined();
+  await dp.fullSync(variedServices(10), ebpfNode, 3);
+  expect(await dp.differences()).toBe(0);
+});

@@ -19,6 +19,7 @@ import { serviceKey, type NodeInfo, type Service } from '../../model/enls';
 import type { EbpfDump, EbpfMapGroup, EbpfMaps } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
+import { MapAudit } from './audit';
 import { Adoption, contentsOf, diff, goneKeys, MapChanges, readKernel } from './changes';
 import { FreshPlan, type FreshResult } from './fresh-plan';
 import { BACKEND_MAP, ByteWriter, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
@@ -104,6 +105,12 @@ class Planned {
 
 const idsWriter = new ByteWriter(256);
 
+/** Ids for plans made again from their own: never asked for a new one (a service planned as before gives the same plan). */
+const NO_NEW_IDS: Ids = {
+  backend: () => { throw new Error('a plan made again asked for a new backend id'); },
+  service: () => { throw new Error('a plan made again asked for a new service id'); },
+};
+
 export class EbpfDataplane implements Dataplane {
   readonly name = 'ebpf';
   private lb: EbpfMaps | undefined;
@@ -149,6 +156,8 @@ export class EbpfDataplane implements Dataplane {
       destroyTcp?: boolean;
       /** Work between two event-loop turns in a sync, in ms (Yielder's default when unset; 0 yields at every step). */
       yieldMs?: number;
+      /** The shortest pause between two reads of the maps by the tamper audit (audit.ts; default 1 s). */
+      auditEveryMs?: number;
     } = {}) {
     this.startOpen();
   }
@@ -267,7 +276,19 @@ export class EbpfDataplane implements Dataplane {
     clearInterval(this.watchTimer);
     this.watchTimer = setInterval(() => { try { this.checkLinks(); } catch { /* closed meanwhile */ } }, everyMs);
     this.watchTimer.unref();
+    this.audit?.stop();
+    this.audit = new MapAudit(() => this.differences(), (n) => {
+      // Said once: the repairing full sync makes the maps consistent again (or fails, and is retried).
+      this.consistent = false;
+      const why = `${n} entr${n === 1 ? 'y' : 'ies'} of the socket LB's maps differ from what kpng wrote (changed by another process)`;
+      this.log(`ebpf: ${why}; rewriting them`);
+      this.onLost?.(why);
+    }, this.opts.auditEveryMs === undefined ? {} : { everyMs: this.opts.auditEveryMs });
+    this.audit.start();
   }
+
+  /** How the map audit went (reads, differences found, the last read's ms). */
+  get auditStats(): MapAudit['stats'] | undefined { return this.audit?.stats; }
 
   /**
    * Why the socket LB is not programmed (undefined: it is), so that its state shows in the log once
@@ -277,12 +298,16 @@ export class EbpfDataplane implements Dataplane {
 
   /** Runs a sync, saying in the log when the socket LB goes off (or stale) and when it is back. */
   private async tracked(run: () => Promise<SyncReport>, signal?: AbortSignal): Promise<SyncReport> {
+    this.syncing++;
+    this.syncGen++;
     try {
       const r = await run();
+      this.consistent = true;
       if (this.offReason !== undefined) this.log('ebpf: the socket LB is programmed again');
       this.offReason = undefined;
       return r;
     } catch (e) {
+      this.consistent = false;
       if (e instanceof NeedsFullSync) throw e;   // not a failure: the KernelSink does a full sync now
       const msg = (e as Error).message;
       const why = this.lb
@@ -294,7 +319,47 @@ export class EbpfDataplane implements Dataplane {
         this.log(`ebpf: ${why}; connections it leaves alone go through the nft part (DNAT); tried again at every sync; /healthz turns unhealthy if this outlasts the health timeout`);
       }
       throw e;
+    } finally {
+      this.syncing--;
     }
+  }
+
+  /** Syncs under way, and syncs begun in all (an audit read during one compares nothing). */
+  private syncing = 0;
+  private syncGen = 0;
+  /** The last sync succeeded: the maps hold exactly the plans (unless someone else wrote them). */
+  private consistent = false;
+  private audit: MapAudit | undefined;
+
+  /**
+   * Map entries that differ from what this dataplane wrote (added, changed or deleted by another
+   * process), or undefined when there is nothing to compare: no maps, the last sync failed, or a sync
+   * ran during the read. The plans are made again from the services as planned, with their own ids.
+   */
+  async differences(): Promise<number | undefined> {
+    const lb = this.lb;
+    if (!lb || !this.consistent || this.syncing > 0) return undefined;
+    const gen = this.syncGen;
+    const stale = () => this.syncGen !== gen || this.syncing > 0;
+    const planned = [...this.planned.values()];
+    const node = this.node;
+    const svcDump = await lb.dump(SVC_MAP);
+    const beDump = await lb.dump(BACKEND_MAP);
+    if (stale()) return undefined;
+    const y = new Yielder(this.opts.yieldMs);
+    const kernel = await readKernel(svcDump, beDump, y);
+    const plans: ServicePlan[] = [];
+    for (let i = 0; i < planned.length; i++) {
+      if ((i & 63) === 0 && y.due()) {
+        await y.turn();
+        if (stale()) return undefined;
+      }
+      plans.push(planService(planned[i]!.svc, planned[i]!.replaying(NO_NEW_IDS), node));
+    }
+    const ch = new MapChanges(() => false);
+    await diff(plans, kernel, ch, y);
+    if (stale()) return undefined;
+    return ch.slotUp.length + ch.headUp.length + ch.headDel.length + ch.slotDel.length + ch.beUp.length + ch.beDel.length;
   }
 
   /** The node item of the last full sync (node ports answer on its addresses). */
@@ -555,6 +620,7 @@ export class EbpfDataplane implements Dataplane {
 
   async close(): Promise<void> {
     clearInterval(this.watchTimer);
+    this.audit?.stop();
     // An open still in progress is finished and closed (its handle would leak otherwise).
     const lb = this.lb ?? (await this.opening?.catch(() => undefined));
     this.lb = undefined;
