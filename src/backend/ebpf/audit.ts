@@ -21,10 +21,11 @@ export class MapAudit {
   readonly stats = { reads: 0, found: 0, lastMs: 0 };
 
   /**
-   * `differences`: entries of the maps that differ from what was written, or undefined when there is
-   * nothing to compare now (a sync under way or failed, no maps yet). `found`: told each time some do.
+   * `read`: one read of the maps, with what it found reported; resolves with the entries that differ
+   * from what was written, or undefined when there was nothing to compare (a sync under way or failed,
+   * no maps yet).
    */
-  constructor(private readonly differences: () => Promise<number | undefined>, private readonly found: (n: number) => void, opts: MapAuditOptions = {}) {
+  constructor(private readonly read: () => Promise<number | undefined>, opts: MapAuditOptions = {}) {
     this.everyMs = opts.everyMs ?? 1000;
     this.maxShare = opts.maxShare ?? 0.02;
   }
@@ -48,12 +49,9 @@ export class MapAudit {
   private async tick(): Promise<void> {
     const t0 = performance.now();
     try {
-      const n = await this.differences();
+      const n = await this.read();
       if (n !== undefined) this.stats.reads++;
-      if (n) {
-        this.stats.found++;
-        this.found(n);
-      }
+      if (n) this.stats.found++;
     } catch {
       // A read that failed (the maps closed meanwhile, ENOMEM) proves nothing: the next one tries again.
     }

@@ -281,14 +281,23 @@ export class EbpfDataplane implements Dataplane {
     this.watchTimer = setInterval(() => { try { this.checkLinks(); } catch { /* closed meanwhile */ } }, everyMs);
     this.watchTimer.unref();
     this.audit?.stop();
-    this.audit = new MapAudit(() => this.differences(), (n) => {
-      // Said once: the repairing full sync makes the maps consistent again (or fails, and is retried).
+    this.audit = new MapAudit(() => this.auditNow(), this.opts.auditEveryMs === undefined ? {} : { everyMs: this.opts.auditEveryMs });
+    this.audit.start();
+  }
+
+  /**
+   * One read of the audit: entries that differ from what this dataplane wrote are said (log, the
+   * watcher's `lost`: a full sync follows, which rewrites them) once, until a sync succeeds again.
+   */
+  async auditNow(): Promise<number | undefined> {
+    const n = await this.differences();
+    if (n) {
       this.consistent = false;
       const why = `${n} entr${n === 1 ? 'y' : 'ies'} of the socket LB's maps differ from what kpng wrote (changed by another process)`;
       this.log(`ebpf: ${why}; rewriting them`);
       this.onLost?.(why);
-    }, this.opts.auditEveryMs === undefined ? {} : { everyMs: this.opts.auditEveryMs });
-    this.audit.start();
+    }
+    return n;
   }
 
   /** How the map audit went (reads, differences found, the last read's ms). */
