@@ -3,7 +3,7 @@
 const LAYERS = [
   ['util', 'gen', 'stats'],
   ['model'],
-  ['native', 'sink'],
+  ['native', 'sink', 'nft'],
   ['store'],
   ['source', 'aggregator'],
   ['backend', 'runner', 'health'],

@@ -12,7 +12,7 @@
 //   npm run build && node dist/bench/aggregator.bench.js [durationMs=2000] [periodMs=20] [minIntervalMs=10] [services=10000]
 import { execFileSync, spawn } from 'node:child_process';
 import { Aggregator } from '../src/aggregator/aggregator';
-import { nativeTransport } from '../src/aggregator/transport';
+import { nativeTransport } from '../src/nft/transport';
 import { nftApply, ipv4, type NftOp } from '../src/native';
 import * as native from '../src/native';
 import { aggregatorKernel } from '../src/backend/nft/aggregator-kernel';

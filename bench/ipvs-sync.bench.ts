@@ -14,7 +14,7 @@ import { IpvsDataplane } from '../src/backend/ipvs/dataplane';
 import { NftDataplane } from '../src/backend/nft/sink';
 import { nativeKernel } from '../src/backend/nft';
 import { Aggregator } from '../src/aggregator/aggregator';
-import { nativeTransport } from '../src/aggregator/transport';
+import { nativeTransport } from '../src/nft/transport';
 import { ipvsApply } from '../src/native/ipvs';
 import { NetLab, nsPath } from '../test/shared/netlab';
 import { enlsNode, enlsService, ip4 } from '../test/shared/objects';

@@ -47,8 +47,11 @@ export { createLogger, silentLogger, type Logger, type Level } from './util/log'
 
 // Fakes of the kernel seams, for tests of code built on kpng: each in memory, with the kernel's rules,
 // and a faulty variant failing chosen or seeded calls with the errors the kernel returns there.
-/** nftables tables in memory (FakeNft), an NftKernel over them, and their comparable content. */
-export { FakeNft, FakeTable, NftFakeError, fakeNftKernel, tableContent, addrBytes, inCidr, type TableContent } from './backend/nft/fake';
+/** nftables in memory (FakeNft), its two seams (an NftKernel and an NftTransport over it), and comparable content. */
+export { FakeNft, FakeTable, NftFakeError, fakeNftKernel, fakeNftTransport, tableContent, addrBytes, inCidr, type TableContent } from './backend/nft/fake';
+/** The model FakeNft's kernel state is (and the aggregator's): NftOps with the kernel's meaning, a sorted dump. */
+export { applyOps, checkOps, dumpRuleset, type Ruleset } from './nft/ruleset';
+export type { NftTransport } from './nft/transport';
 /** An NftKernel refusing batches (ENOMEM, EBUSY, ENFILE, ENOBUFS), losing their acknowledgement (EPROTO), failing conntrack deletes. */
 export { FaultyNftKernel, REFUSED_ERRNOS, type NftFault, type NftFaultPlan } from './backend/nft/faulty';
 /** The IPVS dataplane's kernel (IpvsKernel + IpvsPaths) in memory: virtual and real servers, addresses, companion batches. */

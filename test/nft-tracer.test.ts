@@ -6,7 +6,8 @@
 import { baseOps } from '../src/backend/nft/base';
 import type { Op } from '../src/backend/nft/types';
 import { ep, node, slice, svc } from './helpers/k8s';
-import { FakeNft, NftFakeError, tableContent } from '../src/backend/nft/fake';
+import { FakeNft, fakeNftTransport, NftFakeError, tableContent } from '../src/backend/nft/fake';
+import type { NftOp } from '../src/native/nft-types';
 import { TraceError, Tracer } from './helpers/nft-tracer';
 import { nftWorld, type WorldOptions } from './helpers/nft-world';
 
@@ -106,6 +107,20 @@ describe('the fake table follows the kernel', () => {
       { k: 'addRule', chain: 'services', stmt: { s: 'jump', chain: 'l1' } },
     ])).toThrow(/ELOOP/);
     expect(() => new FakeNft().applyOps('ip6', [{ k: 'addChain', chain: { name: 'x' } }])).toThrow(/no such table/);
+  });
+
+  test("one ruleset holds every table, whichever seam its batch came through; NftOps are refused whole", async () => {
+    const nft = base();
+    await fakeNftTransport(nft).apply([
+      { op: 'add', table: { family: 'ip', name: 'kpng-ipvs' } },
+      { op: 'add', set: { family: 'ip', table: 'kpng-ipvs', name: 'service-ips', keyType: 'ipv4_addr' } },
+    ]);
+    expect([...nft.ruleset.keys()].sort()).toEqual(['ip kpng', 'ip kpng-ipvs']);
+    const before = nft.dump();
+    expect(before).toContain('  chain filter-input ');
+    const add = (set: string): NftOp => ({ op: 'add', elements: { family: 'ip', table: 'kpng-ipvs', set, elements: [{ key: new Uint8Array([10, 96, 0, 1]) }] } });
+    expect(() => nft.applyNft([add('service-ips'), add('nope')])).toThrow(/ENOENT: op #1: set nope does not exist/);
+    expect(nft.dump()).toBe(before);
   });
 });
 

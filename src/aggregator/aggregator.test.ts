@@ -1,17 +1,20 @@
-// Unit tests with a fake transport: a kernel model (the same op semantics) that records every batch
-// and refuses ops chosen by a predicate, reporting their indexes as the addon does. The real kernel
-// is exercised by test/e2e/aggregator.test.ts.
+// Unit tests over FakeNft's transport (the fake kernel, the same model the aggregator keeps its state
+// in), refusing ops chosen by a predicate and reporting their indexes as the addon does. The real
+// kernel is exercised by test/e2e/aggregator.test.ts.
 import type { ApplyResult, NftApplyError, NftFailure, NftOp, NftRule } from '../native/nft-types';
-import { Aggregator, ProducerRefused, type ProducerEvent } from './aggregator';
+import { Aggregator, DeclarationError, ProducerRefused, type ProducerEvent, type ProducerState } from './aggregator';
 import { diffStates } from './diff';
-import { applyOps, DeclarationError, opTable, type ProducerState } from './state';
-import type { NftTransport } from './transport';
+import { applyOps, opTable } from '../nft/ruleset';
+import type { NftTransport } from '../nft/transport';
+import { FakeNft, fakeNftTransport } from '../backend/nft/fake';
 import type { NftForeignCommit, NftTableChange } from '../native/nft-monitor';
 
 class FakeKernel implements NftTransport {
-  state: ProducerState = new Map();
+  readonly fake = new FakeNft();
+  private readonly kernel = fakeNftTransport(this.fake);
   batches: NftOp[][] = [];
   refuse: (o: NftOp) => string | undefined = () => undefined;
+  get state(): ProducerState { return this.fake.ruleset; }
   async apply(ops: NftOp[]): Promise<ApplyResult> {
     this.batches.push(ops);
     const failed: NftFailure[] = [];
@@ -24,8 +27,8 @@ class FakeKernel implements NftTransport {
       e.failed = failed; e.errno = 22; e.code = 'EINVAL';
       throw e;
     }
-    applyOps(this.state, ops);
-    return { messages: ops.length + 2, bytes: 100 * ops.length, ms: 1, encodeMs: 0 };
+    const r = await this.kernel.apply(ops);
+    return { ...r, ms: 1, bytes: 100 * ops.length };
   }
 }
 

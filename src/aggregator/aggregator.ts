@@ -10,9 +10,23 @@ import type { NftApplyError, NftFailure, NftOp } from '../native/nft-types';
 import { describeChanges, type NftForeignCommit, type NftTableChange } from '../native/nft-monitor';
 import { diffStates, type Scope } from './diff';
 import { CommitBudget } from './rate';
-import { applyOps, checkOps, countObjects, DeclarationError, opTable, tableKey, type ProducerState } from './state';
-import type { NftTransport } from './transport';
+import { applyOps, checkOps, countObjects, opTable, tableKey, type Ruleset } from '../nft/ruleset';
+import type { NftTransport } from '../nft/transport';
 import { IpvsBatcher, type IpvsProducerStatus, type IpvsTransport } from './ipvs';
+
+/** One producer's tables: what it wants (desired), or what the aggregator committed for it (applied). */
+export type ProducerState = Ruleset;
+
+/** A refusal of an op list before anything changed (bad reference, unsupported feature, ownership). */
+export class DeclarationError extends Error {
+  constructor(readonly producer: string, readonly index: number, reason: string) {
+    super(`producer ${producer}: op #${index}: ${reason}`);
+    this.name = 'DeclarationError';
+  }
+}
+
+/** The aggregator's own rule on what producers declare (the kernel would take flowtables). */
+const noFlowtables = (o: NftOp): string | undefined => ('flowtable' in o ? 'flowtables are not supported by the aggregator' : undefined);
 
 export interface AggregatorOptions {
   transport: NftTransport;
@@ -263,7 +277,7 @@ export class Aggregator {
   private change(p: Producer, ops: NftOp[], declare: boolean, resync: boolean): Promise<CommitInfo> {
     if (this.closed) return Promise.reject(new Error('aggregator closed'));
     const base: ProducerState = declare ? new Map() : p.desired;
-    const bad = checkOps(base, ops);
+    const bad = checkOps(base, ops, noFlowtables);
     if (bad) return Promise.reject(new DeclarationError(p.name, bad.index, bad.reason));
     const touched = new Map<string, Scope>();
     const reset = new Set<string>();

@@ -4,7 +4,7 @@
 // changed is replaced as a whole (add, delete, add: no window without rules, one transaction).
 import { pushAll } from '../util/push-all';
 import type { NftElement, NftOp } from '../native/nft-types';
-import { type ProducerState, type TableState } from './state';
+import type { Ruleset, TableState } from '../nft/ruleset';
 
 const fingerprints = new WeakMap<object, string>();
 
@@ -131,7 +131,7 @@ export interface DiffOptions {
 }
 
 /** The ops that bring `applied` to `desired`. */
-export function diffStates(applied: ProducerState, desired: ProducerState, opts: DiffOptions = {}): NftOp[] {
+export function diffStates(applied: Ruleset, desired: Ruleset, opts: DiffOptions = {}): NftOp[] {
   const scopes = new Map<string, Scope>();
   if (opts.tables instanceof Map) for (const [k, v] of opts.tables) scopes.set(k, v);
   else for (const k of opts.tables ?? new Set([...applied.keys(), ...desired.keys()])) scopes.set(k, 'all');

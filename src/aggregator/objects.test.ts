@@ -1,7 +1,7 @@
 import { parse } from 'yaml';
 import { ipv4, type NftOp } from '../native/nft-types';
 import { parseObjects } from './objects';
-import { applyOps, checkOps, type ProducerState } from './state';
+import { applyOps, checkOps, type Ruleset } from '../nft/ruleset';
 
 const DOC = `
 tables:
@@ -47,7 +47,7 @@ describe('objects document', () => {
     expect(vmap.verdict).toBe('accept');
     const rule = (ops[7] as Extract<NftOp, { rule: unknown }>).rule;
     expect(rule.exprs[2]).toEqual({ type: 'cmp', sreg: 1, op: 'neq', data: ipv4('10.1.2.3') });
-    const state: ProducerState = new Map();
+    const state: Ruleset = new Map();
     expect(checkOps(state, ops)).toBeUndefined();
     applyOps(state, ops);
     expect(state.get('ip denylist')!.sets.get('deny')!.elements.size).toBe(2);

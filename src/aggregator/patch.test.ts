@@ -2,10 +2,10 @@
 // minimal kernel batches are in server.test.ts).
 import { parseObjects } from './objects';
 import { parsePatch } from './patch';
-import { applyOps, checkOps, countObjects, type ProducerState } from './state';
+import { applyOps, checkOps, countObjects, type Ruleset } from '../nft/ruleset';
 
-const declared = (): ProducerState => {
-  const s: ProducerState = new Map();
+const declared = (): Ruleset => {
+  const s: Ruleset = new Map();
   applyOps(s, parseObjects({
     tables: [{
       family: 'ip', name: 'fw',

@@ -13,14 +13,14 @@
 // deleting an element that is not there, or setting one that is, changes nothing.
 import type { NftFamily, NftOp, NftSet } from '../native/nft-types';
 import { list, obj, ObjectsError, parseObjects, setElements, str } from './objects';
-import { tableKey, type ProducerState } from './state';
+import { tableKey, type Ruleset } from '../nft/ruleset';
 
 export interface Patch { set?: unknown; delete?: unknown }
 
 const INTERVAL_PATCH = 'the ranges of an existing interval set change as a whole list: delete the set and set it again in one patch, or declare';
 
 /** The NftOps of a patch against `desired` (the producer's declared state). Throws ObjectsError. */
-export function parsePatch(patch: Patch, desired: ProducerState): NftOp[] {
+export function parsePatch(patch: Patch, desired: Ruleset): NftOp[] {
   const dels = deleteOps(patch.delete, desired);
   // What the sets part builds on: the declared state without what the deletes remove.
   const gone = new Set<string>();
@@ -45,7 +45,7 @@ function tables(doc: unknown, at: string): { t: Record<string, unknown>; at: str
   });
 }
 
-function deleteOps(doc: unknown, desired: ProducerState): NftOp[] {
+function deleteOps(doc: unknown, desired: Ruleset): NftOp[] {
   const ops: NftOp[] = [];
   for (const { t, at, family, name } of tables(doc, 'delete')) {
     const have = desired.get(tableKey(family, name));

@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse } from 'yaml';
 import { Aggregator } from '../../src/aggregator';
-import { nativeTransport } from '../../src/aggregator/transport';
+import { nativeTransport } from '../../src/nft/transport';
 import { parseObjects } from '../../src/aggregator/objects';
 import { parsePatch } from '../../src/aggregator/patch';
 import { Netns, sh } from '../helpers/netns';

@@ -4,7 +4,7 @@
 // flushes the ruleset. Each time the aggregator logs who did what and rebuilds the table as the
 // producer declared it; its own commits are never taken for tampering.
 import { Aggregator, type ProducerHandle } from '../../src/aggregator';
-import { nativeTransport } from '../../src/aggregator/transport';
+import { nativeTransport } from '../../src/nft/transport';
 import { ipv4, type NftOp } from '../../src/native/nft-types';
 import { gated, need } from '../helpers/gate';
 import { Netns } from '../helpers/netns';

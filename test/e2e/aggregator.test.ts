@@ -5,8 +5,8 @@
 // new ruleset generation.
 import type { ChildProcess } from 'node:child_process';
 import { Aggregator, ProducerRefused, type ProducerHandle } from '../../src/aggregator';
-import { nativeTransport } from '../../src/aggregator/transport';
-import { opTable } from '../../src/aggregator/state';
+import { nativeTransport } from '../../src/nft/transport';
+import { opTable } from '../../src/nft/ruleset';
 import { ipv4, type NftOp, type NftRule } from '../../src/native/nft-types';
 import { Lab, ADDR } from './lab/lab';
 import { Kpng } from './lab/kpng';

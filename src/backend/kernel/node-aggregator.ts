@@ -9,7 +9,7 @@ import type { Sink } from '../../sink/sink';
 import { Aggregator, type ProducerHandle } from '../../aggregator/aggregator';
 import type { AggregatorFlags } from '../../aggregator/flags';
 import { aggregatorKernel } from '../nft/aggregator-kernel';
-import { nativeTransport } from '../../aggregator/transport';
+import { nativeTransport } from '../../nft/transport';
 import { serveAggregator, type AggregatorServer } from '../../aggregator/server';
 import type { Logger } from '../../util/log';
 

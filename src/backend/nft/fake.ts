@@ -1,8 +1,14 @@
-// An in-memory model of kpng's nftables tables with the kernel's meaning, and the nft backend's
-// kernel seam (NftKernel) over it, for tests of code built on kpng (the packet tracer that walks it is
-// in test/helpers/nft-tracer.ts; the failing variant is faulty.ts).
+// A fake nftables kernel for tests of kpng and of code built on it, with its two seams: NftKernel (the
+// nft backend's ops) and NftTransport (NftOp batches: the IPVS companion's, the aggregator's). The
+// failing variant is faulty.ts.
 //
-// FakeNft applies the nft backend's own ops (types.ts) to one table per family, with the kernel's rules
+// What the kernel holds is `ruleset`, the model of src/nft/ruleset.ts (the one the aggregator keeps
+// its state in), which every batch changes, whichever seam it came through: the nft backend's ops are
+// encoded by its own encoder (netlink.ts), as the native kernel seam encodes them. `dump()` is its
+// sorted text.
+//
+// The nft backend's batches are also kept in its statements (`tables`, one table per family): the
+// packet tracer (test/helpers/nft-tracer.ts) walks those, and the checks below read them, with the kernel's rules
 // for a transaction: every op of a batch or none; a rule or element may only name chains and sets that
 // exist; a chain or set still in use, a chain that still has rules, a missing element cannot be
 // deleted; an element cannot be re-added with other data; NAT statements only run from NAT base
@@ -13,6 +19,10 @@
 // for the same plan and compares it with these tables.
 import type { NftKernel } from './sink';
 import type { ChainSpec, Elem, Fam, FamOps, Op, SetKind, SetSpec, Stmt } from './types';
+import { toNftOps } from './netlink';
+import { applyOps, checkOps, dumpRuleset, type Ruleset } from '../../nft/ruleset';
+import type { NftTransport } from '../../nft/transport';
+import type { NftOp } from '../../native/nft-types';
 
 /** A transaction the fake refuses, with the errno the kernel gives ("ENOENT: no set ...") and why. */
 export class NftFakeError extends Error {}
@@ -167,16 +177,22 @@ const NAT_ONLY: Partial<Record<Stmt['s'], Array<'prerouting' | 'output' | 'postr
   localnetMasq: ['postrouting'],
 };
 
-/** kpng's nftables tables in memory, one per family, changed by whole transactions as the kernel changes them. */
+/** nftables in memory, changed by whole transactions as the kernel changes them. */
 export class FakeNft {
+  /** Every table the fake kernel holds, as the kernel holds it (any name, any family). */
+  ruleset: Ruleset = new Map();
+  /** The nft backend's tables (one per family, whatever their name) in its statements. */
   tables: Record<Fam, FakeTable> = { ip: new FakeTable(), ip6: new FakeTable() };
   /** The datapath's clock, in seconds (affinity timeouts). */
   now = 0;
   /** Batches applied. */
   batches = 0;
 
-  /** One atomic transaction over both families: all ops or, on the first error, none (the error is thrown). */
-  apply(famOps: FamOps[]): void {
+  /**
+   * One atomic transaction of the nft backend's ops over both families of `table`: all ops or, on
+   * the first error, none (the error is thrown).
+   */
+  apply(famOps: FamOps[], table = 'kpng'): void {
     const next: Record<Fam, FakeTable> = { ip: this.tables.ip.clone(), ip6: this.tables.ip6.clone() };
     for (const f of famOps) {
       f.ops.forEach((op, i) => {
@@ -188,12 +204,29 @@ export class FakeNft {
       });
       validate(next[f.fam], f.fam);
     }
+    this.commit(famOps.flatMap((f) => toNftOps(f.fam, table, f.ops)));
     this.tables = next;
-    this.batches++;
   }
 
   applyOps(fam: Fam, ops: Op[]): void {
     this.apply([{ fam, ops }]);
+  }
+
+  /** One atomic transaction of NftOps: all or, when one names what does not exist, none (thrown). */
+  applyNft(ops: NftOp[]): void {
+    this.commit(ops);
+  }
+
+  /** The ruleset as sorted text (dumpRuleset). */
+  dump(): string {
+    return dumpRuleset(this.ruleset);
+  }
+
+  private commit(ops: NftOp[]): void {
+    const bad = checkOps(this.ruleset, ops);
+    if (bad) throw new NftFakeError(`${/not (exist|declared)/.test(bad.reason) ? 'ENOENT' : 'EOPNOTSUPP'}: op #${bad.index}: ${bad.reason}`);
+    applyOps(this.ruleset, ops);
+    this.batches++;
   }
 }
 
@@ -393,10 +426,20 @@ export function tableContent(t: FakeTable): TableContent {
 /** An NftKernel over a FakeNft: every batch applied atomically (or refused whole), conntrack deletes counted as done. */
 export function fakeNftKernel(fake: FakeNft): NftKernel {
   return {
-    async apply(_table, famOps) {
-      fake.apply(famOps);
+    async apply(table, famOps) {
+      fake.apply(famOps, table);
       return { messages: famOps.reduce((n, f) => n + f.ops.length, 0), bytes: 0, ms: 0 };
     },
     async conntrackDelete(filters) { return filters.length; },
+  };
+}
+
+/** An NftTransport over a FakeNft: every batch applied atomically (or refused whole). */
+export function fakeNftTransport(fake: FakeNft): NftTransport {
+  return {
+    async apply(ops) {
+      fake.applyNft(ops);
+      return { messages: ops.length + 2, bytes: 0, ms: 0, encodeMs: 0 };
+    },
   };
 }

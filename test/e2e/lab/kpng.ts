@@ -25,7 +25,7 @@ import { KpngProcess } from '../../shared/kpng-process';
 import { strictTests } from '../../helpers/strict';
 import { Aggregator } from '../../../src/aggregator/aggregator';
 import { aggregatorKernel } from '../../../src/backend/nft/aggregator-kernel';
-import { nativeTransport } from '../../../src/aggregator/transport';
+import { nativeTransport } from '../../../src/nft/transport';
 import * as native from '../../../src/native';
 
 // The repository root, whether this runs from test/e2e/lab (jest) or dist/test/e2e/lab (the demo).

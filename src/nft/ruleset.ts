@@ -1,16 +1,23 @@
-// One producer's nftables objects as a model: its tables, each with chains (ordered rule lists) and
-// sets/maps (elements by key). The same model holds what a producer wants (desired) and what the
-// aggregator committed for it (applied): `applyOps` replays NftOps on it with the kernel's meaning,
-// so replaying the committed ops on `applied` keeps it equal to what the kernel has.
+// nftables in memory, with the kernel's meaning: tables, each with chains (ordered rule lists), sets
+// and maps (elements by key) and flowtables, changed by NftOps (the addon's netlink vocabulary) as the
+// kernel changes them. kpng's one such model: the aggregator keeps each producer's desired and applied
+// state in it (replaying the committed ops on `applied` keeps it equal to what the kernel has), and
+// FakeNft (src/backend/nft/fake.ts) is a kernel over it, for tests and library users.
 //
 // Objects handed in are kept by reference and never mutated here: callers must not mutate them later.
-import type { NftChain, NftElement, NftOp, NftRule, NftSet, NftTable } from '../native/nft-types';
+import type { NftChain, NftElement, NftFlowtable, NftOp, NftRule, NftSet, NftTable } from '../native/nft-types';
 
 export interface ChainState { chain: NftChain; rules: NftRule[] }
 export interface SetState { set: NftSet; elements: Map<string, NftElement> }
-export interface TableState { table: NftTable; chains: Map<string, ChainState>; sets: Map<string, SetState> }
+export interface TableState {
+  table: NftTable;
+  chains: Map<string, ChainState>;
+  sets: Map<string, SetState>;
+  /** Flowtables by name (the aggregator refuses them: only FakeNft's tables hold any). */
+  flowtables: Map<string, NftFlowtable>;
+}
 /** Tables by `tableKey`. */
-export type ProducerState = Map<string, TableState>;
+export type Ruleset = Map<string, TableState>;
 
 export const tableKey = (family: string, name: string): string => `${family} ${name}`;
 
@@ -29,24 +36,18 @@ export function opTable(o: NftOp): { family: string; table: string } {
   return { family: o.rule.family, table: o.rule.table };
 }
 
-/** A refusal of an op list before anything changed (bad reference, unsupported feature, ownership). */
-export class DeclarationError extends Error {
-  constructor(readonly producer: string, readonly index: number, reason: string) {
-    super(`producer ${producer}: op #${index}: ${reason}`);
-    this.name = 'DeclarationError';
-  }
-}
-
 /**
  * Checks an op list against a state without changing it: parents exist when children are added,
  * no rule handles/positions (rules are ordered lists here), no transaction-local set ids (they would
- * collide between producers sharing a batch). Returns the reason and op index of the first problem.
+ * collide between producers sharing a batch). `refuse` adds the caller's own rule for an op inside an
+ * existing table (the aggregator's: no flowtables). Returns the reason and op index of the first problem.
  */
-export function checkOps(state: ProducerState, ops: NftOp[]): { index: number; reason: string } | undefined {
+export function checkOps(state: Ruleset, ops: NftOp[], refuse?: (o: NftOp) => string | undefined): { index: number; reason: string } | undefined {
   // Existence overlay: key -> present after the ops so far (absent from the map: ask the state).
   const tables = new Map<string, boolean>();
   const chains = new Map<string, boolean>();
   const sets = new Map<string, boolean>();
+  const flowtables = new Map<string, boolean>();
   const hasTable = (k: string) => tables.get(k) ?? state.has(k);
   const has = (overlay: Map<string, boolean>, tk: string, name: string, pick: (t: TableState) => Map<string, unknown>) => {
     const k = `${tk} ${name}`;
@@ -64,16 +65,18 @@ export function checkOps(state: ProducerState, ops: NftOp[]): { index: number; r
       if (o.op === 'add' || o.op === 'create') {
         if (!hasTable(tk)) {
           tables.set(tk, true);
-          for (const m of [chains, sets]) for (const k of [...m.keys()]) if (k.startsWith(`${tk} `)) m.delete(k);
+          for (const m of [chains, sets, flowtables]) for (const k of [...m.keys()]) if (k.startsWith(`${tk} `)) m.delete(k);
         }
       } else if (o.op === 'delete' || o.op === 'destroy') {
         if (o.op === 'delete' && !hasTable(tk)) return { index: i, reason: `table ${family} ${table} does not exist` };
         tables.set(tk, false);
-        for (const m of [chains, sets]) for (const k of [...m.keys()]) if (k.startsWith(`${tk} `)) m.delete(k);
+        for (const m of [chains, sets, flowtables]) for (const k of [...m.keys()]) if (k.startsWith(`${tk} `)) m.delete(k);
       } else if (!hasTable(tk)) return { index: i, reason: `table ${family} ${table} does not exist` };
       continue;
     }
     if (!hasTable(tk)) return { index: i, reason: `table ${family} ${table} is not declared` };
+    const refused = refuse?.(o);
+    if (refused) return { index: i, reason: refused };
     if ('chain' in o) {
       const present = has(chains, tk, o.chain.name, (t) => t.chains);
       if (o.op === 'add' || o.op === 'create') chains.set(`${tk} ${o.chain.name}`, true);
@@ -89,7 +92,10 @@ export function checkOps(state: ProducerState, ops: NftOp[]): { index: number; r
       if (o.elements.setId !== undefined) return { index: i, reason: 'elements by set id are not supported here: name the set' };
       if (!has(sets, tk, o.elements.set, (t) => t.sets)) return { index: i, reason: `set ${o.elements.set} does not exist in table ${family} ${table}` };
     } else if ('flowtable' in o) {
-      return { index: i, reason: 'flowtables are not supported by the aggregator' };
+      const present = has(flowtables, tk, o.flowtable.name, (t) => t.flowtables);
+      if (o.op === 'add' || o.op === 'create') flowtables.set(`${tk} ${o.flowtable.name}`, true);
+      else if (!present && o.op !== 'destroy') return { index: i, reason: `flowtable ${o.flowtable.name} does not exist in table ${family} ${table}` };
+      else flowtables.set(`${tk} ${o.flowtable.name}`, false);
     } else {
       const r = o.rule;
       if (o.op !== 'add' && o.op !== 'insert') return { index: i, reason: `rule ${o.op}: rules have no handles here; change the chain's rule list instead` };
@@ -104,23 +110,23 @@ export function checkOps(state: ProducerState, ops: NftOp[]): { index: number; r
 }
 
 /** Replays ops on a state with the kernel's meaning. Call `checkOps` first: a bad reference throws. */
-export function applyOps(state: ProducerState, ops: NftOp[]): void {
+export function applyOps(state: Ruleset, ops: NftOp[]): void {
   for (const o of ops) applyOp(state, o);
 }
 
-function mustTable(state: ProducerState, family: string, name: string): TableState {
+function mustTable(state: Ruleset, family: string, name: string): TableState {
   const t = state.get(tableKey(family, name));
   if (!t) throw new Error(`table ${family} ${name} does not exist`);
   return t;
 }
 
-function applyOp(state: ProducerState, o: NftOp): void {
+function applyOp(state: Ruleset, o: NftOp): void {
   if ('table' in o) {
     const k = tableKey(o.table.family, o.table.name);
     const t = state.get(k);
     switch (o.op) {
       case 'add': case 'create':
-        if (!t) state.set(k, { table: o.table, chains: new Map(), sets: new Map() });
+        if (!t) state.set(k, { table: o.table, chains: new Map(), sets: new Map(), flowtables: new Map() });
         else if (o.table.dormant !== undefined && o.table.dormant !== t.table.dormant) t.table = { ...t.table, dormant: o.table.dormant };
         return;
       case 'delete': case 'destroy': state.delete(k); return;
@@ -158,7 +164,14 @@ function applyOp(state: ProducerState, o: NftOp): void {
     else for (const e of o.elements.elements) s.elements.delete(elementKey(e));
     return;
   }
-  if ('flowtable' in o) throw new Error('flowtables are not supported by the aggregator');
+  if ('flowtable' in o) {
+    const t = mustTable(state, o.flowtable.family, o.flowtable.table);
+    const f = t.flowtables.get(o.flowtable.name);
+    // As the kernel: adding an existing flowtable adds the devices it lacks.
+    if (o.op === 'add' || o.op === 'create') t.flowtables.set(o.flowtable.name, f ? { ...f, devices: [...new Set([...f.devices, ...o.flowtable.devices])] } : o.flowtable);
+    else t.flowtables.delete(o.flowtable.name);
+    return;
+  }
   const c = mustTable(state, o.rule.family, o.rule.table).chains.get(o.rule.chain);
   if (!c) throw new Error(`chain ${o.rule.chain} does not exist`);
   // Each model creates its own rule arrays (chain creation, flush), so they are never shared.
@@ -167,7 +180,7 @@ function applyOp(state: ProducerState, o: NftOp): void {
 }
 
 /** Objects and elements in a state (debug view). */
-export function countObjects(state: ProducerState): { tables: number; chains: number; sets: number; rules: number; elements: number } {
+export function countObjects(state: Ruleset): { tables: number; chains: number; sets: number; rules: number; elements: number } {
   const n = { tables: 0, chains: 0, sets: 0, rules: 0, elements: 0 };
   for (const t of state.values()) {
     n.tables++;
@@ -175,4 +188,37 @@ export function countObjects(state: ProducerState): { tables: number; chains: nu
     for (const s of t.sets.values()) { n.sets++; n.elements += s.elements.size; }
   }
   return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A sorted dump, for comparing two rulesets and for golden files.
+
+const bytesAsHex = (_k: string, v: unknown): unknown => (v instanceof Uint8Array ? hex(v) : v);
+const json = (v: unknown): string => JSON.stringify(v, bytesAsHex);
+const byName = <T>(m: Map<string, T>): Array<[string, T]> => [...m].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+
+/**
+ * The ruleset as text, the same for the same content whatever order it was made in: tables, chains,
+ * sets and flowtables by name, elements by key, rules in their chain's order (that order matters).
+ */
+export function dumpRuleset(state: Ruleset): string {
+  const out: string[] = [];
+  for (const [k, t] of byName(state)) {
+    out.push(`table ${k}${t.table.dormant ? ' dormant' : ''}`);
+    for (const [name, f] of byName(t.flowtables)) out.push(`  flowtable ${name} devices ${[...f.devices].sort().join(',')}`);
+    for (const [name, c] of byName(t.chains)) {
+      const { family: _f, table: _t, name: _n, ...spec } = c.chain;
+      out.push(`  chain ${name} ${json(spec)}`);
+      for (const r of c.rules) out.push(`    rule ${json(r.exprs)}${r.comment ? ` # ${r.comment}` : ''}`);
+    }
+    for (const [name, s] of byName(t.sets)) {
+      const { family: _f, table: _t, name: _n, ...spec } = s.set;
+      out.push(`  set ${name} ${json(spec)}`);
+      for (const [key, e] of byName(s.elements)) {
+        const { key: _k, keyEnd: _e, intervalEnd: _i, ...value } = e;
+        out.push(`    element ${key}${Object.keys(value).length ? ` : ${json(value)}` : ''}`);
+      }
+    }
+  }
+  return out.join('\n');
 }

@@ -1,5 +1,6 @@
-// Where the aggregator's batches go. Production: the native addon, ONE nftables transaction per
-// apply; unit tests use a fake that records batches and refuses chosen objects.
+// The kernel seam for NftOp batches (the addon's netlink vocabulary): where the aggregator's
+// transactions and the IPVS companion table's go. Production: the native addon, ONE nftables
+// transaction per apply; tests: FakeNft's (fakeNftTransport in src/backend/nft/fake.ts).
 import * as native from '../native';
 import { startNftMonitor, type NftForeignCommit, type NftMonitor } from '../native/nft-monitor';
 import type { ApplyResult, NativeCallOptions, NftOp } from '../native/nft-types';
