@@ -96,7 +96,7 @@ async function main(): Promise<void> {
     const kpng = agg.connect('kpng');
     return new IpvsDataplane({
       scheduler: 'rr', interface: 'kube-ipvs0', table: 'kpng-ipvs', drainCheckMs: 0, netns: ns, log: () => {},
-      paths: { nft: (ops) => kpng.apply(ops), ipvs: (ops) => agg.ipvs!.send('kpng', ops) },
+      paths: { nft: { apply: async (ops) => ({ ...(await kpng.apply(ops)), encodeMs: 0 }) }, ipvs: (ops) => agg.ipvs!.send('kpng', ops) },
     });
   }, services()));
   rows.push(await measure('nft', (ns) => new NftDataplane('kpng', nativeKernel({ netns: ns })), services()));

@@ -34,6 +34,9 @@ test('a full sync: virtual servers before their addresses, then the companion ta
     `tcp/${NODE_IP}/30080 rr -> 10.244.2.5/8080 w1, 10.244.2.6/8080 w1`,
   ]);
   expect(fake.calls).toEqual(['ipvs addService,addDest,addDest,addService,addDest,addDest', 'addrs add 10.96.0.10', 'nft']);
+  // The companion table in the fake nftables kernel: both families, the service's address in its set.
+  expect([...fake.nftFake.ruleset.keys()].sort()).toEqual(['ip kpng-ipvs', 'ip6 kpng-ipvs']);
+  expect(fake.nftFake.ruleset.get('ip kpng-ipvs')!.sets.get('service-ips')!.elements.has('0a60000a/')).toBe(true);
 });
 
 test('a removed TCP endpoint is drained (weight 0) and deleted once its connections end; a UDP one goes at once', async () => {

@@ -63,6 +63,7 @@ describe('kernel faults: the IPVS dataplane converges once they stop', () => {
       const items = [...c.state.items()];
       await dataplane(clean).fullSync(items.flatMap((i) => (i.service ? [i.service] : [])) as Service[], items.find((i) => i.node)?.node ?? undefined);
       expect(served(kernel)).toEqual(served(clean));
+      expect(kernel.nftFake.dump()).toEqual(clean.nftFake.dump());
     }), { numRuns: 100 });
     expect(injected).toBeGreaterThan(50);
     expect(failures).toBeGreaterThan(20);

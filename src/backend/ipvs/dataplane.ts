@@ -16,7 +16,8 @@
 // service asks for are deleted, except inside --ipvs-exclude-cidrs (settings.ts), which kpng leaves alone.
 import { pushAll } from '../../util/push-all';
 import { IPFamily, podSources, serviceKey, type NodeInfo, type Service } from '../../model/enls';
-import { nftApply, type NativeCallOptions, type NftOp } from '../../native';
+import type { NativeCallOptions, NftOp } from '../../native';
+import { nativeTransport, type NftTransport } from '../../nft/transport';
 import {
   ipvsApply, ipvsDump, ipvsDumpDests, ipvsInfo, ipvsDestId, ipvsServiceId,
   type IpvsApplyResult, type IpvsOp, type IpvsService, type IpvsServiceInfo, type IpvsServiceKey,
@@ -51,7 +52,8 @@ export interface IpvsOptions {
 }
 
 export interface IpvsPaths {
-  nft(ops: NftOp[]): Promise<{ messages: number; bytes: number }>;
+  /** The companion table's batches: the seam the aggregator's transactions also go through. */
+  nft: NftTransport;
   ipvs(ops: IpvsOp[]): Promise<IpvsApplyResult>;
 }
 
@@ -124,7 +126,7 @@ export class IpvsDataplane implements Dataplane {
 
   constructor(private readonly opts: IpvsOptions) {
     this.settings = opts.settings ?? { strictArp: false, timeouts: { tcp: 0, tcpFin: 0, udp: 0 }, excludeCIDRs: [] };
-    this.paths = opts.paths ?? { nft: (ops) => nftApply(ops, this.call), ipvs: (ops) => ipvsApply(ops, this.call) };
+    this.paths = opts.paths ?? { nft: nativeTransport(this.call), ipvs: (ops) => ipvsApply(ops, this.call) };
     this.kernelOps = opts.kernel ?? nativeIpvsKernel(this.call);
     this.companion = { ip: new CompanionTable('ip', opts.table, []), ip6: new CompanionTable('ip6', opts.table, []) };
     if (opts.drainCheckMs > 0) {
@@ -265,7 +267,7 @@ export class IpvsDataplane implements Dataplane {
       else if (c.pending) pushAll(nftOps, c.diffOps());
     }
     if (nftOps.length) {
-      const r = await this.paths.nft(nftOps);
+      const r = await this.paths.nft.apply(nftOps);
       report.messages += r.messages;
       report.bytes += r.bytes;
     }

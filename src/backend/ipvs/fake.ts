@@ -1,12 +1,14 @@
 // A fake of the kernel the IPVS dataplane talks to (IpvsKernel + IpvsPaths), so that its planning,
 // ordering and recovery are tested without a kernel (the failing variant is faulty.ts). It keeps
-// virtual servers with their real servers, the links' addresses and the companion table's batches,
-// and refuses what the kernel refuses (an existing virtual or real server added again: EEXIST; a
+// virtual servers with their real servers, the links' addresses and the companion table's batches
+// (applied to a FakeNft, which refuses them whole as the kernel would), and refuses what the kernel refuses (an existing virtual or real server added again: EEXIST; a
 // missing virtual server: ESRCH; a missing real server: ENOENT; an address added twice: EEXIST, a
 // missing one deleted: EADDRNOTAVAIL). The guest tests (test/e2e/ipvs*.guest.test.ts) check the real thing.
 import type { IpvsKernel, IpvsPaths } from './dataplane';
 import { ipvsDestId, ipvsServiceId, type IpvsApplyResult, type IpvsFailure, type IpvsOp, type IpvsServiceInfo, type IpvsServiceKey } from '../../native/ipvs';
-import type { NftOp } from '../../native/nft-types';
+import type { ApplyResult, NftOp } from '../../native/nft-types';
+import type { NftTransport } from '../../nft/transport';
+import { FakeNft } from '../nft/fake';
 import type { AddrApplyResult, AddrInfo, AddrOp } from '../../native/rtnl';
 
 /** errno values (Linux x86-64) of what the fake refuses. */
@@ -20,6 +22,8 @@ export class FakeIpvsKernel implements IpvsKernel, IpvsPaths {
   readonly links = new Map<string, number>();
   /** Every companion-table batch, in order. */
   readonly nftBatches: NftOp[][] = [];
+  /** The nftables kernel the companion table's batches change. */
+  readonly nftFake = new FakeNft();
   /** Every IPVS batch, in order. */
   readonly ipvsBatches: IpvsOp[][] = [];
   /** Each call that changes something, in order: "ipvs addService,addDest", "addrs add 10.96.0.1", "nft". */
@@ -65,11 +69,14 @@ export class FakeIpvsKernel implements IpvsKernel, IpvsPaths {
     return (await this.dump()).filter((s) => ids.has(ipvsServiceId(s)));
   }
 
-  nft = async (ops: NftOp[]) => {
+  readonly nft: NftTransport = { apply: (ops) => this.applyNft(ops) };
+
+  protected async applyNft(ops: NftOp[]): Promise<ApplyResult> {
     this.nftBatches.push(ops);
     this.calls.push('nft');
-    return { messages: ops.length + 2, bytes: ops.length * 64 };
-  };
+    this.nftFake.applyNft(ops);
+    return { messages: ops.length + 2, bytes: ops.length * 64, ms: 0, encodeMs: 0 };
+  }
 
   ipvs = async (ops: IpvsOp[]): Promise<IpvsApplyResult> => {
     this.ipvsBatches.push(ops);

@@ -2,7 +2,7 @@
 // fails (what each call fails with: the class comment). Everything is seeded: a failing property
 // prints a seed that replays it.
 import type { IpvsApplyResult, IpvsFailure, IpvsOp } from '../../native/ipvs';
-import type { NftOp } from '../../native/nft-types';
+import type { ApplyResult, NftOp } from '../../native/nft-types';
 import type { AddrApplyResult, AddrOp } from '../../native/rtnl';
 import { rng } from '../../util/rng';
 import { FakeIpvsKernel, IPVS_ERRNOS } from './fake';
@@ -53,13 +53,11 @@ export class FaultyIpvsKernel extends FakeIpvsKernel {
     return { ...r, failed: [...r.failed.map((f) => ({ ...f, index: map[f.index]! })), ...refused.map((x) => ({ index: x.at, what: `${ops[x.at]!.op} ${ops[x.at]!.address}`, errno: x.errno, code: x.code }))] };
   }
 
-  override nft = async (ops: NftOp[]) => {
+  protected override async applyNft(ops: NftOp[]): Promise<ApplyResult> {
     if (this.hit()) {
       this.injected.push('nft ENOMEM');
       throw Object.assign(new Error('nftables batch rejected: add table ip kpng-ipvs: ENOMEM'), { errno: 12, code: 'ENOMEM', failed: [] });
     }
-    this.nftBatches.push(ops);
-    this.calls.push('nft');
-    return { messages: ops.length + 2, bytes: ops.length * 64 };
-  };
+    return super.applyNft(ops);
+  }
 }

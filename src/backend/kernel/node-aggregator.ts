@@ -3,13 +3,12 @@
 // to it as producer "kpng".
 import * as native from '../../native';
 import { ipvsApply, type IpvsApplyResult, type IpvsOp } from '../../native/ipvs';
-import type { NftOp } from '../../native/nft-types';
 import type { NftKernel } from '../nft/sink';
 import type { Sink } from '../../sink/sink';
 import { Aggregator, type ProducerHandle } from '../../aggregator/aggregator';
 import type { AggregatorFlags } from '../../aggregator/flags';
 import { aggregatorKernel } from '../nft/aggregator-kernel';
-import { nativeTransport } from '../../nft/transport';
+import { nativeTransport, type NftTransport } from '../../nft/transport';
 import { serveAggregator, type AggregatorServer } from '../../aggregator/server';
 import type { Logger } from '../../util/log';
 
@@ -42,13 +41,13 @@ export function nodeAggregatorKernel(opts: NodeAggregatorOptions = {}): NftKerne
 
 /** The IPVS backend's two kernel paths through the node's aggregator, as producer "kpng". */
 export function nodeIpvsPaths(opts: NodeAggregatorOptions = {}): {
-  nft: (ops: NftOp[]) => Promise<{ messages: number; bytes: number }>;
+  nft: NftTransport;
   ipvs: (ops: IpvsOp[]) => Promise<IpvsApplyResult>;
 } {
   const producer = nodeProducer(opts);
   const batcher = getNodeAggregator(opts).ipvs!;
   return {
-    nft: async (ops) => { const r = await producer.apply(ops); return { messages: r.messages, bytes: r.bytes }; },
+    nft: { apply: async (ops) => { const r = await producer.apply(ops); return { messages: r.messages, bytes: r.bytes, ms: r.ms, encodeMs: 0 }; } },
     ipvs: (ops) => batcher.send(producer.name, ops),
   };
 }
