@@ -1,6 +1,6 @@
 // eBPF backend: `kpng ... --to ebpf [--cgroup PATH] [--bpffs DIR]`. Socket-level load balancing
 // (native/bpf/sock_lb.bpf.c, loaded by the addon with libbpf) composed with the nft renderer in one
-// KernelSink. See README.md beside this file.
+// KernelSink. Its design: docs/backends/ebpf.md.
 import * as fs from 'node:fs';
 import { nativeKernel } from '../nft';
 import type { NftKernel } from '../nft/sink';

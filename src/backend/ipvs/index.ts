@@ -1,4 +1,4 @@
-// IPVS backend: `kpng ... --to ipvs [--ipvs-scheduler rr]`. See README.md beside this file.
+// IPVS backend: `kpng ... --to ipvs [--ipvs-scheduler rr]`. Its design: docs/backends/ipvs.md.
 import * as native from '../../native';
 import { KernelSink } from '../kernel/kernel-sink';
 import { IpvsDataplane, type IpvsOptions } from './dataplane';

@@ -1,4 +1,4 @@
-// nftables backend: `kpng ... --to nft`. See README.md beside this file for the ruleset design.
+// nftables backend: `kpng ... --to nft`. The ruleset's design: docs/backends/nft.md.
 import type { NativeCallOptions } from '../../native/nft-types';
 import { NftBatch } from '../../native/encode';
 import { expr } from '../../native/nft-expr';
