@@ -52,8 +52,8 @@ export { FakeNft, FakeTable, NftFakeError, fakeNftKernel, fakeNftTransport, tabl
 /** The model FakeNft's kernel state is (and the aggregator's): NftOps with the kernel's meaning, a sorted dump. */
 export { applyOps, checkOps, dumpRuleset, type Ruleset } from './nft/ruleset';
 export type { NftTransport } from './nft/transport';
-/** An NftKernel refusing batches (ENOMEM, EBUSY, ENFILE, ENOBUFS), losing their acknowledgement (EPROTO), failing conntrack deletes. */
-export { FaultyNftKernel, REFUSED_ERRNOS, type NftFault, type NftFaultPlan } from './backend/nft/faulty';
+/** An NftKernel refusing batches (ENOMEM, EBUSY, ENFILE, ENOBUFS), losing their acknowledgement (EPROTO), failing conntrack deletes; an NftTransport refusing chosen ops. */
+export { FaultyNftKernel, FaultyNftTransport, REFUSED_ERRNOS, type NftFault, type NftFaultPlan } from './backend/nft/faulty';
 /** The IPVS dataplane's kernel (IpvsKernel + IpvsPaths) in memory: virtual and real servers, addresses, companion batches. */
 export { FakeIpvsKernel } from './backend/ipvs/fake';
 /** FakeIpvsKernel refusing IPVS messages (ENOMEM) or losing their replies, refusing addresses, rejecting the companion batch. */

@@ -1,35 +1,15 @@
-// Unit tests over FakeNft's transport (the fake kernel, the same model the aggregator keeps its state
-// in), refusing ops chosen by a predicate and reporting their indexes as the addon does. The real
-// kernel is exercised by test/e2e/aggregator.test.ts.
-import type { ApplyResult, NftApplyError, NftFailure, NftOp, NftRule } from '../native/nft-types';
+// Unit tests over FaultyNftTransport (src/backend/nft/faulty.ts): FakeNft's kernel, the same model
+// the aggregator keeps its state in, refusing the ops a test chooses and reporting their indexes as
+// the addon does. The real kernel is exercised by test/e2e/aggregator.test.ts.
+import type { NftOp, NftRule } from '../native/nft-types';
 import { Aggregator, DeclarationError, ProducerRefused, type ProducerEvent, type ProducerState } from './aggregator';
 import { diffStates } from './diff';
 import { applyOps, opTable } from '../nft/ruleset';
-import type { NftTransport } from '../nft/transport';
-import { FakeNft, fakeNftTransport } from '../backend/nft/fake';
+import { FaultyNftTransport } from '../backend/nft/faulty';
 import type { NftForeignCommit, NftTableChange } from '../native/nft-monitor';
 
-class FakeKernel implements NftTransport {
-  readonly fake = new FakeNft();
-  private readonly kernel = fakeNftTransport(this.fake);
-  batches: NftOp[][] = [];
-  refuse: (o: NftOp) => string | undefined = () => undefined;
+class FakeKernel extends FaultyNftTransport {
   get state(): ProducerState { return this.fake.ruleset; }
-  async apply(ops: NftOp[]): Promise<ApplyResult> {
-    this.batches.push(ops);
-    const failed: NftFailure[] = [];
-    ops.forEach((o, index) => {
-      const why = this.refuse(o);
-      if (why) failed.push({ index, op: o.op, object: 'rule' in o ? `rule ${o.rule.table} ${o.rule.chain}` : 'object', errno: 22, code: 'EINVAL', message: why });
-    });
-    if (failed.length) {
-      const e = new Error('refused') as NftApplyError;
-      e.failed = failed; e.errno = 22; e.code = 'EINVAL';
-      throw e;
-    }
-    const r = await this.kernel.apply(ops);
-    return { ...r, ms: 1, bytes: 100 * ops.length };
-  }
 }
 
 const table = (name: string): NftOp => ({ op: 'add', table: { family: 'inet', name } });

@@ -9,9 +9,13 @@
 //     the table holds;
 //   - conntrack: the ctnetlink dump or delete fails (EINTR: the table changed during the dump; ENOBUFS).
 // Everything is seeded: a failing property prints a seed that replays it.
-import type { ConntrackFilter, NftApplyError } from '../../native/nft-types';
+//
+// FaultyNftTransport is the NftOp batch seam's variant (the aggregator's, the IPVS companion's): it
+// refuses the batches that hold an op a predicate names, reporting those ops as the addon does.
+import type { ApplyResult, ConntrackFilter, NftApplyError, NftFailure, NftOp } from '../../native/nft-types';
+import type { NftTransport } from '../../nft/transport';
 import { rng } from '../../util/rng';
-import { fakeNftKernel, FakeNft } from './fake';
+import { fakeNftKernel, fakeNftTransport, FakeNft } from './fake';
 import type { KernelApplyResult, NftKernel } from './sink';
 import type { FamOps } from './types';
 
@@ -94,5 +98,32 @@ export class FaultyNftKernel implements NftKernel {
       throw Object.assign(new Error(`conntrack delete: ${code}`), { code, errno });
     }
     return this.inner.conntrackDelete(filters);
+  }
+}
+
+/**
+ * An NftTransport over a FakeNft that refuses every batch holding an op `refuse` gives a reason for
+ * (EINVAL, as the kernel refuses a bad expression): nothing of it applied, the NftApplyError's
+ * `failed[].index` naming each such op, as the addon reports them. Every batch is kept in `batches`.
+ */
+export class FaultyNftTransport implements NftTransport {
+  readonly fake = new FakeNft();
+  private readonly kernel = fakeNftTransport(this.fake);
+  batches: NftOp[][] = [];
+  refuse: (o: NftOp) => string | undefined = () => undefined;
+
+  async apply(ops: NftOp[]): Promise<ApplyResult> {
+    this.batches.push(ops);
+    const failed: NftFailure[] = [];
+    ops.forEach((o, index) => {
+      const why = this.refuse(o);
+      if (why) failed.push({ index, op: o.op, object: 'rule' in o ? `rule ${o.rule.table} ${o.rule.chain}` : 'object', errno: 22, code: 'EINVAL', message: why });
+    });
+    if (failed.length) {
+      const e = new Error(`nftables batch rejected: ${failed[0]!.object}: EINVAL (${failed[0]!.message})`) as NftApplyError;
+      e.failed = failed; e.errno = 22; e.code = 'EINVAL';
+      throw e;
+    }
+    return this.kernel.apply(ops);
   }
 }
