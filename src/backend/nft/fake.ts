@@ -1,22 +1,22 @@
 // A fake nftables kernel for tests of kpng and of code built on it, with its two seams: NftKernel (the
-// nft backend's ops) and NftTransport (NftOp batches: the IPVS companion's, the aggregator's). The
-// failing variant is faulty.ts.
+// nft backend's ops) and NftTransport (NftOp batches: the IPVS companion's, the aggregator's). Their
+// failing variants are in faulty.ts.
 //
 // What the kernel holds is `ruleset`, the model of src/nft/ruleset.ts (the one the aggregator keeps
 // its state in), which every batch changes, whichever seam it came through: the nft backend's ops are
 // encoded by its own encoder (netlink.ts), as the native kernel seam encodes them. `dump()` is its
 // sorted text.
 //
-// The nft backend's batches are also kept in its statements (`tables`, one table per family): the
-// packet tracer (test/helpers/nft-tracer.ts) walks those, and the checks below read them, with the kernel's rules
-// for a transaction: every op of a batch or none; a rule or element may only name chains and sets that
-// exist; a chain or set still in use, a chain that still has rules, a missing element cannot be
-// deleted; an element cannot be re-added with other data; NAT statements only run from NAT base
-// chains; no jump loops. A refused transaction changes nothing and throws NftFakeError with the errno
-// the kernel gives (ENOENT, EEXIST, EBUSY, EINVAL, ELOOP, EOPNOTSUPP). The idea follows knftables'
-// fake; this version reads the backend's structured ops, so it needs no rule parser. It is checked
-// against the kernel: test/e2e/nft-tracer-vs-kernel.test.ts lists what the addon put in the kernel
-// for the same plan and compares it with these tables.
+// The nft backend's batches are also kept in its statements (`tables`, one table per family), because
+// the packet tracer (test/helpers/nft-tracer.ts) walks statements, not expressions. The checks below
+// read them, with the kernel's rules for a transaction: every op of a batch or none; a rule or element
+// may only name chains and sets that exist; a chain or set still in use, a chain that still has rules,
+// a missing element cannot be deleted; an element cannot be re-added with other data; NAT statements
+// only run from NAT base chains; no jump loops. A refused transaction changes nothing and throws
+// NftFakeError with the errno the kernel gives (ENOENT, EEXIST, EBUSY, EINVAL, ELOOP, EOPNOTSUPP). The
+// idea follows knftables' fake; this part reads the backend's structured ops, so it needs no rule
+// parser. It is checked against the kernel: test/e2e/nft-tracer-vs-kernel.test.ts lists what the addon
+// put in the kernel for the same plan and compares it with these tables.
 import type { NftKernel } from './sink';
 import type { ChainSpec, Elem, Fam, FamOps, Op, SetKind, SetSpec, Stmt } from './types';
 import { toNftOps } from './netlink';
