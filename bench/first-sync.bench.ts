@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startControlPlane } from '../test/e2e/support/controlplane';
 import { createSynthetic } from './vs-upstream/cluster';
-import { nodeBinary } from './events/kpng-child';
+import { nodeBinary } from '../test/shared/kpng-process';
 import type { FirstSyncResult } from './first-sync/child';
 import { helpIfAsked } from './help';
 

@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/e2e/support/controlplane';
-import { nodeBinary, repoRoot } from './events/kpng-child';
+import { nodeBinary, repoRoot } from '../test/shared/kpng-process';
 import { churn, createSynthetic, ipRange, POD_CIDR } from './vs-upstream/cluster';
 import { listedIps } from './vs-upstream/kernel';
 import { Lab } from './vs-upstream/lab';

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { nodeBinary } from '../bench/events/kpng-child';
+import { nodeBinary } from './shared/kpng-process';
 import { compileCacheDir } from '../src/util/compile-cache';
 import { KPNG } from './helpers/cli';
 import { list, svc } from './shared/objects';

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { nodeBinary, repoRoot } from '../bench/events/kpng-child';
+import { nodeBinary, repoRoot } from './shared/kpng-process';
 import { deferOptimizingCompilers, deferOptimizingCompilersFor, enableMaglev, enableOptimizingCompilers, optimizeWhenBusy, optimizingCompilersDeferred, JIT_OBJECTS, DEFAULT_MAGLEV_FLAGS } from '../src/util/jit';
 import type { Logger } from '../src/util/log';
 import { KPNG } from './helpers/cli';

@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { nodeBinary, repoRoot } from '../bench/events/kpng-child';
+import { nodeBinary, repoRoot } from './shared/kpng-process';
 
 const MEMORY_JS = path.join(repoRoot(), 'dist', 'src', 'util', 'memory.js');
 

@@ -23,7 +23,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
-import { KpngChild, repoRoot, type StatsLine } from './kpng-child';
+import { repoRoot } from '../../test/shared/kpng-process';
+import { KpngTrace, type StatsLine } from '../../test/shared/kpng-trace';
 import { type EndpointSpec, newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../../test/shared/objects';
 import { helpIfAsked } from '../help';
 import { parseKlogLine, severityAndMessage } from '../../test/helpers/klog';
@@ -135,7 +136,7 @@ async function main(): Promise<void> {
   if (build.status !== 0) throw new Error('hack/controlplane/build.sh failed');
 
   const cp = await startControlPlane({ log: (m) => process.stderr.write(`[controlplane] ${m}\n`) });
-  let kpng: KpngChild | undefined;
+  let kpng: KpngTrace | undefined;
   try {
     const version = await must(cp, 'GET', '/version');
     out(`kube-apiserver ${version.gitVersion} (${version.goVersion}, ${version.platform}) at ${cp.server}`);
@@ -157,7 +158,7 @@ async function main(): Promise<void> {
     const heapProbe = path.join(__dirname, 'heap-probe.js');
     let heapUsed = 0;
     let lastStats: StatsLine | undefined;
-    kpng = new KpngChild({
+    kpng = new KpngTrace({
       kubeconfig: cp.kubeconfigPath,
       node: 'n1',
       args: ['--stats', '--min-sync-period', opts.minSyncPeriod],

@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { Lab } from '../vs-upstream/lab';
 import { buildKubeProxy } from '../vs-upstream/proxies';
-import { kpngMain, nodeBinary } from '../events/kpng-child';
+import { kpngMain, nodeBinary } from '../../test/shared/kpng-process';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
 import { startKwokCluster } from '../../test/e2e/support/kwok-cluster';
 import { Kube } from './kube';

@@ -27,7 +27,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { helpIfAsked } from '../help';
-import { repoRoot } from '../events/kpng-child';
+import { repoRoot } from '../../test/shared/kpng-process';
 import { accessFromKubeconfig, Kube } from './kube';
 import { planLoad, PHASES, type PhaseName } from './load-plan';
 import { describeProfile, NAMED_PROFILES, profileFor } from './profile';

@@ -7,7 +7,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { GenWatcher, listedIps, onLines, stopChild } from '../vs-upstream/kernel';
-import { repoRoot } from '../events/kpng-child';
+import { repoRoot } from '../../test/shared/kpng-process';
 import type { Kube } from './kube';
 import type { ProxyTarget } from './targets';
 

@@ -5,7 +5,7 @@
 //   Monitor      `nft monitor` lines (which commit first names an endpoint IP)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
-import { repoRoot } from '../events/kpng-child';
+import { repoRoot } from '../../test/shared/kpng-process';
 
 /** Lines of a child's stdout, one callback per line. */
 export function onLines(stream: NodeJS.ReadableStream, f: (line: string) => void): void {

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { nodeBinary, repoRoot } from '../events/kpng-child';
+import { nodeBinary, repoRoot } from '../../test/shared/kpng-process';
 import { NetLab } from '../../test/shared/netlab';
 import { GenWatcher, onLines, stopChild } from './kernel';
 

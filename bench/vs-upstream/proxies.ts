@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { kpngMain, nodeBinary, repoRoot } from '../events/kpng-child';
+import { kpngMain, nodeBinary, repoRoot } from '../../test/shared/kpng-process';
 import { cgroup2Mount } from '../../src/backend/ebpf';
 
 export interface ProxySpec {

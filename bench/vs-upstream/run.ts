@@ -44,7 +44,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../test/e2e/support/controlplane';
-import { repoRoot } from '../events/kpng-child';
+import { repoRoot } from '../../test/shared/kpng-process';
 import { ebpfCleanup } from '../../src/native/ebpf';
 import { DEFAULT_MAP_ENTRIES } from '../../src/backend/ebpf/maps';
 import { churn, createFromDump, createSynthetic, ipRange, POD_CIDR, replaceEndpoint, restoreReady, type Cluster, type Fill } from './cluster';

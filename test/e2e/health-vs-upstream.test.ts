@@ -23,7 +23,7 @@ import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { Lab } from '../../bench/vs-upstream/lab';
 import { buildKubeProxy, upstream } from '../../bench/vs-upstream/proxies';
 import { POD_CIDR } from '../../bench/vs-upstream/cluster';
-import { kpngMain, nodeBinary } from '../../bench/events/kpng-child';
+import { kpngMain, nodeBinary } from '../shared/kpng-process';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 // Lab names its namespaces <prefix>-<id>-<tag>: this file's are klif-*.

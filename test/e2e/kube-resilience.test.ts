@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { gated, need } from '../helpers/gate';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
-import { KpngChild, kpngOnce, traceState } from '../../bench/events/kpng-child';
+import { KpngTrace, kpngOnce, traceState } from '../shared/kpng-trace';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 const NS = 'default';
@@ -22,7 +22,7 @@ async function ok(p: Promise<{ status: number; text: string }>, what: string): P
 
 describe('kube source resilience', () => {
   let cp: ControlPlane;
-  const children: KpngChild[] = [];
+  const children: KpngTrace[] = [];
 
   const mk = async (name: string, ips: string[]) => {
     await ok(cp.request('POST', SERVICES(NS), newService(name)), `create svc ${name}`);
@@ -33,13 +33,13 @@ describe('kube source resilience', () => {
     ok(cp.request('PATCH', `${SLICES(NS)}/${slice}`, { endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })) }), `patch ${slice}`);
 
   const start = (env: Record<string, string> = {}) => {
-    const k = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug'], env });
+    const k = new KpngTrace({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug'], env });
     children.push(k);
     return k;
   };
 
   /** The long-running kpng's state equals a fresh `kpng kube --once` (waits for it to get there). */
-  const expectConverged = async (k: KpngChild) => {
+  const expectConverged = async (k: KpngTrace) => {
     const fresh = await kpngOnce(cp.kubeconfigPath, 'n1', ['--to', 'trace']);
     expect(fresh.code).toBe(0);
     const want = new Map([...traceState(fresh.stdout)].sort());
@@ -159,7 +159,7 @@ describe('kube source resilience', () => {
     const table = `kpng-partition-${process.pid}`;
     const nft = (args: string[], input?: string) => execFileSync('nft', args, { input, stdio: ['pipe', 'ignore', 'pipe'] });
     await mk('before', ['10.244.3.1']);
-    const k = new KpngChild({ kubeconfig, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug'], env: { KPNG_KUBE_IDLE_TIMEOUT_MS: '2000', KPNG_KUBE_CONNECT_TIMEOUT_MS: '2000' } });
+    const k = new KpngTrace({ kubeconfig, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug'], env: { KPNG_KUBE_IDLE_TIMEOUT_MS: '2000', KPNG_KUBE_CONNECT_TIMEOUT_MS: '2000' } });
     children.push(k);
     try {
       await k.waitForItem('svc/default/before', 'ClusterIP 80/TCP cluster-ip=cluster[10.244.3.1:8080]');

@@ -3,7 +3,7 @@
 // deletes reach the sink; updates that change nothing a proxy uses produce no revision; the
 // server-side label selectors are kube-proxy's; the first sync already holds every object.
 import { startControlPlane, type ControlPlane } from './support/controlplane';
-import { KpngChild, kpngOnce, traceState } from '../../bench/events/kpng-child';
+import { KpngTrace, kpngOnce, traceState } from '../shared/kpng-trace';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 const NS = 'default';
@@ -16,7 +16,7 @@ async function ok(p: Promise<{ status: number; text: string }>, what: string): P
 
 describe('kube source (kpng kube) against a real API server', () => {
   let cp: ControlPlane;
-  let kpng: KpngChild;
+  let kpng: KpngTrace;
   const ips: Record<string, string> = {};
 
   const create = async (kind: 'svc' | 'slice', obj: any) => {
@@ -38,7 +38,7 @@ describe('kube source (kpng kube) against a real API server', () => {
     }
     // Paginated lists (not the watch-list, test/e2e/kube-watch-list.test.ts) with page size 2: the
     // initial lists take several pages (limit/continue).
-    kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--stats', '--log-level', 'debug'], env: { KPNG_KUBE_PAGE_SIZE: '2', KPNG_KUBE_WATCH_LIST: '0' } });
+    kpng = new KpngTrace({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--stats', '--log-level', 'debug'], env: { KPNG_KUBE_PAGE_SIZE: '2', KPNG_KUBE_WATCH_LIST: '0' } });
     await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
   }, 180_000);
 

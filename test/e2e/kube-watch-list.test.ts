@@ -3,7 +3,7 @@
 // with the server's WatchList gate off, the fallback to paginated lists (the 422 logged once).
 // Both give the same complete first sync, and later changes arrive on the watch.
 import { startControlPlane, type ControlPlane } from './support/controlplane';
-import { KpngChild } from '../../bench/events/kpng-child';
+import { KpngTrace } from '../shared/kpng-trace';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';
 
 const NS = 'default';
@@ -30,7 +30,7 @@ async function sliceReads(cp: ControlPlane): Promise<{ watchLists: number; lists
 
 /** A control plane with a node and 5 services with one endpoint each, and kpng started on it;
  *  `reads` = the API server's EndpointSlice reads during kpng's start. */
-async function scenario(apiServerArgs: string[], kpngArgs: string[] = []): Promise<{ cp: ControlPlane; kpng: KpngChild; reads: { watchLists: number; lists: number } }> {
+async function scenario(apiServerArgs: string[], kpngArgs: string[] = []): Promise<{ cp: ControlPlane; kpng: KpngTrace; reads: { watchLists: number; lists: number } }> {
   const cp = await startControlPlane({ log: () => {}, apiServerArgs });
   try {
     await ok(cp.request('POST', NODES, newNode('n1', 'zone-a')), 'create node');
@@ -40,7 +40,7 @@ async function scenario(apiServerArgs: string[], kpngArgs: string[] = []): Promi
       await ok(cp.request('POST', SLICES(NS), newEndpointSlice(`pre-${i}-abc`, `pre-${i}`, [{ ip: `10.244.1.${i + 1}` }])), 'create slice');
     }
     const before = await sliceReads(cp);
-    const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug', ...kpngArgs], env: {} });
+    const kpng = new KpngTrace({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0', '--log-level', 'debug', ...kpngArgs], env: {} });
     await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
     const after = await sliceReads(cp);
     return { cp, kpng, reads: { watchLists: after.watchLists - before.watchLists, lists: after.lists - before.lists } };
@@ -51,7 +51,7 @@ async function scenario(apiServerArgs: string[], kpngArgs: string[] = []): Promi
 }
 
 /** The first sync holds every object; a change made afterwards reaches the sink through the watch. */
-async function expectCompleteAndLive(cp: ControlPlane, kpng: KpngChild): Promise<void> {
+async function expectCompleteAndLive(cp: ControlPlane, kpng: KpngTrace): Promise<void> {
   expect(kpng.lines[0]).toBe('reset');
   expect(kpng.syncs[0].changes).toBe(7); // node + kubernetes + 5 services
   for (let i = 0; i < 5; i++) expect(kpng.state.get(`svc/default/pre-${i}`)).toBe(`ClusterIP 80/TCP cluster-ip=cluster[10.244.1.${i + 1}:8080]`);
@@ -63,7 +63,7 @@ async function expectCompleteAndLive(cp: ControlPlane, kpng: KpngChild): Promise
 
 describe('kube source initial sync: watch-list, and the fallback to lists (real API server)', () => {
   let cp: ControlPlane | undefined;
-  let kpng: KpngChild | undefined;
+  let kpng: KpngTrace | undefined;
   afterEach(async () => {
     await kpng?.stop();
     await cp?.stop();

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { Lab } from '../../bench/vs-upstream/lab';
 import { upstream } from '../../bench/vs-upstream/proxies';
 import { POD_CIDR } from '../../bench/vs-upstream/cluster';
-import { kpngMain, nodeBinary } from '../../bench/events/kpng-child';
+import { kpngMain, nodeBinary } from '../shared/kpng-process';
 import { createProxyMetrics } from '../../src/metrics/proxy-metrics';
 import { gated, need } from '../helpers/gate';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
-import { KpngChild } from '../../bench/events/kpng-child';
+import { KpngTrace } from '../shared/kpng-trace';
 import { newNode, NODES, nodeStatus } from '../shared/objects';
 import { ROOT } from '../helpers/cli';
 import { kustomize, OVERLAYS, renderOverlay, type Obj } from '../helpers/deploy';
@@ -109,7 +109,7 @@ describe('deploy/ and node health against a real API server', () => {
   test('/healthz is 503 while the Node is tainted for deletion or being deleted; /livez stays 200; kpng exits once it is gone', async () => {
     await cp.request('POST', NODES, newNode('n1', 'zone-a'));
     await cp.request('PATCH', `${NODES}/n1/status`, nodeStatus(['192.168.1.1'], new Date()));
-    const kpng = new KpngChild({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0'] });
+    const kpng = new KpngTrace({ kubeconfig: cp.kubeconfigPath, node: 'n1', args: ['--min-sync-period', '0'] });
     try {
       await kpng.waitFor('first sync', () => kpng.syncs.length > 0, 30_000);
       await kpng.waitForStderr(/healthz: serving on/);

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startControlPlane, type ControlPlane } from './support/controlplane';
 import { Lab } from '../../bench/vs-upstream/lab';
-import { nodeBinary } from '../../bench/events/kpng-child';
+import { nodeBinary } from '../shared/kpng-process';
 import { KpngProcess } from '../shared/kpng-process';
 import { ipv4Allocator, putAll, storedService, storedSlice, waitListed } from '../../bench/vs-upstream/etcd-fill';
 import { newEndpointSlice, newNode, newService, NODES, nodeStatus, SERVICES, SLICES } from '../shared/objects';

@@ -21,6 +21,16 @@ export function ensureBuilt(): void {
   if (!fs.existsSync(KPNG)) throw new Error(`${KPNG} is missing: run 'npm run build' (or 'make test')`);
 }
 
+/** The repository root (for benches and tests that run from test/ or dist/). */
+export const repoRoot = (): string => ROOT;
+/** The Node binary kpng runs on: the pinned one when present. */
+export const nodeBinary = (): string => NODE;
+/** dist/src/cli/main.js, or a clear error when the project has not been built. */
+export function kpngMain(): string {
+  ensureBuilt();
+  return KPNG;
+}
+
 /** A long-running kpng serves /metrics and /healthz (kube-proxy's ports 10249 and 10256 by default): in
  *  tests, on free loopback ports unless the test chooses, so parallel runs never collide. */
 export function withTestServers(args: string[]): string[] {
@@ -41,6 +51,12 @@ export interface KpngProcessOptions {
   node?: string;
   /** Add free loopback ports for /metrics and /healthz unless the arguments choose (default true). */
   testServers?: boolean;
+  /** Node options before kpng's script (e.g. `--require` a probe). */
+  nodeArgs?: string[];
+  /** Called with every line as it arrives. */
+  onLine?: (line: string, stream: 'stdout' | 'stderr') => void;
+  /** Keep the lines of these streams (default both; a long bench keeps none and counts in onLine). */
+  keep?: Array<'stdout' | 'stderr'>;
 }
 
 export type Stream = 'stdout' | 'stderr' | 'both';
@@ -66,7 +82,7 @@ export class KpngProcess {
 
   constructor(args: string[], opts: KpngProcessOptions = {}) {
     ensureBuilt();
-    const argv = [opts.node ?? process.execPath, KPNG, ...(opts.testServers === false ? args : withTestServers(args))];
+    const argv = [opts.node ?? process.execPath, ...(opts.nodeArgs ?? []), KPNG, ...(opts.testServers === false ? args : withTestServers(args))];
     const full = [...(opts.netns ? ['nsenter', `--net=/var/run/netns/${opts.netns}`] : []), ...(opts.prefix ?? []), ...argv];
     this.child = opts.spawn ? opts.spawn(full)
       : spawn(full[0], full.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
@@ -75,8 +91,9 @@ export class KpngProcess {
       hooked = true;
       process.on('exit', killAllKpng);
     }
-    this.follow('stdout');
-    this.follow('stderr');
+    const keep = new Set(opts.keep ?? ['stdout', 'stderr']);
+    this.follow('stdout', keep.has('stdout'), opts.onLine);
+    this.follow('stderr', keep.has('stderr'), opts.onLine);
     // 'close', not 'exit': the last lines are in only after the streams end.
     this.exit = new Promise((resolve) => this.child.once('close', (code, signal) => {
       this.closed = true;
@@ -86,18 +103,19 @@ export class KpngProcess {
     }));
   }
 
-  private follow(stream: 'stdout' | 'stderr'): void {
+  private follow(stream: 'stdout' | 'stderr', keep: boolean, onLine?: KpngProcessOptions['onLine']): void {
     let buf = '';
+    const line = (l: string) => {
+      if (keep) { this[stream].push(l); this.lines.push(l); }
+      onLine?.(l, stream);
+    };
     this.child[stream]!.setEncoding('utf8').on('data', (d: string) => {
       buf += d;
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const l = buf.slice(0, i);
-        this[stream].push(l);
-        this.lines.push(l);
-      }
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) line(buf.slice(0, i));
       this.notify();
     }).on('end', () => {
-      if (buf) { this[stream].push(buf); this.lines.push(buf); buf = ''; }
+      if (buf) { line(buf); buf = ''; }
+      this.notify();
     });
   }
 

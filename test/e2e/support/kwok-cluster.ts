@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { kwokNodes } from '../../../hack/cluster/plan';
 import type { ControlPlane } from './controlplane';
-import { repoRoot } from '../../../bench/events/kpng-child';
+import { repoRoot } from '../../shared/kpng-process';
 
 export const SCALE_BINARIES = ['kube-controller-manager', 'kube-scheduler', 'kwok'] as const;
 
