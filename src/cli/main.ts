@@ -203,7 +203,7 @@ export async function main(argv: string[]): Promise<number> {
       } else {
         // With a sink, the memory-reducing GC waits for the first sync (onApplied below).
         const src = await kube!.startKubeSource({ store: cluster, target: kubeTarget, log, kubeconfig: opts.kubeconfig, node: opts.node, serviceProxyName: opts.serviceProxyName, signal: ac.signal, reduceMemoryWhenSynced: opts.to === 'api', contentType: opts.kubeContentType,
-          master: kp.kube.master, qps: kp.kube.qps, burst: kp.kube.burst, observeRequests: ops.metrics.restClient });
+          master: kp.kube.master, qps: kp.kube.qps, burst: kp.kube.burst, observeRequests: ops.metrics.restClient, observeWatches: ops.metrics.kubeWatch });
         stops.push(() => src.stop());
       }
       if (opts.to === 'api') {

@@ -5,6 +5,7 @@ import { registerFeatureGates } from './feature-gates';
 import { registerLinkedApiserverMetrics } from './linked-apiserver';
 import { registerMetaMetrics } from './meta';
 import { createRestClientMetrics } from './rest-client';
+import type { WatchObserver } from '../source/kube/reflector';
 import { createSliMetrics } from './slis';
 
 /** prom-client's process and Node.js collectors: the runtime's, as Go's collectors are upstream's. */
@@ -65,6 +66,9 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     netlinkBytes: new Counter({ name: 'kpng_netlink_bytes_total', help: 'Bytes of netlink messages sent to the kernel by a kernel backend', labelNames: ['backend'] as const, registers: r }),
     kernelDuration: new Histogram({ name: 'kpng_kernel_sync_duration_seconds', help: 'Time spent waiting for the kernel per sync (the sync duration minus kpng\'s own work)', labelNames: ['backend'] as const, buckets: SYNC_BUCKETS, registers: r }),
     conntrackDeleted: new Counter({ name: 'kpng_conntrack_entries_deleted_total', help: 'Stale UDP conntrack entries deleted after endpoint changes', labelNames: ['backend'] as const, registers: r }),
+    watchEvents: new Counter({ name: 'kpng_kube_watch_events_total', help: 'Object events (added, modified, deleted) the API server sent the watches, by resource; the initial events of a watch-list included', labelNames: ['resource'] as const, registers: r }),
+    watchBytes: new Counter({ name: 'kpng_kube_watch_bytes_total', help: 'Bytes of the watch streams the API server sent, by resource (lists: rest_client_response_size_bytes)', labelNames: ['resource'] as const, registers: r }),
+    lastHeard: new Gauge({ name: 'kpng_kube_last_heard_timestamp_seconds', help: 'When the API server last sent this resource\'s list or watch anything (an event, a bookmark: about once a minute on a quiet watch); time() minus it is how stale this node\'s view may be', labelNames: ['resource'] as const, registers: r }),
     healthCheckPorts: new Gauge({ name: 'kpng_health_check_node_ports', help: 'Health-check node ports open (services with externalTrafficPolicy Local and a healthCheckNodePort)', registers: r }),
   };
   // --- component-base's: feature gates and the metrics about metrics -------------------------------
@@ -75,8 +79,15 @@ export function createProxyMetrics(opts: { processMetrics?: boolean } = {}) {
     ...m.slis.registry.getMetricsAsArray().map((f) => f.name),
   ]);
   let processMetrics = opts.processMetrics !== false;
+  /** The kube source's watches, into the kpng_kube_* families above. */
+  const kubeWatch: WatchObserver = {
+    events: (resource, n) => m.watchEvents.labels(resource).inc(n),
+    bytes: (resource, n) => m.watchBytes.labels(resource).inc(n),
+    heard: (resource) => m.lastHeard.labels(resource).set(Date.now() / 1000),
+  };
   return {
     ...m,
+    kubeWatch,
     /**
      * Registers the process and Node.js metrics (process_cpu_seconds_total, nodejs_heap_*...) once.
      * Called after the first sync or at the first scrape, whichever comes first: their modules are

@@ -109,6 +109,27 @@ describe('kube source (kpng kube) against a real API server', () => {
     expect(kpng.lines).toContain('delete svc/default/web');
   }, 60_000);
 
+  test('kpng_kube_watch_* count what the watches received, by resource, and when the server was last heard from', async () => {
+    const served = kpng.stderr.map((l) => /metrics: serving on http:\/\/127\.0\.0\.1:(\d+)/.exec(l)).find(Boolean);
+    const text = await (await fetch(`http://127.0.0.1:${served![1]}/metrics`)).text();
+    const sample = (name: string) => {
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    // The test before created, updated and deleted Services and EndpointSlices: the watches saw them.
+    for (const resource of ['services', 'endpointslices']) {
+      const events = sample(`kpng_kube_watch_events_total{resource="${resource}"}`)!;
+      expect(events).toBeGreaterThanOrEqual(2);
+      expect(sample(`kpng_kube_watch_bytes_total{resource="${resource}"}`)).toBeGreaterThan(100 * events);
+    }
+    // Every reflector listed (and the Node's watch may have had nothing yet): each was heard from.
+    for (const resource of ['services', 'endpointslices', 'nodes']) {
+      const heard = sample(`kpng_kube_last_heard_timestamp_seconds{resource="${resource}"}`)!;
+      expect(Date.now() / 1000 - heard).toBeLessThan(300);
+      expect(heard).toBeGreaterThan(0);
+    }
+  });
+
   test('updates that change nothing a proxy uses (labels, annotations, heartbeats) produce no revision', async () => {
     await create('svc', newService('quiet'));
     await create('slice', newEndpointSlice('quiet-1', 'quiet', [{ ip: '10.244.3.1' }]));

@@ -9,11 +9,11 @@ import { DEFAULT_BURST, DEFAULT_QPS, rateLimited, TokenBucket } from './rate-lim
 import { loadKubeTarget, type KubeTarget } from './config';
 import { hostLabel, type RequestObserver, type Transport } from './http';
 import { limitYoungGeneration, reduceMemoryWhenIdle } from '../../util/memory';
-import { Reflector, WatchListSupport, type ReflectorOptions } from './reflector';
+import { Reflector, WatchListSupport, type ReflectorOptions, type WatchObserver } from './reflector';
 import { nodeFieldSelector, selectorsFor } from './selectors';
 import type { ContentType } from './protobuf';
 
-export { Reflector, WatchListSupport } from './reflector';
+export { Reflector, WatchListSupport, type WatchObserver } from './reflector';
 export { loadKubeTarget, type KubeTarget } from './config';
 export type { RequestObserver } from './http';
 
@@ -42,6 +42,8 @@ export interface KubeSourceOptions {
   burst?: number;
   /** Sees every HTTP request made to the API server (kube-proxy's rest_client_* metrics). */
   observeRequests?: RequestObserver;
+  /** Sees what the watches receive (kpng's kpng_kube_watch_* metrics). */
+  observeWatches?: WatchObserver;
   /** Where the API server is, already read (loadKubeTarget); else read here from kubeconfig/master/observeRequests. */
   target?: KubeTarget;
 }
@@ -54,7 +56,7 @@ export function createReflectors(
   const sel = selectorsFor(opts.serviceProxyName);
   const { watchList = true, ...rest } = tuning;
   // One verdict on watch-list support for the three resources (one server).
-  const common = { transport: opts.transport, store: opts.store, log: opts.log, contentType: opts.contentType, ...rest, watchList: new WatchListSupport(watchList) };
+  const common = { transport: opts.transport, store: opts.store, log: opts.log, contentType: opts.contentType, observer: opts.observeWatches, ...rest, watchList: new WatchListSupport(watchList) };
   return [
     new Reflector({ ...common, kind: 'Service', what: 'Services', path: '/api/v1/services', labelSelector: sel.services }),
     new Reflector({ ...common, kind: 'EndpointSlice', what: 'EndpointSlices', path: '/apis/discovery.k8s.io/v1/endpointslices', labelSelector: sel.endpointSlices }),

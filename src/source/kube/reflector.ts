@@ -63,6 +63,18 @@ export interface ReflectorOptions {
   watchList?: WatchListSupport;
   /** The encoding asked for first. Default 'protobuf' (with JSON as the server's alternative). */
   contentType?: ContentType;
+  /** Told what the watches receive, and when the server was last heard from (metrics). */
+  observer?: WatchObserver;
+}
+
+/** What the reflectors receive from the API server, by resource (`services`, `endpointslices`, `nodes`). */
+export interface WatchObserver {
+  /** Object events (added, modified, deleted) a watch delivered, the initial ones of a watch-list included. */
+  events(resource: string, n: number): void;
+  /** Bytes of a watch stream, as read. */
+  bytes(resource: string, n: number): void;
+  /** The server answered this resource's list or watch (an event, a bookmark, a list page). */
+  heard(resource: string): void;
 }
 
 /** Whether the API server serves watch-list initial syncs; shared by the reflectors of one server. */
@@ -136,7 +148,11 @@ export class Reflector {
   /** The encoding of the last response read (for logs). */
   private encoding: 'protobuf' | 'JSON' | '' = '';
 
+  /** The collection's resource name (the last part of its path): the observer's label. */
+  private readonly resource: string;
+
   constructor(private readonly opts: ReflectorOptions) {
+    this.resource = opts.path.split('/').filter(Boolean).pop() ?? opts.path;
     this.listed = new Promise((r) => (this.resolveListed = r));
     this.backoff = opts.backoff ?? new Backoff();
   }
@@ -291,6 +307,7 @@ export class Reflector {
         signal.removeEventListener('abort', onAbort);
       }
       if (!page || !Array.isArray(page.items)) throw new Error('list response has no items');
+      this.opts.observer?.heard(this.resource);
       for (const item of page.items) items.push(item);
       rv = page.metadata?.resourceVersion ?? rv;
       cont = page.metadata?.continue ?? '';
@@ -334,6 +351,8 @@ export class Reflector {
     const buffer = initial && this.applied ? new Map<string, unknown>() : null;
     let initialCount = 0;
     const idleMs = this.opts.idleTimeoutMs ?? 90_000;
+    const { observer } = this.opts;
+    const { resource } = this;
     return new Promise<number>((resolve, reject) => {
       let events = 0;
       let settled = false;
@@ -432,10 +451,17 @@ export class Reflector {
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
         idle.refresh(); // the same timer, restarted: a watch-list delivers thousands of chunks
+        const before = events;
         try {
           read(chunk);
         } catch (e) {
           finish(e as Error);
+        }
+        // Once a chunk, not once an event: a watch-list's initial events come thousands a second.
+        if (observer) {
+          observer.bytes(resource, chunk.length);
+          if (events > before) observer.events(resource, events - before);
+          observer.heard(resource);
         }
       });
       res.on('end', () => {
