@@ -2,7 +2,7 @@
 // without root: the comparator sees one missing rule or element, and the reader of the kernel's rules
 // refuses expressions that do not mean what the tracer evaluates.
 import { stmtExprs } from '../src/backend/nft/netlink';
-import type { Fam, Stmt } from '../src/backend/nft/types';
+import type { IpFamily, Stmt } from '../src/backend/nft/types';
 import { NFT_REG_1, NFT_REG32, type NftExpr } from '../src/native/nft-types';
 import { ep, node, slice, svc } from './helpers/k8s';
 import { canonStmt, diffTables, stmtLine } from './helpers/nft-compare';
@@ -83,7 +83,7 @@ describe('diffTables', () => {
 });
 
 describe('liftRule', () => {
-  const sets = (fam: Fam): Map<string, SetInfo> => {
+  const sets = (fam: IpFamily): Map<string, SetInfo> => {
     const al = fam === 'ip' ? 4 : 16;
     return new Map<string, SetInfo>([
       ['vips', { name: 'vips', keyLen: al + 8, map: 'verdict' }],
@@ -95,7 +95,7 @@ describe('liftRule', () => {
     ]);
   };
   // Every statement kind (and the variants of the class and node-port rules) in both families.
-  const stmts = (fam: Fam): Stmt[] => {
+  const stmts = (fam: IpFamily): Stmt[] => {
     const v4 = fam === 'ip';
     const cidr = v4 ? '10.0.0.0/8' : 'fd00:10::/64';
     return [

@@ -11,7 +11,7 @@ import type { NftExpr, NftSet } from '../src/native/nft-types';
 import { stmtExprs } from '../src/backend/nft/netlink';
 import type { Stmt } from '../src/backend/nft/types';
 import { CompanionTable, classChain } from '../src/backend/ipvs/companion';
-import type { Action, ClassActions, Fam } from '../src/backend/ipvs/plan';
+import type { Action, ClassActions, IpFamily } from '../src/backend/ipvs/plan';
 import { compileRule, type RuleSpec } from '../src/aggregator/rules';
 import type { PodSource } from '../src/model/enls';
 import { goldenMode } from './helpers/scenario';
@@ -26,11 +26,11 @@ function ruleBytes(family: 'ip' | 'ip6' | 'inet' | 'bridge' | 'netdev', exprs: N
 }
 const digest = (b: Uint8Array): string => crypto.createHash('sha256').update(b).digest('hex').slice(0, 24);
 
-const FAMS: Fam[] = ['ip', 'ip6'];
+const FAMS: IpFamily[] = ['ip', 'ip6'];
 
 function nftBackendCases(): Record<string, string> {
   const out: Record<string, string> = {};
-  const pods = (f: Fam): PodSource[] => [{ cidr: f === 'ip' ? '10.1.0.0/16' : 'fd00:1::/64' }, { iifname: 'cni0', prefix: false }, { iifname: 'veth', prefix: true }];
+  const pods = (f: IpFamily): PodSource[] => [{ cidr: f === 'ip' ? '10.1.0.0/16' : 'fd00:1::/64' }, { iifname: 'cni0', prefix: false }, { iifname: 'veth', prefix: true }];
   for (const f of FAMS) {
     const cidr = f === 'ip' ? '10.96.0.0/12' : 'fd00:96::/108';
     const stmts: Stmt[] = [

@@ -10,7 +10,7 @@
 //   - once faults stop, the next sync (the runner's retry) brings the table to the final ENLS.
 import fc from 'fast-check';
 import { nftKernelSink } from '../src/backend/nft/sink';
-import type { Fam } from '../src/backend/nft/types';
+import type { IpFamily } from '../src/backend/nft/types';
 import { modelOptions } from '../src/model/options';
 import { action, applyAction, nodeObject, options } from './helpers/cluster-actions';
 import { FaultyNftKernel } from '../src/backend/nft/faulty';
@@ -19,7 +19,7 @@ import { tableContent, type FakeNft } from '../src/backend/nft/fake';
 import { enlsOf, renderFull } from './helpers/nft-world';
 import { SinkDriver, stateView } from './helpers/sink-driver';
 
-const FAMS: Fam[] = ['ip', 'ip6'];
+const FAMS: IpFamily[] = ['ip', 'ip6'];
 /** Both tables' content as text, object keys sorted (a repair re-creates chains in another order). */
 const sorted = (v: unknown): unknown => (Array.isArray(v) ? v.map(sorted) : v && typeof v === 'object'
   ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted((v as Record<string, unknown>)[k])])) : v);

@@ -4,7 +4,7 @@
 // full sync of the final state, and every packet meets the same fate in both.
 import fc from 'fast-check';
 import { fullSyncOps, OpCollector, settleSharedChains, TableModel, updateService } from '../src/backend/nft/plan';
-import type { Fam, FamOps } from '../src/backend/nft/types';
+import type { IpFamily, FamOps } from '../src/backend/nft/types';
 import { NODE_KEY, Target, type NodeInfo, type Route, type Routes, type Service, type ServicePort } from '../src/model/enls';
 import { modelOptions } from '../src/model/options';
 import { itemHash } from '../src/store/item-store';
@@ -14,12 +14,12 @@ import { FakeNft, inCidr, tableContent } from '../src/backend/nft/fake';
 import { Tracer, type Packet } from './helpers/nft-tracer';
 import { brief, enlsOf, renderFull } from './helpers/nft-world';
 
-const FAMS: Fam[] = ['ip', 'ip6'];
+const FAMS: IpFamily[] = ['ip', 'ip6'];
 
 /** The incremental side: long-lived models, as NftDataplane + KernelSink keep them. */
 class Incremental {
   nft = new FakeNft();
-  models: Record<Fam, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
+  models: Record<IpFamily, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
   hashes = new Map<string, string>();
   node: NodeInfo | undefined;
   incrementalBatches = 0;
@@ -33,7 +33,7 @@ class Incremental {
       this.nft.apply(FAMS.map((fam) => ({ fam, ops: fullSyncOps(this.models[fam], services, node) })));
     } else if (changed.length) {
       const byKey = new Map(services);
-      const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
+      const coll: Record<IpFamily, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
       for (const key of changed) for (const fam of FAMS) updateService(this.models[fam], key, byKey.get(key), node, coll[fam]);
       for (const fam of FAMS) settleSharedChains(this.models[fam], coll[fam]);
       const ops: FamOps[] = FAMS.filter((f) => !coll[f].empty).map((fam) => ({ fam, ops: coll[fam].ops() }));

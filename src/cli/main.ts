@@ -16,7 +16,7 @@ import { commandHelp, helpText } from './help';
 import { commandSpec } from './spec';
 import { loadPlugin, type ApiClientModule, type ApiServerModule, type KubeSourceModule, type KubeTarget } from './plugins';
 import { kubeProxyFlagsHelp, resolveKubeProxyArgs, type KubeProxyArgs } from './kube-proxy-flags';
-import { Ops } from './ops';
+import { OpsServers } from './ops';
 import { servesLocalhostNodePorts } from '../model/options';
 import { runMigrateCheck } from './migrate-check';
 import { writeConfiguration } from './config-output';
@@ -107,7 +107,7 @@ export async function main(argv: string[]): Promise<number> {
   if (kp.action === 'init-only') {
     // What needs full privileges, then exit: a second run can then do with CAP_NET_ADMIN alone.
     for (const w of kp.warnings) log.warn(w);
-    await new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: true, log, version: version(), routeLocalnet: servesLocalhostNodePorts(opts.model) }).start();
+    await new OpsServers(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: true, log, version: version(), routeLocalnet: servesLocalhostNodePorts(opts.model) }).start();
     if (opts.to === 'ipvs') {
       // kube-proxy's IPVS proxier sets its sysctls, strict ARP and the timeouts before it returns for --init-only.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -151,7 +151,7 @@ export async function main(argv: string[]): Promise<number> {
     const info = buildInfo(version());
     (opts.once ? log.debug : log.info)(`kpng ${info.git_version}${info.git_commit ? ` (commit ${info.git_commit.slice(0, 12)}${info.git_tree_state === 'dirty' ? ', dirty' : ''}, built ${info.build_date})` : ''} on Node.js ${process.version}: ${opts.command} source, ${opts.to} backend, node ${opts.node}`);
     for (const w of kp.warnings) log.warn(w);
-    const ops = new Ops(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
+    const ops = new OpsServers(kp.ops, { node: opts.node, backend: getBackend(opts.to) ?? { name: opts.to }, syncPeriodMs: opts.syncPeriodMs, once: opts.once, log, version: version(),
       routeLocalnet: servesLocalhostNodePorts(opts.model), nodeObjects: opts.command !== 'local', ...(kp.kubeProxyStyle ? { configz: () => kp.configuration } : {}),
       // As kube-proxy: the Node object is gone from the API server, so end (exit code 1) and let the pod
       // start again, rather than serve a node that no longer exists. A file or the local API is not a cluster.

@@ -52,13 +52,13 @@ export interface OpsContext {
   log: Logger;
   version: string;
   /** The effective KubeProxyConfiguration (v1alpha1, with apiVersion and kind) for /configz; without
-   *  it, /configz holds what Ops knows (configzFallback). */
+   *  it, /configz holds what OpsServers knows (configzFallback). */
   configz?: () => unknown;
   /** Localhost node ports are served (--localhost-nodeports with 127.0.0.1 in --nodeport-addresses): set route_localnet. */
   routeLocalnet?: boolean;
 }
 
-/** /configz without a full configuration: the fields Ops itself was given, in v1alpha1's names. */
+/** /configz without a full configuration: the fields OpsServers itself was given, in v1alpha1's names. */
 export function configzFallback(o: OpsOptions, ctx: Pick<OpsContext, 'node' | 'backend'>): Record<string, unknown> {
   return {
     kind: 'KubeProxyConfiguration',
@@ -73,7 +73,8 @@ export function configzFallback(o: OpsOptions, ctx: Pick<OpsContext, 'node' | 'b
 
 const nodeName = (raw: unknown): unknown => (typeof raw === 'object' && raw !== null ? (raw as { metadata?: { name?: unknown } }).metadata?.name : undefined);
 
-export class Ops {
+/** The operator-facing side of a running kpng: the metrics and health servers (/metrics, /healthz, /livez, /configz), the health-check node ports and what they report. */
+export class OpsServers {
   readonly metrics: ProxyMetrics;
   readonly health: ProxyHealth;
   private readonly servers: RetryingServer[] = [];

@@ -20,13 +20,13 @@ import { nftList } from '../helpers/nft-list';
 import type { FakeTable } from '../../src/backend/nft/fake';
 import { enlsOf, renderFull } from '../helpers/nft-world';
 import { SinkDriver } from '../helpers/sink-driver';
-import type { Fam } from '../../src/backend/nft/types';
+import type { IpFamily } from '../../src/backend/nft/types';
 
 const d = gated(need.netns(), need.native(), need.testNative()).describe;
 
 /** Pick-map shards are created on first use and kept when they empty (a full sync makes only the used ones). */
-function withoutEmptyShards(t: Record<Fam, FakeTable>): Record<Fam, FakeTable> {
-  for (const f of ['ip', 'ip6'] as Fam[]) {
+function withoutEmptyShards(t: Record<IpFamily, FakeTable>): Record<IpFamily, FakeTable> {
+  for (const f of ['ip', 'ip6'] as IpFamily[]) {
     for (const [name, set] of t[f].sets) if ((set.spec.kind === 'pickVipMap' || set.spec.kind === 'pickPortMap') && set.elems.size === 0) t[f].sets.delete(name);
   }
   return t;

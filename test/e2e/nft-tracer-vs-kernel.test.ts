@@ -6,7 +6,7 @@
 // both tables and must give every packet the same fate. The flow tests (test/nft-tracer.test.ts,
 // test/nft-detect-local.test.ts) thus rest on a fake that is checked against the kernel.
 import { NftDataplane, nativeKernel, type NftKernel } from '../../src/backend/nft';
-import type { Fam, L4, SetKind, Stmt } from '../../src/backend/nft/types';
+import type { IpFamily, L4, SetKind, Stmt } from '../../src/backend/nft/types';
 import { ep, node, slice, svc } from '../helpers/k8s';
 import { gated, need } from '../helpers/gate';
 import { Netns } from '../helpers/netns';
@@ -105,9 +105,9 @@ const CLUSTERS: Cluster[] = [
 // ---------------------------------------------------------------------------------------------
 // Packets: every destination the planned table names, from every kind of client.
 
-const FAMS: Fam[] = ['ip', 'ip6'];
+const FAMS: IpFamily[] = ['ip', 'ip6'];
 
-function packets(t: Record<Fam, FakeTable>, locals: string[], byInterface: boolean): Packet[] {
+function packets(t: Record<IpFamily, FakeTable>, locals: string[], byInterface: boolean): Packet[] {
   const out: Packet[] = [];
   for (const fam of FAMS) {
     const v4 = fam === 'ip';
@@ -169,7 +169,7 @@ const SET_KINDS: Record<SetKind, string | null> = {
 };
 
 /** The shapes a table holds: statement kinds and their variants, set kinds, element verdicts. */
-function shapes(fam: Fam, t: FakeTable): string[] {
+function shapes(fam: IpFamily, t: FakeTable): string[] {
   const out = new Set<string>();
   for (const c of t.chains.values()) {
     for (const r of c.rules) {

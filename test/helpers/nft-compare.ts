@@ -4,7 +4,7 @@
 // one canonical form per meaning, as the tracer evaluates it (e.g. `srcCidr ... goto c` and a
 // `classGoto` from that CIDR without masquerade are the same rule), with canonical address text.
 import { addrText } from '../../src/native/addr-text';
-import type { Elem, Fam, Stmt } from '../../src/backend/nft/types';
+import type { Elem, IpFamily, Stmt } from '../../src/backend/nft/types';
 import { addrBytes, type FakeTable } from '../../src/backend/nft/fake';
 
 /** One text per address (RFC 5952 for IPv6). */
@@ -113,6 +113,6 @@ export function diffTables(planned: FakeTable, kernel: FakeTable): string[] {
 }
 
 /** Both families. */
-export function diffFakes(planned: Record<Fam, FakeTable>, kernel: Record<Fam, FakeTable>): string[] {
-  return (['ip', 'ip6'] as Fam[]).flatMap((fam) => diffTables(planned[fam], kernel[fam]).map((l) => `${fam} ${l}`));
+export function diffFakes(planned: Record<IpFamily, FakeTable>, kernel: Record<IpFamily, FakeTable>): string[] {
+  return (['ip', 'ip6'] as IpFamily[]).flatMap((fam) => diffTables(planned[fam], kernel[fam]).map((l) => `${fam} ${l}`));
 }

@@ -6,7 +6,7 @@
 // wrong reads back as another statement, or as nothing (LiftError), and nft-compare.ts shows it.
 import type { NftRuleInfo, NftSetInfo, NftTableListing } from '../../src/native';
 import { addrText } from '../../src/native/addr-text';
-import { MASQ_BIT, type ChainSpec, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt } from '../../src/backend/nft/types';
+import { MASQ_BIT, type ChainSpec, type Elem, type IpFamily, type L4, type Op, type SetSpec, type Stmt } from '../../src/backend/nft/types';
 import { FakeNft } from '../../src/backend/nft/fake';
 
 export class LiftError extends Error {}
@@ -21,20 +21,20 @@ const CT_NEW = 0x8, CT_ESTABLISHED = 0x2, CT_RELATED = 0x4, IPS_DST_NAT = 0x20, 
 const PROTO_BY_NUM: Record<number, L4> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
 const cat = (...ids: number[]): number => ids.reduce((a, id) => a * 64 + id, 0);
-const addrLen = (fam: Fam): number => (fam === 'ip' ? 4 : 16);
-const addrType = (fam: Fam): number => (fam === 'ip' ? TYPE.ipv4 : TYPE.ipv6);
+const addrLen = (fam: IpFamily): number => (fam === 'ip' ? 4 : 16);
+const addrType = (fam: IpFamily): number => (fam === 'ip' ? TYPE.ipv4 : TYPE.ipv6);
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 const u32le = (b: Uint8Array, o = 0): number => (b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24)) >>> 0;
 const isU32 = (b: Uint8Array, v: number): boolean => b.length === 4 && u32le(b) === v >>> 0;
 const zero = (b: Uint8Array): boolean => b.every((x) => x === 0);
 
-function addrOf(fam: Fam, b: Uint8Array, o = 0): string {
+function addrOf(fam: IpFamily, b: Uint8Array, o = 0): string {
   if (b.length < o + addrLen(fam)) throw new LiftError(`short address in ${hex(b)}`);
   return addrText(Buffer.from(b.buffer, b.byteOffset, b.byteLength), o, fam === 'ip' ? 2 : 10);
 }
 
 /** A CIDR from a network and a mask; the mask must be a prefix and the network hold no host bits. */
-function cidrOf(fam: Fam, net: Uint8Array, mask: Uint8Array): string {
+function cidrOf(fam: IpFamily, net: Uint8Array, mask: Uint8Array): string {
   let bits = 0, ended = false;
   for (const m of mask) {
     for (let i = 7; i >= 0; i--) {
@@ -127,7 +127,7 @@ type Final =
 
 const keyIs = (key: Val[], ...ks: Val['k'][]): boolean => key.length === ks.length && key.every((v, i) => v.k === ks[i]);
 
-function cond(fam: Fam, s: Slot, op: string, data: Uint8Array): Cond {
+function cond(fam: IpFamily, s: Slot, op: string, data: Uint8Array): Cond {
   const v = s.v;
   const exact = data.length === s.len;
   if (v.k === 'l4proto' && op === 'eq' && exact && PROTO_BY_NUM[data[0]]) return { c: 'l4proto', proto: PROTO_BY_NUM[data[0]] };
@@ -164,7 +164,7 @@ function cond(fam: Fam, s: Slot, op: string, data: Uint8Array): Cond {
 export interface SetInfo { name: string; keyLen: number; map: 'verdict' | 'data' | null; dataLen?: number }
 
 /** What one rule's expressions do, read symbolically. */
-function readRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): { conds: Cond[]; effects: Effect[]; final?: Final } {
+function readRule(fam: IpFamily, exprs: Expr[], sets: Map<string, SetInfo>): { conds: Cond[]; effects: Effect[]; final?: Final } {
   const regs = new Regs();
   let lookups = 0;
   const conds: Cond[] = [];
@@ -307,7 +307,7 @@ function readRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): { conds:
 }
 
 /** The statement one rule is, or a LiftError saying why it is none. */
-export function liftRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): Stmt {
+export function liftRule(fam: IpFamily, exprs: Expr[], sets: Map<string, SetInfo>): Stmt {
   const { conds, effects, final } = readRule(fam, exprs, sets);
   const left = [...conds];
   const take = <C extends Cond['c']>(c: C, ok: (x: Extract<Cond, { c: C }>) => boolean = () => true): Extract<Cond, { c: C }> | undefined => {
@@ -418,7 +418,7 @@ export function liftRule(fam: Fam, exprs: Expr[], sets: Map<string, SetInfo>): S
 // ---------------------------------------------------------------------------------------------
 // Sets and elements.
 
-function setSpec(fam: Fam, s: NftSetInfo): SetSpec & { info: SetInfo } {
+function setSpec(fam: IpFamily, s: NftSetInfo): SetSpec & { info: SetInfo } {
   const a = addrType(fam), al = addrLen(fam);
   const is = (flags: number, keyType: number, keyLen: number, dataType?: number, dataLen?: number): boolean =>
     s.flags === flags && s.keyType === keyType && s.keyLen === keyLen && s.dataType === dataType && (dataType === undefined || dataType === NFT_DATA_VERDICT || s.dataLen === dataLen);
@@ -448,7 +448,7 @@ function portAt(b: Uint8Array, o: number): number {
   return (b[o] << 8) | b[o + 1];
 }
 
-function liftElem(fam: Fam, spec: SetSpec, e: NftSetInfo['elements'][number]): Elem {
+function liftElem(fam: IpFamily, spec: SetSpec, e: NftSetInfo['elements'][number]): Elem {
   const al = addrLen(fam), k = e.key;
   if (e.intervalEnd || e.keyEnd || e.comment) throw new LiftError(`element ${hex(k)} of ${spec.name}: interval or comment`);
   if (spec.kind !== 'affinity' && (e.timeout || e.expires)) throw new LiftError(`element ${hex(k)} of ${spec.name} has a timeout`);
@@ -483,7 +483,7 @@ function liftElem(fam: Fam, spec: SetSpec, e: NftSetInfo['elements'][number]): E
 // A table.
 
 /** The ops that build, in the tracer's fake, the table the listing shows. */
-export function liftOps(fam: Fam, l: NftTableListing): Op[] {
+export function liftOps(fam: IpFamily, l: NftTableListing): Op[] {
   const ops: Op[] = [{ k: 'resetTable' }];
   const infos = new Map<string, SetInfo>();
   const specs: SetSpec[] = [];
@@ -520,8 +520,8 @@ export function liftOps(fam: Fam, l: NftTableListing): Op[] {
 }
 
 /** A fake holding the kernel's tables (as listed), for the tracer; the fake checks them as it would a batch. */
-export function kernelFake(listings: Partial<Record<Fam, NftTableListing>>): FakeNft {
+export function kernelFake(listings: Partial<Record<IpFamily, NftTableListing>>): FakeNft {
   const nft = new FakeNft();
-  nft.apply((Object.keys(listings) as Fam[]).map((fam) => ({ fam, ops: liftOps(fam, listings[fam]!) })));
+  nft.apply((Object.keys(listings) as IpFamily[]).map((fam) => ({ fam, ops: liftOps(fam, listings[fam]!) })));
   return nft;
 }

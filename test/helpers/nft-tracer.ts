@@ -8,7 +8,7 @@
 // it back (nft-lift.ts) and compares it with the fake's tables (nft-compare.ts).
 import { canon, famOfAddr, inCidr, type FakeNft, type FakeTable } from '../../src/backend/nft/fake';
 import { stmtText } from '../../src/backend/nft/text';
-import { MASQ_BIT, type Elem, type Fam, type L4, type Stmt } from '../../src/backend/nft/types';
+import { MASQ_BIT, type Elem, type IpFamily, type L4, type Stmt } from '../../src/backend/nft/types';
 
 export class TraceError extends Error {}
 
@@ -22,7 +22,7 @@ export interface Packet {
   /** Default tcp. */
   proto?: L4;
   /** Default: from the destination address. */
-  family?: Fam;
+  family?: IpFamily;
   /** `fib saddr type local`; default: the source is one of the tracer's local addresses. Also picks the path (output vs prerouting). */
   srcIsLocal?: boolean;
   /** `fib daddr type local` for the original destination; default: one of the tracer's local addresses. */
@@ -158,7 +158,7 @@ export function explainLeaves(leaves: Leaf[]): string {
 }
 
 interface Ctx {
-  t: FakeTable; fam: Fam; srcLocal: boolean; iif: string;
+  t: FakeTable; fam: IpFamily; srcLocal: boolean; iif: string;
   dstLocal: (st: St) => boolean; isLocal: (a: string) => boolean;
   now: number; steps: number;
 }

@@ -1,7 +1,7 @@
 // A node's world for packet tests: raw Kubernetes objects -> the real ClusterStore / NodeState (the
 // model) -> the nft backend's full sync ops -> the fake tables -> a tracer.
 import { fullSyncOps, TableModel } from '../../src/backend/nft/plan';
-import type { Fam } from '../../src/backend/nft/types';
+import type { IpFamily } from '../../src/backend/nft/types';
 import { NODE_KEY, type NodeInfo, type Service } from '../../src/model/enls';
 import { modelOptions } from '../../src/model/options';
 import { cluster } from './k8s';
@@ -40,7 +40,7 @@ export function enlsOf(state: { items(): Iterable<{ key: string; service?: Servi
 
 /** Full sync of both families into a new fake. */
 export function renderFull(services: Array<[string, Service]>, node: NodeInfo | undefined, nft = new FakeNft()): FakeNft {
-  const fams: Fam[] = ['ip', 'ip6'];
+  const fams: IpFamily[] = ['ip', 'ip6'];
   nft.apply(fams.map((fam) => ({ fam, ops: fullSyncOps(new TableModel(fam), services, node) })));
   return nft;
 }

@@ -13,14 +13,14 @@ import { KernelSink } from '../../src/backend/kernel/kernel-sink';
 import { fakeNftKernel, FakeNft, tableContent, type FakeTable } from '../../src/backend/nft/fake';
 import { NftDataplane } from '../../src/backend/nft/sink';
 import { toNftText } from '../../src/backend/nft/text';
-import type { Elem, Fam as NftFam, Op } from '../../src/backend/nft/types';
+import type { Elem, IpFamily as NftFam, Op } from '../../src/backend/nft/types';
 import { EbpfDataplane } from '../../src/backend/ebpf/dataplane';
 import { FakeEbpfMaps } from '../../src/backend/ebpf/fake';
 import { decodeBackend, decodeSvcKey, decodeSvcValue, FLAG_REFUSE } from '../../src/backend/ebpf/maps';
 import { planEntries, planService as planSocketLB, type Ids } from '../../src/backend/ebpf/plan';
 import { IpvsDataplane } from '../../src/backend/ipvs/dataplane';
 import { FakeIpvsKernel } from '../../src/backend/ipvs/fake';
-import { actionName, CLASSES, nodePortAddrs, planService as planIpvs, type Fam } from '../../src/backend/ipvs/plan';
+import { actionName, CLASSES, nodePortAddrs, planService as planIpvs, type IpFamily } from '../../src/backend/ipvs/plan';
 import type { ConntrackFilter } from '../../src/native/nft-types';
 import type { Subscription } from '../../src/store/subscription';
 import { cluster, type Obj } from './k8s';
@@ -288,7 +288,7 @@ function ipvsDestinations(services: Service[], node: NodeInfo | undefined): stri
   const marks = new Map<string, number>();
   const localAddrs = node?.addresses ?? [];
   const markFor = (id: string) => marks.get(id) ?? (marks.set(id, ++mark), mark);
-  const ports: Record<Fam, string[]> = { ip: nodePortAddrs(node, 'ip', localAddrs), ip6: nodePortAddrs(node, 'ip6', localAddrs) };
+  const ports: Record<IpFamily, string[]> = { ip: nodePortAddrs(node, 'ip', localAddrs), ip6: nodePortAddrs(node, 'ip6', localAddrs) };
   const ctx = { node, localAddrs, markFor, nodePortAddrs: ports };
   const dests: string[] = [];
   for (const svc of services) {

@@ -7,7 +7,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type * as Prom from 'prom-client';
-import { Ops } from '../../src/cli/ops';
+import { OpsServers } from '../../src/cli/ops';
 import type { OpsOptions } from '../../src/cli/kube-proxy-flags';
 import { KPNG_FEATURES } from '../../src/metrics/feature-gates';
 import { countByStability, stabilityOf } from '../../src/metrics/meta';
@@ -95,10 +95,10 @@ const sorted = (want: Record<string, [Type, string[]]>) => Object.fromEntries(Ob
 
 const OPTS: OpsOptions = { metricsBindAddress: '127.0.0.1:0', healthzBindAddress: null, bindAddressHardFail: true, conntrack: null, oomScoreAdj: undefined };
 
-/** Ops with its metrics server on a free port. */
-async function startOps(): Promise<{ ops: Ops; port: number }> {
+/** OpsServers with its metrics server on a free port. */
+async function startOps(): Promise<{ ops: OpsServers; port: number }> {
   const lines: string[] = [];
-  const ops = new Ops(OPTS, { node: 'n1', backend: { name: 'nft', kernel: true }, syncPeriodMs: 30_000, once: false, log: createLogger({ write: (l) => lines.push(l) }), version: '0.1.0' });
+  const ops = new OpsServers(OPTS, { node: 'n1', backend: { name: 'nft', kernel: true }, syncPeriodMs: 30_000, once: false, log: createLogger({ write: (l) => lines.push(l) }), version: '0.1.0' });
   await ops.start();
   const served = lines.map((l) => /^metrics: serving on http:\/\/127\.0\.0\.1:(\d+)$/.exec(parseKlogLine(l)?.message ?? '')).find(Boolean);
   if (!served) throw new Error(`no "serving on" line in:\n${lines.join('\n')}`);
@@ -112,7 +112,7 @@ async function get(port: number, path: string, method = 'GET'): Promise<{ status
 
 test('every family upstream registers in nftables mode is registered, with its type and label names', async () => {
   const m = createProxyMetrics({ processMetrics: false });
-  const s = await startOps(); // kubernetes_build_info is registered by Ops
+  const s = await startOps(); // kubernetes_build_info is registered by OpsServers
   try {
     const main = await definitions(s.ops.metrics.registry);
     const missing = Object.keys(UPSTREAM).filter((n) => !(n in main));

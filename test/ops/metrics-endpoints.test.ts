@@ -1,10 +1,10 @@
-// Ops's metrics server through real HTTP on 127.0.0.1: /proxyMode in kube-proxy's words, /configz as
-// component-base serves it (given or built from what Ops knows), kubernetes_build_info, and the
+// OpsServers's metrics server through real HTTP on 127.0.0.1: /proxyMode in kube-proxy's words, /configz as
+// component-base serves it (given or built from what OpsServers knows), kubernetes_build_info, and the
 // conntrack reconciler metrics fed by a real KernelSink's clean-ups.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Ops, type OpsContext } from '../../src/cli/ops';
+import { OpsServers, type OpsContext } from '../../src/cli/ops';
 import type { OpsOptions } from '../../src/cli/kube-proxy-flags';
 import type { Dataplane, SyncReport } from '../../src/backend/kernel/dataplane';
 import { KernelSink } from '../../src/backend/kernel/kernel-sink';
@@ -15,11 +15,11 @@ import { parseKlogLine } from '../helpers/klog';
 
 const OPTS: OpsOptions = { metricsBindAddress: '127.0.0.1:0', healthzBindAddress: null, bindAddressHardFail: true, conntrack: null, oomScoreAdj: undefined };
 
-/** Starts Ops with its metrics server on a free port; `stop` must be called. */
-async function startOps(ctx: Partial<OpsContext> & Pick<OpsContext, 'backend'>): Promise<{ ops: Ops; port: number; stop: () => Promise<void> }> {
+/** Starts OpsServers with its metrics server on a free port; `stop` must be called. */
+async function startOps(ctx: Partial<OpsContext> & Pick<OpsContext, 'backend'>): Promise<{ ops: OpsServers; port: number; stop: () => Promise<void> }> {
   const lines: string[] = [];
   const log = createLogger({ write: (l) => lines.push(l) });
-  const ops = new Ops(OPTS, { node: 'n1', syncPeriodMs: 30_000, once: false, log, version: '0.1.0', ...ctx });
+  const ops = new OpsServers(OPTS, { node: 'n1', syncPeriodMs: 30_000, once: false, log, version: '0.1.0', ...ctx });
   await ops.start();
   const served = lines.map((l) => parseKlogLine(l)?.message ?? '').map((m) => /^metrics: serving on http:\/\/127\.0\.0\.1:(\d+)$/.exec(m)).find(Boolean);
   if (!served) throw new Error(`no "serving on" line in:\n${lines.join('\n')}`);
@@ -48,7 +48,7 @@ test.each([
   }
 });
 
-test('/configz without a configuration: what Ops knows, under kubeproxy.config.k8s.io', async () => {
+test('/configz without a configuration: what OpsServers knows, under kubeproxy.config.k8s.io', async () => {
   const s = await startOps({ backend: { name: 'nft', kernel: true } });
   try {
     const r = await get(s.port, '/configz');

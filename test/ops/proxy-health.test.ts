@@ -2,7 +2,7 @@
 // update is older than the timeout, per family, node eligibility only in /healthz) and kpng's revision
 // awareness (an update queued during a sync stays pending after it).
 import { goTime, ProxyHealth } from '../../src/health/proxy-health';
-import { healthTimeoutMs, Ops } from '../../src/cli/ops';
+import { healthTimeoutMs, OpsServers } from '../../src/cli/ops';
 import type { OpsOptions } from '../../src/cli/kube-proxy-flags';
 import { silentLogger } from '../../src/util/log';
 import { cluster } from '../helpers/k8s';
@@ -87,7 +87,7 @@ describe('node eligibility before the Node is seen (upstream: NodeEligible() is 
   const nodeObject = (name: string, extra: object = {}) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name, ...extra } });
 
   test('a source that delivers Node objects: 503 on /healthz until this node\'s Node arrives, /livez 200 throughout', () => {
-    const ops = new Ops(opsOptions, ctx);
+    const ops = new OpsServers(opsOptions, ctx);
     expect(ops.health.report(true)).toMatchObject({ code: 503, body: { nodeEligible: false, healthy: true } });
     expect(ops.health.report(false).code).toBe(200);
     ops.observeObject('Node', nodeObject('n2'), false); // another node's object changes nothing
@@ -100,12 +100,12 @@ describe('node eligibility before the Node is seen (upstream: NodeEligible() is 
   });
 
   test('the local API source (no Node objects): eligible from the start', () => {
-    const ops = new Ops(opsOptions, { ...ctx, nodeObjects: false });
+    const ops = new OpsServers(opsOptions, { ...ctx, nodeObjects: false });
     expect(ops.health.report(true)).toMatchObject({ code: 200, body: { nodeEligible: true } });
   });
 
   test('every family is listed from the start of the sink (as upstream\'s SyncLoop marks them updated), before any sync', () => {
-    const ops = new Ops(opsOptions, { ...ctx, nodeObjects: false });
+    const ops = new OpsServers(opsOptions, { ...ctx, nodeObjects: false });
     const c = cluster('n1', []);
     ops.attach(c.state, { name: 'never', apply: () => new Promise<void>(() => {}) });
     const r = ops.health.report(true);

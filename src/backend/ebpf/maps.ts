@@ -14,12 +14,12 @@ export const DEFAULT_MAP_ENTRIES = 262144;
 /** svc_value.flags: connect() / sendmsg() fail with ECONNREFUSED. */
 export const FLAG_REFUSE = 1;
 
-export type Fam = 4 | 6;
+export type IpVersion = 4 | 6;
 export interface SvcKey { addr: string; port: number; proto: number; slot: number }
 export interface SvcValue { backendId: number; count: number; affinitySeconds: number; svcId: number; flags: number }
 export interface BackendValue { addr: string; port: number }
 
-const famOf = (addr: string): Fam => (addr.includes(':') ? 6 : 4);
+const famOf = (addr: string): IpVersion => (addr.includes(':') ? 6 : 4);
 
 export function encodeSvcKey(k: SvcKey): Buffer {
   const b = Buffer.alloc(SVC_KEY_SIZE);

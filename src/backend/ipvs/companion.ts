@@ -21,16 +21,16 @@ import {
 } from '../../native/nft-types';
 import { addrType, expr, regAfterAddr } from '../../native/nft-expr';
 import type { IpvsProtocol } from '../../native/ipvs';
-import { CLASSES, actionName, type Action, type ClassActions, type DestPlan, type Fam } from './plan';
+import { CLASSES, actionName, type Action, type ClassActions, type DestPlan, type IpFamily } from './plan';
 
 export const MASQ_CT_BIT = 0x4000;
 
-const N = { dests: 'dests', serviceIPs: 'service-ips', hairpin: 'hairpin', input: 'input', output: 'output', post: 'postrouting' } as const;
+const NAMES = { dests: 'dests', serviceIPs: 'service-ips', hairpin: 'hairpin', input: 'input', output: 'output', post: 'postrouting' } as const;
 
 type Rule = NftExpr[];
 
 /** The rules that carry out one action after `match`. */
-function actionRules(f: Fam, match: Rule, a: Action): Rule[] {
+function actionRules(f: IpFamily, match: Rule, a: Action): Rule[] {
   if (a.kind === 'drop') return [[...match, expr.drop()]];
   if (a.kind === 'reject') return [[...match, ...expr.protoIs(IPPROTO.tcp), expr.tcpReset()], [...match, expr.rejectPortUnreachable(f)]];
   const out: Rule = [...match];
@@ -41,13 +41,13 @@ function actionRules(f: Fam, match: Rule, a: Action): Rule[] {
 }
 
 /** The match of one pod source: its source CIDR, or the interface the packet came in on. */
-const podMatch = (f: Fam, s: PodSource): Rule => ('cidr' in s ? expr.cidrMatch(expr.saddr(f), s.cidr) : expr.iifnameMatch(s.iifname, s.prefix));
+const podMatch = (f: IpFamily, s: PodSource): Rule => ('cidr' in s ? expr.cidrMatch(expr.saddr(f), s.cidr) : expr.iifnameMatch(s.iifname, s.prefix));
 
 /**
  * The class chain's name and rules for one combination of actions. The name does not say how pods
  * are recognised: that is the same for the whole table, which is rebuilt when it changes.
  */
-export function classChain(f: Fam, actions: ClassActions, pods: PodSource[]): { name: string; rules: Rule[] } {
+export function classChain(f: IpFamily, actions: ClassActions, pods: PodSource[]): { name: string; rules: Rule[] } {
   const name = `cls-${CLASSES.map((c) => actionName(actions[c])).join('-')}`;
   const rules: Rule[] = [];
   const same = (c: 'pod' | 'node') => actionName(actions[c]) === actionName(actions.other);
@@ -57,7 +57,7 @@ export function classChain(f: Fam, actions: ClassActions, pods: PodSource[]): { 
   return { name, rules };
 }
 
-function firewallChain(f: Fam, allowed: string[], next: string): { name: string; rules: Rule[] } {
+function firewallChain(f: IpFamily, allowed: string[], next: string): { name: string; rules: Rule[] } {
   const sorted = [...allowed].sort();
   const h = crypto.createHash('sha1').update(sorted.join(',')).digest('hex').slice(0, 8);
   return { name: `fw-${h}-${next}`, rules: [...sorted.map((c) => [...expr.cidrMatch(expr.saddr(f), c), expr.goto(next)]), [expr.drop()]] };
@@ -84,7 +84,7 @@ export class CompanionTable {
   private kChains = new Map<string, Rule[]>();
   private touched = { dests: new Set<string>(), addrs: new Set<string>(), hairpin: new Set<string>() };
 
-  constructor(readonly fam: Fam, readonly table: string, private pods: PodSource[]) {}
+  constructor(readonly fam: IpFamily, readonly table: string, private pods: PodSource[]) {}
 
   private ref(name: string, rules: Rule[]): void {
     const c = this.chains.get(name);
@@ -141,27 +141,27 @@ export class CompanionTable {
       { op: 'add', table: { family: f, name: this.table } },
       { op: 'delete', table: { family: f, name: this.table } },
       { op: 'add', table: { family: f, name: this.table, comment: 'kpng: what IPVS cannot express' } },
-      { op: 'add', set: { ...t, name: N.dests, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' } },
-      { op: 'add', set: { ...t, name: N.serviceIPs, keyType: a } },
-      { op: 'add', set: { ...t, name: N.hairpin, keyType: [a, a] } },
+      { op: 'add', set: { ...t, name: NAMES.dests, keyType: [a, 'inet_proto', 'inet_service'], dataType: 'verdict' } },
+      { op: 'add', set: { ...t, name: NAMES.serviceIPs, keyType: a } },
+      { op: 'add', set: { ...t, name: NAMES.hairpin, keyType: [a, a] } },
     ];
     for (const [name] of this.chains) ops.push({ op: 'add', chain: { ...t, name } });
     for (const [name, c] of this.chains) for (const exprs of c.rules) ops.push({ op: 'add', rule: { ...t, chain: name, exprs } });
-    const lookup: Rule = [...expr.ctNew(), expr.daddr(f), expr.l4proto(regAfterAddr(f)), expr.thDport(regAfterAddr(f, 1)), expr.vmap(NFT_REG_1, N.dests)];
-    const unserved: Rule = [...expr.ctNew(), expr.daddr(f), expr.inSet(NFT_REG_1, N.serviceIPs)];
-    for (const [name, hook] of [[N.input, 'input'], [N.output, 'output']] as const) {
+    const lookup: Rule = [...expr.ctNew(), expr.daddr(f), expr.l4proto(regAfterAddr(f)), expr.thDport(regAfterAddr(f, 1)), expr.vmap(NFT_REG_1, NAMES.dests)];
+    const unserved: Rule = [...expr.ctNew(), expr.daddr(f), expr.inSet(NFT_REG_1, NAMES.serviceIPs)];
+    for (const [name, hook] of [[NAMES.input, 'input'], [NAMES.output, 'output']] as const) {
       ops.push({ op: 'add', chain: { ...t, name, hook, type: 'filter', priority: -110, policy: 'accept' } });
       ops.push({ op: 'add', rule: { ...t, chain: name, exprs: lookup } });
       for (const r of actionRules(f, unserved, { kind: 'reject', masq: false })) ops.push({ op: 'add', rule: { ...t, chain: name, exprs: r } });
     }
-    ops.push({ op: 'add', chain: { ...t, name: N.post, hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept' } });
-    const hairpin = [expr.saddr(f), expr.daddr(f, f === 'ip' ? NFT_REG32(1) : NFT_REG_2), expr.inSet(NFT_REG_1, N.hairpin), expr.masquerade(true)];
-    ops.push({ op: 'add', rule: { ...t, chain: N.post, exprs: hairpin } });
-    ops.push({ op: 'add', rule: { ...t, chain: N.post, exprs: [...expr.hasCtMark(MASQ_CT_BIT), expr.masquerade(true)] } });
+    ops.push({ op: 'add', chain: { ...t, name: NAMES.post, hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept' } });
+    const hairpin = [expr.saddr(f), expr.daddr(f, f === 'ip' ? NFT_REG32(1) : NFT_REG_2), expr.inSet(NFT_REG_1, NAMES.hairpin), expr.masquerade(true)];
+    ops.push({ op: 'add', rule: { ...t, chain: NAMES.post, exprs: hairpin } });
+    ops.push({ op: 'add', rule: { ...t, chain: NAMES.post, exprs: [...expr.hasCtMark(MASQ_CT_BIT), expr.masquerade(true)] } });
     const elems = (set: string, list: NftElement[]) => { for (let i = 0; i < list.length; i += 1000) ops.push({ op: 'add', elements: { ...t, set, elements: list.slice(i, i + 1000) } }); };
-    elems(N.dests, [...this.dests.values()].map((e) => this.destElem(e)));
-    elems(N.serviceIPs, [...this.addrs.keys()].map((x) => ({ key: ipAddr(x) })));
-    elems(N.hairpin, [...this.hairpin.keys()].map((x) => ({ key: concat(ipAddr(x), ipAddr(x)) })));
+    elems(NAMES.dests, [...this.dests.values()].map((e) => this.destElem(e)));
+    elems(NAMES.serviceIPs, [...this.addrs.keys()].map((x) => ({ key: ipAddr(x) })));
+    elems(NAMES.hairpin, [...this.hairpin.keys()].map((x) => ({ key: concat(ipAddr(x), ipAddr(x)) })));
     return ops;
   }
 
@@ -190,10 +190,10 @@ export class CompanionTable {
       if (d.length) ops.push({ op: 'delete', elements: { ...t, set, elements: d } });
       if (a.length) ops.push({ op: 'add', elements: { ...t, set, elements: a } });
     };
-    if (del.length) ops.push({ op: 'delete', elements: { ...t, set: N.dests, elements: del } });
-    if (add.length) ops.push({ op: 'add', elements: { ...t, set: N.dests, elements: add } });
-    setDiff(this.touched.addrs, this.addrs, this.kAddrs, (x) => ipAddr(x), N.serviceIPs);
-    setDiff(this.touched.hairpin, this.hairpin, this.kHairpin, (x) => concat(ipAddr(x), ipAddr(x)), N.hairpin);
+    if (del.length) ops.push({ op: 'delete', elements: { ...t, set: NAMES.dests, elements: del } });
+    if (add.length) ops.push({ op: 'add', elements: { ...t, set: NAMES.dests, elements: add } });
+    setDiff(this.touched.addrs, this.addrs, this.kAddrs, (x) => ipAddr(x), NAMES.serviceIPs);
+    setDiff(this.touched.hairpin, this.hairpin, this.kHairpin, (x) => concat(ipAddr(x), ipAddr(x)), NAMES.hairpin);
     // Firewall chains first: they jump to class chains, which can only go once unreferenced.
     const gone = [...this.kChains.keys()].filter((n) => !this.chains.has(n)).sort((a, b) => Number(b.startsWith('fw-')) - Number(a.startsWith('fw-')));
     for (const name of gone) {

@@ -26,7 +26,7 @@ import { applyAddrs, ensureLink, listAddrs, type AddrApplyResult, type AddrInfo,
 import type { Dataplane, ServiceChange, SyncReport } from '../kernel/dataplane';
 import { CompanionTable, destKey } from './companion';
 import { applyIpvsKernelSettings } from './kernel-settings';
-import { nodePortAddrs, planService, type Fam, type ServicePlan, type VirtualPlan } from './plan';
+import { nodePortAddrs, planService, type IpFamily, type ServicePlan, type VirtualPlan } from './plan';
 import { isExcluded, type IpvsSettings } from './settings';
 
 export interface IpvsOptions {
@@ -93,8 +93,8 @@ export const FWMARK_BASE = 0x6b700000;
 interface Virtual { vs: IpvsService; eps: Map<string, { ip: string; port: number }>; refs: number }
 interface KernelVirtual { vs: IpvsService; dests: Map<string, { address: string; port: number; weight: number }> }
 
-const FAMS: Fam[] = ['ip', 'ip6'];
-const famOf = (a: string): Fam => (a.includes(':') ? 'ip6' : 'ip');
+const FAMS: IpFamily[] = ['ip', 'ip6'];
+const famOf = (a: string): IpFamily => (a.includes(':') ? 'ip6' : 'ip');
 
 function toIpvsService(v: VirtualPlan, scheduler: string): IpvsService {
   return { address: v.addr, protocol: v.proto, port: v.port, ...(v.fwmark !== undefined ? { fwmark: v.fwmark } : {}), scheduler, persistenceTimeout: v.persistence };
@@ -109,7 +109,7 @@ export class IpvsDataplane implements Dataplane {
   private draining = new Set<string>();
   private addrRefs = new Map<string, number>();
   private boundAddrs = new Set<string>();
-  private companion: Record<Fam, CompanionTable>;
+  private companion: Record<IpFamily, CompanionTable>;
   private marks = new Map<string, { mark: number; used: boolean }>();
   private nextMark = 1;
   private ifindex = 0;

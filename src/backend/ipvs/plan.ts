@@ -12,8 +12,9 @@
 import { IPFamily, Protocol, Target, ofFamily, EndpointList, type NodeInfo, type Routes, type Service, type ServicePort } from '../../model/enls';
 import { firewallSources, isDnat, nodePortAddresses, pickEndpoints } from '../../model/views';
 import type { IpvsProtocol } from '../../native/ipvs';
+import type { IpFamily } from '../../native/nft-expr';
 
-export type Fam = 'ip' | 'ip6';
+export type { IpFamily } from '../../native/nft-expr';
 export type ClassName = 'pod' | 'node' | 'other';
 export const CLASSES: ClassName[] = ['pod', 'node', 'other'];
 
@@ -29,7 +30,7 @@ export type ClassActions = Record<ClassName, Action>;
 
 /** One destination (address, protocol, port) and what happens there. */
 export interface DestPlan {
-  fam: Fam;
+  fam: IpFamily;
   addr: string;
   proto: IpvsProtocol;
   port: number;
@@ -42,7 +43,7 @@ export interface DestPlan {
 
 /** A virtual server and its real servers. `fwmark` servers are keyed by mark, the others by destination. */
 export interface VirtualPlan {
-  fam: Fam;
+  fam: IpFamily;
   addr: string;
   proto: IpvsProtocol;
   port: number;
@@ -55,7 +56,7 @@ export interface ServicePlan {
   dests: DestPlan[];
   virtuals: VirtualPlan[];
   /** Endpoint addresses on this node a connection may be sent back to its own source through (hairpin masquerade). */
-  endpointIPs: Array<{ fam: Fam; ip: string }>;
+  endpointIPs: Array<{ fam: IpFamily; ip: string }>;
 }
 
 export interface PlanContext {
@@ -79,17 +80,17 @@ const sameSet = (a: Array<{ ip: string; port: number }>, b: Array<{ ip: string; 
   a.length === b.length && a.every((e, i) => e.ip === b[i].ip && e.port === b[i].port);
 
 /** Node port addresses: this node's local addresses of the family inside NodeInfo.nodePortAddresses. */
-export const nodePortAddrs = (node: NodeInfo | undefined, fam: Fam, localAddrs: string[]): string[] =>
+export const nodePortAddrs = (node: NodeInfo | undefined, fam: IpFamily, localAddrs: string[]): string[] =>
   nodePortAddresses(node, fam === 'ip6' ? IPFamily.IPV6 : IPFamily.IPV4, localAddrs);
 
-export function planService(svc: Service, ctx: PlanContext & { nodePortAddrs: Record<Fam, string[]> }): ServicePlan {
+export function planService(svc: Service, ctx: PlanContext & { nodePortAddrs: Record<IpFamily, string[]> }): ServicePlan {
   const plan: ServicePlan = { dests: [], virtuals: [], endpointIPs: [] };
   const persistence = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
   const ips = new Set<string>();
   for (const sp of svc.ports) {
     if (!sp.port.port || (sp.family !== IPFamily.IPV4 && sp.family !== IPFamily.IPV6)) continue;
-    const fam: Fam = sp.family === IPFamily.IPV6 ? 'ip6' : 'ip';
+    const fam: IpFamily = sp.family === IPFamily.IPV6 ? 'ip6' : 'ip';
     const proto = l4(sp.port.protocol);
     const portId = `${id}/${fam}/${proto}/${sp.port.port}`;
 

@@ -4,11 +4,11 @@
 import type { ConntrackFilter } from '../../native/nft-types';
 import { Protocol, ofFamily, type Routes, type Service, type ServicePort } from '../../model/enls';
 import { routeEndpoints } from '../../model/views';
+import type { IpFamily } from '../../native/nft-expr';
 
-type Fam = 'ip' | 'ip6';
 
 interface UdpDestinations {
-  fam: Fam;
+  fam: IpFamily;
   /** Service addresses with the service port. */
   vips: string[];
   port: number;
@@ -38,7 +38,7 @@ function udpPorts(svc: Service | null): Map<string, UdpDestinations> {
   if (!svc) return out;
   for (const sp of svc.ports) {
     if (sp.port.protocol !== Protocol.UDP) continue;
-    const fam: Fam = sp.family === 2 ? 'ip6' : 'ip';
+    const fam: IpFamily = sp.family === 2 ? 'ip6' : 'ip';
     const vips = [...ofFamily(svc.clusterIps, sp.family), ...(sp.externalIp ? ofFamily(svc.externalIps, sp.family) : []), ...(sp.loadBalancerIp ? ofFamily(svc.loadBalancerIps, sp.family) : [])];
     out.set(`${fam}/${sp.port.port}`, { fam, vips, port: sp.port.port, nodePort: sp.nodePort ? sp.port.nodePort : 0, endpoints: used(sp) });
   }

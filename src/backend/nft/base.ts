@@ -9,7 +9,7 @@
 import type { NodeInfo } from '../../model/enls';
 import { cidrContains } from '../../model/ip';
 import { isLoopbackCIDR } from '../../model/options';
-import { N, type ChainSpec, type FastPathSpec, type Fam, type Op, type SetSpec, type Stmt } from './types';
+import { SHARED_NAMES, type ChainSpec, type FastPathSpec, type IpFamily, type Op, type SetSpec, type Stmt } from './types';
 
 /** What the fixed objects depend on: where node ports answer (NodeInfo.nodePortAddresses, localhostNodePorts). */
 export interface BaseOptions {
@@ -20,7 +20,7 @@ export interface BaseOptions {
   fastPath?: FastPathSpec;
 }
 
-export function baseOptions(fam: Fam, node: NodeInfo | undefined, fastPath?: FastPathSpec): BaseOptions {
+export function baseOptions(fam: IpFamily, node: NodeInfo | undefined, fastPath?: FastPathSpec): BaseOptions {
   const all = fam === 'ip' ? '0.0.0.0/0' : '::/0';
   const list = node ? (fam === 'ip' ? node.nodePortAddresses.v4 : node.nodePortAddresses.v6) : [all];
   return {
@@ -31,13 +31,13 @@ export function baseOptions(fam: Fam, node: NodeInfo | undefined, fastPath?: Fas
 }
 
 export const SHARED_SETS: SetSpec[] = [
-  { name: N.vips, kind: 'vipMap' },
-  { name: N.nodePorts, kind: 'portMap' },
-  { name: N.noEndpoints, kind: 'vipMap' },
-  { name: N.noEndpointNodePorts, kind: 'portMap' },
-  { name: N.firewall, kind: 'vipMap' },
-  { name: N.hairpin, kind: 'pairSet' },
-  { name: N.clusterIPs, kind: 'addrSet' },
+  { name: SHARED_NAMES.vips, kind: 'vipMap' },
+  { name: SHARED_NAMES.nodePorts, kind: 'portMap' },
+  { name: SHARED_NAMES.noEndpoints, kind: 'vipMap' },
+  { name: SHARED_NAMES.noEndpointNodePorts, kind: 'portMap' },
+  { name: SHARED_NAMES.firewall, kind: 'vipMap' },
+  { name: SHARED_NAMES.hairpin, kind: 'pairSet' },
+  { name: SHARED_NAMES.clusterIPs, kind: 'addrSet' },
 ];
 
 const DSTNAT = -100;
@@ -70,59 +70,59 @@ function holdsLoopback(cidr: string): boolean {
   return cidrContains(cidr, cidr.includes(':') ? '::1' : '127.0.0.1');
 }
 
-export function baseChains(fam: Fam, opts: BaseOptions): Array<{ chain: ChainSpec; rules: Stmt[] }> {
+export function baseChains(fam: IpFamily, opts: BaseOptions): Array<{ chain: ChainSpec; rules: Stmt[] }> {
   // Localhost node ports: route_localnet lets 127.0.0.0/8 cross interfaces, so packets from elsewhere
   // to it that conntrack did not already accept are dropped (kube-proxy's "block incoming localnet
   // connections"), and a connection from 127.0.0.1 DNATed to a pod leaves with the node's address.
   const localhost = fam === 'ip' && !!opts.localhost;
   return [
-    { chain: { name: N.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
+    { chain: { name: SHARED_NAMES.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
     {
-      chain: { name: N.services },
-      rules: [{ s: 'vmapVip', map: N.vips }, ...nodePortRules(opts, N.nodePorts, false)],
+      chain: { name: SHARED_NAMES.services },
+      rules: [{ s: 'vmapVip', map: SHARED_NAMES.vips }, ...nodePortRules(opts, SHARED_NAMES.nodePorts, false)],
     },
     {
-      chain: { name: N.filterPrerouting, hook: { type: 'filter', hook: 'prerouting', priority: DSTNAT - 10 } },
-      rules: [{ s: 'vmapVip', map: N.firewall, ctNew: true }],
+      chain: { name: SHARED_NAMES.filterPrerouting, hook: { type: 'filter', hook: 'prerouting', priority: DSTNAT - 10 } },
+      rules: [{ s: 'vmapVip', map: SHARED_NAMES.firewall, ctNew: true }],
     },
     {
-      chain: { name: N.filterOutput, hook: { type: 'filter', hook: 'output', priority: DSTNAT - 10 } },
-      rules: [{ s: 'vmapVip', map: N.firewall, ctNew: true }],
+      chain: { name: SHARED_NAMES.filterOutput, hook: { type: 'filter', hook: 'output', priority: DSTNAT - 10 } },
+      rules: [{ s: 'vmapVip', map: SHARED_NAMES.firewall, ctNew: true }],
     },
     {
       // After DNAT: a packet still addressed to a service IP was not DNATed (no endpoint for its client class).
-      chain: { name: N.filterOutputPost, hook: { type: 'filter', hook: 'output', priority: 0 } },
-      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: N.clusterIPs }],
+      chain: { name: SHARED_NAMES.filterOutputPost, hook: { type: 'filter', hook: 'output', priority: 0 } },
+      rules: [{ s: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: SHARED_NAMES.clusterIPs }],
     },
     {
-      chain: { name: N.filterInput, hook: { type: 'filter', hook: 'input', priority: -110 } },
-      rules: [...(localhost ? [{ s: 'dropLocalnet' } as const] : []), { s: 'vmapVip', map: N.noEndpoints, ctNew: true }, ...nodePortRules(opts, N.noEndpointNodePorts, true)],
+      chain: { name: SHARED_NAMES.filterInput, hook: { type: 'filter', hook: 'input', priority: -110 } },
+      rules: [...(localhost ? [{ s: 'dropLocalnet' } as const] : []), { s: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, ...nodePortRules(opts, SHARED_NAMES.noEndpointNodePorts, true)],
     },
     {
-      chain: { name: N.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
-      rules: [{ s: 'vmapVip', map: N.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: N.clusterIPs }],
+      chain: { name: SHARED_NAMES.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
+      rules: [{ s: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: SHARED_NAMES.clusterIPs }],
     },
     ...(opts.fastPath ? [{
-      chain: { name: N.fastPathForward, hook: { type: 'filter' as const, hook: 'forward' as const, priority: FAST_PATH_PRIORITY } },
-      rules: [{ s: 'flowOffload' as const, flowtable: N.fastPath, minPackets: opts.fastPath.minPackets }],
+      chain: { name: SHARED_NAMES.fastPathForward, hook: { type: 'filter' as const, hook: 'forward' as const, priority: FAST_PATH_PRIORITY } },
+      rules: [{ s: 'flowOffload' as const, flowtable: SHARED_NAMES.fastPath, minPackets: opts.fastPath.minPackets }],
     }] : []),
-    { chain: { name: N.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
-    { chain: { name: N.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: N.services }] },
+    { chain: { name: SHARED_NAMES.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ s: 'jump', chain: SHARED_NAMES.services }] },
+    { chain: { name: SHARED_NAMES.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: SHARED_NAMES.services }] },
     {
-      chain: { name: N.natPostrouting, hook: { type: 'nat', hook: 'postrouting', priority: SRCNAT } },
+      chain: { name: SHARED_NAMES.natPostrouting, hook: { type: 'nat', hook: 'postrouting', priority: SRCNAT } },
       rules: [{ s: 'hairpinMasq' }, ...(localhost ? [{ s: 'localnetMasq' } as const] : []), { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' }],
     },
   ];
 }
 
 /** Ops that (re)create the table with its fixed objects. Helper chains come before the chains that use them. */
-export function baseOps(fam: Fam, opts: BaseOptions, sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
+export function baseOps(fam: IpFamily, opts: BaseOptions, sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
   const ops: Op[] = [{ k: 'resetTable' }];
   for (const set of SHARED_SETS) {
     const size = sizeOf(set.name);
     ops.push({ k: 'addSet', set: size === undefined ? set : { ...set, size } });
   }
-  if (opts.fastPath) ops.push({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: opts.fastPath.devices } });
+  if (opts.fastPath) ops.push({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: opts.fastPath.devices } });
   const chains = baseChains(fam, opts);
   // All chains first (a vmap/jump may name any of them), then the rules.
   for (const c of chains) ops.push({ k: 'addChain', chain: c.chain });

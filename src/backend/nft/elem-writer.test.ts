@@ -4,7 +4,7 @@ import { NftBatch } from '../../native/encode';
 import { ElemWriter, elemObject, elemText } from './netlink';
 import { batchSizeHint, encodeFamOps } from './index';
 import { PackedElems } from './packed';
-import type { Elem, Fam, Op } from './types';
+import type { Elem, IpFamily, Op } from './types';
 
 const v4: Elem[] = [
   { t: 'vip', addr: '10.96.0.10', proto: 'udp', port: 53, v: { goto: 'pick-vip-c-udp-2-7' } },
@@ -29,12 +29,12 @@ const v6: Elem[] = [
   { t: 'addr', addr: '::' },
 ];
 
-function viaObjects(fam: Fam, op: 'add' | 'delete', elems: Elem[]): Buffer {
+function viaObjects(fam: IpFamily, op: 'add' | 'delete', elems: Elem[]): Buffer {
   const b = new NftBatch();
   b.add({ op, elements: { family: fam, table: 'kpng', set: 'm', elements: elems.map(elemObject) } });
   return b.finish();
 }
-function viaWriter(fam: Fam, op: 'add' | 'delete', elems: Elem[]): Buffer {
+function viaWriter(fam: IpFamily, op: 'add' | 'delete', elems: Elem[]): Buffer {
   const b = new NftBatch();
   new ElemWriter().write(b, fam, 'kpng', op, 'm', elems);
   return b.finish();

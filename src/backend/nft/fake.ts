@@ -18,7 +18,7 @@
 // parser. It is checked against the kernel: test/e2e/nft-tracer-vs-kernel.test.ts lists what the addon
 // put in the kernel for the same plan and compares it with these tables.
 import type { NftKernel } from './sink';
-import type { ChainSpec, Elem, Fam, FamOps, Op, SetKind, SetSpec, Stmt } from './types';
+import type { ChainSpec, Elem, IpFamily, FamOps, Op, SetKind, SetSpec, Stmt } from './types';
 import { toNftOps } from './netlink';
 import { applyOps, checkOps, dumpRuleset, type Ruleset } from '../../nft/ruleset';
 import type { NftTransport } from '../../nft/transport';
@@ -69,7 +69,7 @@ export function addrBytes(a: string): number[] {
 }
 
 /** The family an address belongs to. */
-export const famOfAddr = (a: string): Fam => (addrBytes(a).length === 4 ? 'ip' : 'ip6');
+export const famOfAddr = (a: string): IpFamily => (addrBytes(a).length === 4 ? 'ip' : 'ip6');
 /** One text per address (what the kernel compares: bytes). */
 export const canon = (a: string): string => addrBytes(a).join('.');
 
@@ -182,7 +182,7 @@ export class FakeNft {
   /** Every table the fake kernel holds, as the kernel holds it (any name, any family). */
   ruleset: Ruleset = new Map();
   /** The nft backend's tables (one per family, whatever their name) in its statements. */
-  tables: Record<Fam, FakeTable> = { ip: new FakeTable(), ip6: new FakeTable() };
+  tables: Record<IpFamily, FakeTable> = { ip: new FakeTable(), ip6: new FakeTable() };
   /** The datapath's clock, in seconds (affinity timeouts). */
   now = 0;
   /** Batches applied. */
@@ -193,7 +193,7 @@ export class FakeNft {
    * the first error, none (the error is thrown).
    */
   apply(famOps: FamOps[], table = 'kpng'): void {
-    const next: Record<Fam, FakeTable> = { ip: this.tables.ip.clone(), ip6: this.tables.ip6.clone() };
+    const next: Record<IpFamily, FakeTable> = { ip: this.tables.ip.clone(), ip6: this.tables.ip6.clone() };
     for (const f of famOps) {
       f.ops.forEach((op, i) => {
         try {
@@ -208,7 +208,7 @@ export class FakeNft {
     this.tables = next;
   }
 
-  applyOps(fam: Fam, ops: Op[]): void {
+  applyOps(fam: IpFamily, ops: Op[]): void {
     this.apply([{ fam, ops }]);
   }
 
@@ -230,7 +230,7 @@ export class FakeNft {
   }
 }
 
-function applyOp(t: FakeTable, fam: Fam, op: Op): void {
+function applyOp(t: FakeTable, fam: IpFamily, op: Op): void {
   if (op.k === 'resetTable') {
     // Add, delete and add again: a new, empty table.
     t.exists = true;
@@ -353,7 +353,7 @@ function applyOp(t: FakeTable, fam: Fam, op: Op): void {
 }
 
 /** What the kernel checks when a transaction commits: no loops, NAT statements reachable only from NAT hooks. */
-function validate(t: FakeTable, fam: Fam): void {
+function validate(t: FakeTable, fam: IpFamily): void {
   if (!t.exists) return;
   const edges = (name: string): string[] => {
     const c = t.chains.get(name)!;

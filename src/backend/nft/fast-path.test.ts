@@ -9,7 +9,7 @@ import { baseOps, baseOptions } from './base';
 import { KernelObjects } from './kernel-objects';
 import { stmtExprs, toNftOps } from './netlink';
 import { toNftText } from './text';
-import { N, type FamOps, type Op } from './types';
+import { SHARED_NAMES, type FamOps, type Op } from './types';
 import { NftDataplane, type NftKernel } from './sink';
 import { enlsNode, enlsService } from '../../../test/shared/objects';
 
@@ -41,8 +41,8 @@ describe('nft fast path', () => {
     const rule = ops.findIndex((o) => o.k === 'addRule' && o.stmt.s === 'flowOffload');
     expect(ft).toBeGreaterThan(0);
     expect(rule).toBeGreaterThan(ft);
-    expect(ops[ft]).toEqual({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: ['eth0', 'cni0'] } });
-    expect(ops).toContainEqual({ k: 'addChain', chain: { name: N.fastPathForward, hook: { type: 'filter', hook: 'forward', priority: 60 } } });
+    expect(ops[ft]).toEqual({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: ['eth0', 'cni0'] } });
+    expect(ops).toContainEqual({ k: 'addChain', chain: { name: SHARED_NAMES.fastPathForward, hook: { type: 'filter', hook: 'forward', priority: 60 } } });
     const text = toNftText('ip', 'kpng', ops);
     expect(text).toContain('add flowtable ip kpng fast-path { hook ingress priority 0; devices = { "eth0", "cni0" }; }');
     expect(text).toContain('add rule ip kpng fast-path-forward ct status dnat ct packets > 20 flow add @fast-path');
@@ -76,8 +76,8 @@ describe('nft fast path', () => {
     expect(keep.some((o) => o.k === 'delFlowtable')).toBe(false);
     const drop = had.repair(slow, KernelObjects.of(slow));
     const del = drop.findIndex((o) => o.k === 'delFlowtable');
-    expect(del).toBeGreaterThan(drop.findIndex((o) => o.k === 'flushChain' && o.name === N.fastPathForward));
-    expect(drop.findIndex((o) => o.k === 'delChain' && o.name === N.fastPathForward)).toBeGreaterThan(-1);
+    expect(del).toBeGreaterThan(drop.findIndex((o) => o.k === 'flushChain' && o.name === SHARED_NAMES.fastPathForward));
+    expect(drop.findIndex((o) => o.k === 'delChain' && o.name === SHARED_NAMES.fastPathForward)).toBeGreaterThan(-1);
   });
 
   test('a kernel without flowtables: off, said once, every sync without it', async () => {
@@ -125,7 +125,7 @@ describe('nft fast path', () => {
     expect(flowtableOps(sent[1]!)).toEqual([]);
     links = [...links, link('veth2', { master: 3 })];
     await dp.update([{ key: 'svc/bench/s2', old: null, new: svc(2) }], enlsNode());
-    expect(flowtableOps(sent[2]!)).toEqual(['ip', 'ip6'].map((f) => `${f} ${JSON.stringify({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: ['cni0', 'eth0', 'veth1', 'veth2'] } })}`));
+    expect(flowtableOps(sent[2]!)).toEqual(['ip', 'ip6'].map((f) => `${f} ${JSON.stringify({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: ['cni0', 'eth0', 'veth1', 'veth2'] } })}`));
     expect(logs).toContain('nft fast path: flowtable gains veth2');
   });
 });

@@ -8,16 +8,16 @@ import {
 } from '../../native/nft-types';
 import { CT_STATUS_DNAT, addrType, expr, regAfterAddr } from '../../native/nft-expr';
 import type { ElementItems, NftBatch } from '../../native/encode';
-import { elemChunks, MASQ_BIT, N, type Elem, type Fam, type L4, type Op, type SetSpec, type Stmt, type Verd } from './types';
+import { elemChunks, MASQ_BIT, SHARED_NAMES, type Elem, type IpFamily, type L4, type Op, type SetSpec, type Stmt, type Verdict } from './types';
 
-interface Ctx { fam: Fam; table: string }
+interface Ctx { fam: IpFamily; table: string }
 
 /** The first byte of an IPv4 address (saddr or daddr) is (or is not) 127: inside 127.0.0.0/8. */
 function inLoopbackNet(which: 'saddr' | 'daddr', eq: boolean): NftExpr[] {
   return [expr.addrPrefix('ip', which, 1), expr.cmp(NFT_REG_1, eq ? 'eq' : 'neq', new Uint8Array([127]))];
 }
 
-export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
+export function stmtExprs(fam: IpFamily, st: Stmt): NftExpr[] {
   switch (st.s) {
     case 'vmapVip':
       return [
@@ -94,7 +94,7 @@ export function stmtExprs(fam: Fam, st: Stmt): NftExpr[] {
     case 'hairpinMasq':
       return [
         ...expr.hasCtStatus(CT_STATUS_DNAT),
-        expr.saddr(fam), expr.daddr(fam, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2), expr.inSet(NFT_REG_1, N.hairpin), expr.masquerade(),
+        expr.saddr(fam), expr.daddr(fam, fam === 'ip' ? NFT_REG32(1) : NFT_REG_2), expr.inSet(NFT_REG_1, SHARED_NAMES.hairpin), expr.masquerade(),
       ];
     case 'returnIfNoMark':
       return [...expr.lacksMetaMark(MASQ_BIT), expr.ret()];
@@ -133,7 +133,7 @@ function setObject(c: Ctx, spec: SetSpec): NftSet {
   }
 }
 
-const verd = (v: Verd): NftVerdict => (v === 'drop' ? 'drop' : { goto: v.goto });
+const verd = (v: Verdict): NftVerdict => (v === 'drop' ? 'drop' : { goto: v.goto });
 
 export function elemObject(e: Elem): NftElement {
   switch (e.t) {
@@ -149,7 +149,7 @@ export function elemObject(e: Elem): NftElement {
 }
 
 /** NftOps for one family's ops. */
-export function toNftOps(fam: Fam, table: string, ops: Op[]): NftOp[] {
+export function toNftOps(fam: IpFamily, table: string, ops: Op[]): NftOp[] {
   const c: Ctx = { fam, table };
   const t = { family: fam, table };
   const out: NftOp[] = [];
@@ -199,7 +199,7 @@ export class ElemWriter {
   private keyAddrLen = 0;
 
   /** One element op (add or delete) of `elems` in `set`. */
-  write(batch: NftBatch, fam: Fam, table: string, op: 'add' | 'delete', set: string, elems: Elem[]): void {
+  write(batch: NftBatch, fam: IpFamily, table: string, op: 'add' | 'delete', set: string, elems: Elem[]): void {
     batch.beginElements(op, { family: fam, table, set }, (i) => (elems[i] ? elemText(elems[i]) : `#${i}`));
     for (const e of elems) this.put(batch, e);
   }
@@ -246,8 +246,8 @@ export class ElemWriter {
     }
   }
 
-  /** The NftVerdict of a Verd, one object per chain (elements of a map share a few chains). */
-  private verdict(v: Verd): NftVerdict {
+  /** The NftVerdict of a Verdict, one object per chain (elements of a map share a few chains). */
+  private verdict(v: Verdict): NftVerdict {
     if (v === 'drop') return 'drop';
     let out = this.verdicts.get(v.goto);
     if (!out) {

@@ -7,7 +7,7 @@ import { addrText } from '../../native/addr-text';
 import { IPPROTO } from '../../native/nft-types';
 import { elemText, ElemWriter } from './netlink';
 import type { PickDest } from './program';
-import { ELEM_CHUNK, type Elem, type Fam, type L4, type PackedElemsView, type Verd } from './types';
+import { ELEM_CHUNK, type Elem, type IpFamily, type L4, type PackedElemsView, type Verdict } from './types';
 
 export class PackedElems implements PackedElemsView {
   readonly items = new ElementItems();
@@ -17,7 +17,7 @@ export class PackedElems implements PackedElemsView {
   private readonly starts: number[] = [0];
 
   /** `writer`: shared by a collector's sets (it caches verdict objects). */
-  constructor(readonly fam: Fam, private readonly writer = new ElemWriter()) {}
+  constructor(readonly fam: IpFamily, private readonly writer = new ElemWriter()) {}
 
   /** Scratch element of addPicks (written, never kept). */
   private readonly pick = { t: 'pick' as const, addr: undefined as string | undefined, proto: 'tcp' as L4, port: 0, i: 0, epAddr: '', epPort: 0 };
@@ -84,9 +84,9 @@ const l4 = (b: Uint8Array, o: number): L4 => {
  * One element item back to an Elem. Its kind follows from the family and what the item holds (a
  * verdict, map data, or neither) and the key's length: no two kinds share all three.
  */
-function decodeItem(fam: Fam, b: Buffer, at: number): Elem {
+function decodeItem(fam: IpFamily, b: Buffer, at: number): Elem {
   const end = at + 4 + readU16(b, at + 2);
-  let key: Buffer | undefined, data: Buffer | undefined, v: Verd | undefined;
+  let key: Buffer | undefined, data: Buffer | undefined, v: Verdict | undefined;
   // Netlink attributes (host order): NFTA_SET_ELEM_KEY { NFTA_DATA_VALUE }, NFTA_SET_ELEM_DATA
   // { NFTA_DATA_VALUE } or { NFTA_DATA_VERDICT { NFTA_VERDICT_CODE (be32), NFTA_VERDICT_CHAIN } }.
   for (let a = at + 4; a < end; a += (readU16(b, a) + 3) & ~3) {

@@ -9,7 +9,7 @@ import { PackedElems } from './packed';
 import { RefCounts } from './ref-counts';
 import type { SlotState } from './slots';
 import type { Yielder } from '../../util/yielder';
-import { elemChunks, N, type Elem, type Fam, type FastPathSpec, type Op, type Stmt } from './types';
+import { elemChunks, SHARED_NAMES, type Elem, type IpFamily, type FastPathSpec, type Op, type Stmt } from './types';
 
 
 /**
@@ -19,7 +19,7 @@ import { elemChunks, N, type Elem, type Fam, type FastPathSpec, type Op, type St
  * an update that would overflow one asks for a full sync, which sizes every set again.
  */
 const MIN_CAPACITY = 1024;
-export const sizedSet = (name: string): boolean => name === N.hairpin || name === N.clusterIPs || name === N.vips || name.startsWith('picks-');
+export const sizedSet = (name: string): boolean => name === SHARED_NAMES.hairpin || name === SHARED_NAMES.clusterIPs || name === SHARED_NAMES.vips || name.startsWith('picks-');
 export const capacityFor = (n: number): number => Math.max(MIN_CAPACITY, Math.ceil((n * 1.5) / 1024) * 1024);
 
 /**
@@ -66,7 +66,7 @@ export class TableModel {
   readonly capacity = new Map<string, number>();
   /** The fast path the next full sync programs (set by the dataplane before each one). */
   fastPath: FastPathSpec | undefined;
-  constructor(readonly fam: Fam, fastPath?: FastPathSpec) { this.fastPath = fastPath; }
+  constructor(readonly fam: IpFamily, fastPath?: FastPathSpec) { this.fastPath = fastPath; }
   /** The capacity to create a set with (undefined: not a sized set). */
   readonly sizeOf = (set: string): number | undefined => this.capacity.get(set);
 }
@@ -91,7 +91,7 @@ export class OpCollector {
    * `packFam`: encode added elements as they come instead of keeping them (a full sync: its Elems
    * then die young; see packed.ts). Ops then carry them as 'addPacked'.
    */
-  constructor(private readonly packFam?: Fam) {
+  constructor(private readonly packFam?: IpFamily) {
     if (packFam) this.writer = new ElemWriter();
   }
 
@@ -234,7 +234,7 @@ function addPickMaps(model: TableModel, p: Program, c: OpCollector): void {
   for (const { map } of p.picks) {
     if (model.shards.has(map)) continue;
     model.shards.add(map);
-    c.addPickMap(map, map.startsWith(`${N.picksVip}-`) || map.startsWith(`${N.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
+    c.addPickMap(map, map.startsWith(`${SHARED_NAMES.picksVip}-`) || map.startsWith(`${SHARED_NAMES.picksVipLocal}-`) ? 'pickVipMap' : 'pickPortMap');
   }
 }
 

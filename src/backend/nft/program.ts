@@ -7,7 +7,7 @@ import { EndpointList, IPFamily, Protocol, Target, ofFamily, podSourceText, podS
 import { firewallSources, isDnat, pickEndpoints } from '../../model/views';
 import { denseSlots, type SlotState } from './slots';
 import { fnv1a } from '../../util/fnv';
-import { N, PICK_SHARDS, type Elem, type Fam, type L4, type Stmt, type Verd } from './types';
+import { SHARED_NAMES, PICK_SHARDS, type Elem, type IpFamily, type L4, type Stmt, type Verdict } from './types';
 
 export interface Program {
   /** Chains owned by this service (name -> rules). */
@@ -49,7 +49,7 @@ export function elemId(e: Elem): string {
   }
 }
 
-const sameVerd = (a: Verd, b: Verd): boolean => (a === 'drop' || b === 'drop' ? a === b : a.goto === b.goto);
+const sameVerd = (a: Verdict, b: Verdict): boolean => (a === 'drop' || b === 'drop' ? a === b : a.goto === b.goto);
 
 /** Same element content (key and data), field by field (a diff asks it of every element it keeps). */
 export function sameElem(a: Elem, b: Elem): boolean {
@@ -107,20 +107,20 @@ export interface BuildContext {
 const sameRoute = (a: Route, b: Route): boolean => a.target === b.target && a.masquerade === b.masquerade;
 
 /** The verdict for packets a destination does not DNAT (filter chains, after DNAT). */
-function blockVerdict(rs: Routes, where: string): Verd | null {
+function blockVerdict(rs: Routes, where: string): Verdict | null {
   const blocked = [rs.pod, rs.node, rs.other].filter((r) => !isDnat(r));
   if (blocked.length === 0) return null;
   if (blocked.some((r) => r.target !== blocked[0].target)) {
     throw new Error(`nft: ${where}: client classes with different non-DNAT targets cannot be rendered`);
   }
-  return blocked[0].target === Target.DROP ? 'drop' : { goto: N.reject };
+  return blocked[0].target === Target.DROP ? 'drop' : { goto: SHARED_NAMES.reject };
 }
 
 /** Whether the service has a cluster IP of this family (otherwise its program there is empty). */
-export const inFamily = (svc: Service, fam: Fam): boolean => ofFamily(svc.clusterIps, fam === 'ip' ? IPFamily.IPV4 : IPFamily.IPV6).length > 0;
+export const inFamily = (svc: Service, fam: IpFamily): boolean => ofFamily(svc.clusterIps, fam === 'ip' ? IPFamily.IPV4 : IPFamily.IPV6).length > 0;
 
 /** The program of one service in one family; an empty program when the service has no IP of it. */
-export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program {
+export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Program {
   const p = emptyProgram();
   const family = fam === 'ip' ? IPFamily.IPV4 : IPFamily.IPV6;
   const clusterIPs = ofFamily(svc.clusterIps, family);
@@ -131,7 +131,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
   const shard = shardOf(id);
-  for (const a of clusterIPs) add(p.shared, N.clusterIPs, { t: 'addr', addr: a });
+  for (const a of clusterIPs) add(p.shared, SHARED_NAMES.clusterIPs, { t: 'addr', addr: a });
   // Elements by map and id (one per key, the last one wins), except picks: their destinations are
   // kept by key (the last one wins too) and expanded into elements at the end, without ids.
   const elems = new Map<string, Map<string, Elem>>();
@@ -170,7 +170,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
         (slotLists ??= new Map()).set(slotKey, slotEps);
       }
       const n = slotEps.length;
-      const map = `${dest.kind === 'vip' ? (local ? N.picksVipLocal : N.picksVip) : (local ? N.picksPortLocal : N.picksPort)}-${shard}`;
+      const map = `${dest.kind === 'vip' ? (local ? SHARED_NAMES.picksVipLocal : SHARED_NAMES.picksVip) : (local ? SHARED_NAMES.picksPortLocal : SHARED_NAMES.picksPort)}-${shard}`;
       if (dest.kind === 'vip') for (const addr of dest.addrs) picks.set(`${map}|${addr}|${proto}|${sp.port.port}`, { map, addr, proto, port: sp.port.port, eps: slotEps });
       else picks.set(`${map}||${proto}|${dest.port}`, { map, proto, port: dest.port, eps: slotEps });
       return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${n}-${shard}`, [{ s: 'dnatPick', proto, n, map, key: dest.kind }]);
@@ -203,8 +203,8 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
       const chain = dispatch(rs, { kind: 'vip', addrs });
       const block = blockVerdict(rs, name);
       for (const addr of addrs) {
-        if (chain) add(elems, N.vips, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: chain } });
-        if (block) add(elems, N.noEndpoints, { t: 'vip', addr, proto, port: sp.port.port, v: block });
+        if (chain) add(elems, SHARED_NAMES.vips, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: chain } });
+        if (block) add(elems, SHARED_NAMES.noEndpoints, { t: 'vip', addr, proto, port: sp.port.port, v: block });
       }
     };
     vips(clusterIPs, sp.clusterIp);
@@ -213,8 +213,8 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     if (sp.nodePort && sp.port.nodePort) {
       const chain = dispatch(sp.nodePort, { kind: 'port', port: sp.port.nodePort });
       const block = blockVerdict(sp.nodePort, name);
-      if (chain) add(elems, N.nodePorts, { t: 'port', proto, port: sp.port.nodePort, v: { goto: chain } });
-      if (block) add(elems, N.noEndpointNodePorts, { t: 'port', proto, port: sp.port.nodePort, v: block });
+      if (chain) add(elems, SHARED_NAMES.nodePorts, { t: 'port', proto, port: sp.port.nodePort, v: { goto: chain } });
+      if (block) add(elems, SHARED_NAMES.noEndpointNodePorts, { t: 'port', proto, port: sp.port.nodePort, v: block });
     }
 
     // Load-balancer source ranges: a firewall chain per service port, checked before DNAT.
@@ -222,7 +222,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     if (allowed) {
       const fwName = `fw-${name}`;
       p.chains.set(fwName, [...allowed.map((cidr): Stmt => ({ s: 'srcCidr', cidr, then: 'return' })), { s: 'drop' }]);
-      for (const addr of lbIPs) add(elems, N.firewall, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: fwName } });
+      for (const addr of lbIPs) add(elems, SHARED_NAMES.firewall, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: fwName } });
     }
 
     // Hairpin: the endpoints on this node this port may DNAT to. A connection comes back to its own
@@ -230,7 +230,7 @@ export function buildProgram(svc: Service, fam: Fam, ctx: BuildContext): Program
     // own node only, so endpoints elsewhere never need it (upstream's IPVS mode fills its loop-back
     // set the same way). At 50k services x 10 endpoints this set held all 500k endpoints before.
     for (const list of [sp.clusterEndpoints, sp.localEndpoints]) {
-      for (let i = 0; i < list.length; i++) if (list.local(i)) add(p.shared, N.hairpin, { t: 'pair', addr: list.ip(i) });
+      for (let i = 0; i < list.length; i++) if (list.local(i)) add(p.shared, SHARED_NAMES.hairpin, { t: 'pair', addr: list.ip(i) });
     }
   }
   for (const [map, m] of elems) p.elems.set(map, [...m.values()]);

@@ -7,7 +7,7 @@ import { NftDataplane, nftKernelSink, type NftKernel } from './sink';
 import type { NftForeignCommit } from '../../native/nft-monitor';
 import { toNftOps } from './netlink';
 import { toNftText } from './text';
-import { elemChunks, PICK_SHARDS, type Fam, type FamOps, type Op } from './types';
+import { elemChunks, PICK_SHARDS, type IpFamily, type FamOps, type Op } from './types';
 import { fullSyncOps, fullSyncOpsChunked, TableModel } from './plan';
 import { Yielder } from '../../util/yielder';
 import { encodeFamOps } from './index';
@@ -303,7 +303,7 @@ describe('tampering (NftDataplane.watch over a kernel that reports other process
     const dp = new NftDataplane('kpng', { ...base, apply: async (_t, ops) => { batches.push(ops); return { messages: 0, bytes: 0, ms: 0 }; }, watchForeign: (cb) => { report = cb; } });
     dp.watch(() => {});
     const s = [svc('a', ['10.244.1.1']).service!];
-    const first = (fam: Fam) => batches[batches.length - 1]!.find((f) => f.fam === fam)!.ops[0]!.k;
+    const first = (fam: IpFamily) => batches[batches.length - 1]!.find((f) => f.fam === fam)!.ops[0]!.k;
     await dp.fullSync(s, undefined);
     // A periodic resync of a table kpng knows: repaired in place (the affinity sets keep their clients).
     await dp.fullSync(s, undefined);

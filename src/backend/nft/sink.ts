@@ -10,7 +10,7 @@ import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } fr
 import { KernelSink } from '../kernel/kernel-sink';
 import { applyCapacity, fullSyncOpsChunked, OpCollector, settleSharedChains, TableModel, updateService } from './plan';
 import { Yielder } from '../../util/yielder';
-import { N, type Fam, type FamOps } from './types';
+import { SHARED_NAMES, type IpFamily, type FamOps } from './types';
 import { KernelObjects } from './kernel-objects';
 import type { FastPath } from './fast-path';
 
@@ -27,7 +27,7 @@ export interface NftKernel {
   close?(): Promise<void>;
 }
 
-const FAMS: Fam[] = ['ip', 'ip6'];
+const FAMS: IpFamily[] = ['ip', 'ip6'];
 
 /** Each service with its key, made as the render reaches it (inside its slices). */
 function* keyedServices(services: readonly Service[]): Iterable<[string, Service]> {
@@ -36,13 +36,13 @@ function* keyedServices(services: readonly Service[]): Iterable<[string, Service
 
 export class NftDataplane implements Dataplane {
   readonly name = 'nft';
-  private models: Record<Fam, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
+  private models: Record<IpFamily, TableModel> = { ip: new TableModel('ip'), ip6: new TableModel('ip6') };
 
   /**
    * What each family's table holds, while every batch since the last full sync committed (a batch
    * is atomic: a failed one left the table as it was, but the model has moved on); undefined: not known.
    */
-  private objects: Partial<Record<Fam, KernelObjects>> = {};
+  private objects: Partial<Record<IpFamily, KernelObjects>> = {};
 
   /**
    * `table`: the table name in both families; `log`: what is worth saying outside a sync's own line;
@@ -73,7 +73,7 @@ export class NftDataplane implements Dataplane {
     // the render at the next slice (the batch is atomic: nothing was sent, the old tables stay).
     const y = new Yielder(undefined, signal);
     const famOps: FamOps[] = [];
-    const made: Partial<Record<Fam, KernelObjects>> = {};
+    const made: Partial<Record<IpFamily, KernelObjects>> = {};
     for (const fam of FAMS) {
       const ops = await fullSyncOpsChunked(this.models[fam], keyedServices(services), node, y);
       const want = (made[fam] = KernelObjects.of(ops));
@@ -89,7 +89,7 @@ export class NftDataplane implements Dataplane {
   }
 
   async update(changes: ServiceChange[], node: NodeInfo | undefined): Promise<SyncReport> {
-    const coll: Record<Fam, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
+    const coll: Record<IpFamily, OpCollector> = { ip: new OpCollector(), ip6: new OpCollector() };
     for (const ch of changes) for (const fam of FAMS) updateService(this.models[fam], ch.key, ch.new ?? undefined, node, coll[fam]);
     for (const fam of FAMS) {
       settleSharedChains(this.models[fam], coll[fam]);
@@ -102,7 +102,7 @@ export class NftDataplane implements Dataplane {
     if (grown) {
       for (const fam of FAMS) {
         const f = ops.find((x) => x.fam === fam) ?? (ops.push({ fam, ops: [] }), ops[ops.length - 1]!);
-        f.ops.push({ k: 'addFlowtable', flowtable: { name: N.fastPath, devices: grown.devices } });
+        f.ops.push({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: grown.devices } });
       }
     }
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };
@@ -132,7 +132,7 @@ export class NftDataplane implements Dataplane {
     // longer what kpng's batches made, so the repairing full sync replaces the table rather than
     // patching objects that may be gone (rules and elements alone are repaired in place, keeping the
     // affinity sets' clients).
-    for (const x of mine) if (!/^(rule|element)[+-]$/.test(x.kind)) delete this.objects[x.family as Fam];
+    for (const x of mine) if (!/^(rule|element)[+-]$/.test(x.kind)) delete this.objects[x.family as IpFamily];
     const fams = [...new Set(mine.map((x) => x.family))].join(' and ');
     lost(`table ${this.table} (${fams}) changed by another process (pid ${c.pid}${c.comm ? ` ${c.comm}` : ''}: ${describeChanges(mine)})`);
   }

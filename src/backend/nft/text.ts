@@ -1,15 +1,15 @@
 // Render the backend's ops as an `nft -f` script: the same ruleset the netlink path builds. Used by
 // the benchmark (to compare with `nft -f`) and for debugging; product code never runs nft.
-import { MASQ_BIT, N, type Elem, type Fam, type Op, type SetSpec, type Stmt, type Verd } from './types';
+import { MASQ_BIT, SHARED_NAMES, type Elem, type IpFamily, type Op, type SetSpec, type Stmt, type Verdict } from './types';
 
 const hex = (n: number): string => `0x${n.toString(16).padStart(8, '0')}`;
-const a = (fam: Fam, addr: string): string => (fam === 'ip6' ? addr : addr);
-const dnatAddr = (fam: Fam, addr: string, port: number): string => (fam === 'ip6' ? `[${addr}]:${port}` : `${addr}:${port}`);
+const a = (fam: IpFamily, addr: string): string => (fam === 'ip6' ? addr : addr);
+const dnatAddr = (fam: IpFamily, addr: string, port: number): string => (fam === 'ip6' ? `[${addr}]:${port}` : `${addr}:${port}`);
 
 /** `iifname "NAME"` or `iifname "PREFIX*"` (nft's wildcard: the name starts with PREFIX). */
 const iifText = (name: string, prefix: boolean): string => `iifname "${name}${prefix ? '*' : ''}"`;
 
-export function stmtText(fam: Fam, st: Stmt): string {
+export function stmtText(fam: IpFamily, st: Stmt): string {
   const ct = (b?: boolean) => (b ? 'ct state new ' : '');
   switch (st.s) {
     case 'vmapVip': return `${ct(st.ctNew)}${fam} daddr . meta l4proto . th dport vmap @${st.map}`;
@@ -40,7 +40,7 @@ export function stmtText(fam: Fam, st: Stmt): string {
     case 'drop': return 'drop';
     case 'rejectTcp': return 'meta l4proto tcp reject with tcp reset';
     case 'rejectIcmp': return fam === 'ip' ? 'reject with icmp type port-unreachable' : 'reject with icmpv6 type port-unreachable';
-    case 'hairpinMasq': return `ct status dnat ${fam} saddr . ${fam} daddr @${N.hairpin} masquerade`;
+    case 'hairpinMasq': return `ct status dnat ${fam} saddr . ${fam} daddr @${SHARED_NAMES.hairpin} masquerade`;
     case 'localnetMasq': return 'ct status dnat ip saddr 127.0.0.0/8 masquerade fully-random';
     case 'dropLocalnet': return 'ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state & (established | related) == 0 ct status & dnat == 0 drop';
     case 'returnIfNoMark': return `meta mark & ${hex(MASQ_BIT)} == 0 return`;
@@ -50,12 +50,12 @@ export function stmtText(fam: Fam, st: Stmt): string {
   }
 }
 
-function setText(fam: Fam, s: SetSpec): string {
+function setText(fam: IpFamily, s: SetSpec): string {
   const text = setBody(fam, s);
   return s.size !== undefined && s.kind !== 'affinity' ? text.replace(/; }$/, `; size ${s.size}; }`) : text;
 }
 
-function setBody(fam: Fam, s: SetSpec): string {
+function setBody(fam: IpFamily, s: SetSpec): string {
   const addr = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
   switch (s.kind) {
     case 'vipMap': return `map ${s.name} { type ${addr} . inet_proto . inet_service : verdict; }`;
@@ -68,9 +68,9 @@ function setBody(fam: Fam, s: SetSpec): string {
   }
 }
 
-const verd = (v: Verd): string => (v === 'drop' ? 'drop' : `goto ${v.goto}`);
+const verd = (v: Verdict): string => (v === 'drop' ? 'drop' : `goto ${v.goto}`);
 
-export function elemText(fam: Fam, e: Elem): string {
+export function elemText(fam: IpFamily, e: Elem): string {
   switch (e.t) {
     case 'vip': return `${a(fam, e.addr)} . ${e.proto} . ${e.port} : ${verd(e.v)}`;
     case 'port': return `${e.proto} . ${e.port} : ${verd(e.v)}`;
@@ -81,7 +81,7 @@ export function elemText(fam: Fam, e: Elem): string {
 }
 
 /** One family's ops as nft commands (one per line), for `nft -f`. */
-export function toNftText(fam: Fam, table: string, ops: Op[]): string {
+export function toNftText(fam: IpFamily, table: string, ops: Op[]): string {
   const t = `${fam} ${table}`;
   const lines: string[] = [];
   for (const op of ops) {

@@ -5,8 +5,9 @@
 
 import type { ElementItems } from '../../native/encode';
 import type { PodSource } from '../../model/enls';
+import type { IpFamily } from '../../native/nft-expr';
 
-export type Fam = 'ip' | 'ip6';
+export type { IpFamily } from '../../native/nft-expr';
 export type L4 = 'tcp' | 'udp' | 'sctp';
 
 /** Elements per add/delete op (the addon packs each op into netlink messages). */
@@ -27,7 +28,7 @@ export const PICK_SHARDS = 64;
 export const MASQ_BIT = 0x4000;
 
 /** Names of the shared objects of each family's table. */
-export const N = {
+export const SHARED_NAMES = {
   /** daddr . l4proto . dport -> goto service chain (cluster IPs -> svc-*, external/LB IPs -> ext-*). */
   vips: 'vips',
   /** l4proto . dport -> goto ext-* chain, for destinations of type local (NodePorts). */
@@ -76,7 +77,7 @@ export const N = {
   fastPathForward: 'fast-path-forward',
 } as const;
 
-export type Verd = { goto: string } | 'drop';
+export type Verdict = { goto: string } | 'drop';
 
 /** Statements: each is one rule. */
 export type Stmt =
@@ -129,8 +130,8 @@ export type Stmt =
 
 /** Elements of the shared maps and sets. */
 export type Elem =
-  | { t: 'vip'; addr: string; proto: L4; port: number; v: Verd }
-  | { t: 'port'; proto: L4; port: number; v: Verd }
+  | { t: 'vip'; addr: string; proto: L4; port: number; v: Verdict }
+  | { t: 'port'; proto: L4; port: number; v: Verdict }
   /** Slot `i` of a destination (vip: addr set; node port: no addr) -> endpoint epAddr:epPort. */
   | { t: 'pick'; addr?: string; proto: L4; port: number; i: number; epAddr: string; epPort: number }
   | { t: 'pair'; addr: string }
@@ -190,9 +191,9 @@ export type Op =
   /** Elements added, already encoded (a full sync's: see packed.ts). */
   | { k: 'addPacked'; set: string; elems: PackedElemsView };
 
-export interface FamOps { fam: Fam; ops: Op[] }
+export interface FamOps { fam: IpFamily; ops: Op[] }
 
-export const famOf = (addr: string): Fam => (addr.includes(':') ? 'ip6' : 'ip');
+export const famOf = (addr: string): IpFamily => (addr.includes(':') ? 'ip6' : 'ip');
 
 /** Elements already encoded for the kernel, as the ops carry them (packed.ts's PackedElems). */
 export interface PackedElemsView {
