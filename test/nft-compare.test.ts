@@ -35,7 +35,7 @@ describe('diffTables', () => {
     const post = (t: FakeTable) => t.chains.get('nat-postrouting')!;
     const missing = edited((t) => { post(t).rules.splice(3, 1); });
     expect(missing).toEqual(['- chain nat-postrouting rule 3: masquerade {}']);
-    const more = edited((t) => { post(t).rules.push({ s: 'drop' }); });
+    const more = edited((t) => { post(t).rules.push({ type: 'drop' }); });
     expect(more).toEqual(['+ chain nat-postrouting rule 4: drop {}']);
     const swapped = edited((t) => { const r = post(t).rules; [r[1], r[2]] = [r[2], r[1]]; });
     expect(swapped).toHaveLength(4);
@@ -44,13 +44,13 @@ describe('diffTables', () => {
   });
 
   test('one element missing, or with other data', () => {
-    const vip = (t: FakeTable) => [...t.sets.get('vips')!.elems].find(([, e]) => e.t === 'vip' && e.addr === '1.2.3.4')!;
+    const vip = (t: FakeTable) => [...t.sets.get('vips')!.elems].find(([, e]) => e.type === 'vip' && e.addr === '1.2.3.4')!;
     const [key, e] = vip(planned());
-    if (e.t !== 'vip' || e.v === 'drop') throw new Error('the LB IP goes to a chain');
-    expect(edited((t) => { t.sets.get('vips')!.elems.delete(key); })).toEqual([`- set vips element 1.2.3.4 . tcp . 80 : goto ${e.v.goto}`]);
-    expect(edited((t) => { t.sets.get('vips')!.elems.set(key, { ...e, v: 'drop' }); })).toEqual([
+    if (e.type !== 'vip' || e.verdict === 'drop') throw new Error('the LB IP goes to a chain');
+    expect(edited((t) => { t.sets.get('vips')!.elems.delete(key); })).toEqual([`- set vips element 1.2.3.4 . tcp . 80 : goto ${e.verdict.goto}`]);
+    expect(edited((t) => { t.sets.get('vips')!.elems.set(key, { ...e, verdict: 'drop' }); })).toEqual([
       '+ set vips element 1.2.3.4 . tcp . 80 : drop',
-      `- set vips element 1.2.3.4 . tcp . 80 : goto ${e.v.goto}`,
+      `- set vips element 1.2.3.4 . tcp . 80 : goto ${e.verdict.goto}`,
     ]);
   });
 
@@ -69,16 +69,16 @@ describe('diffTables', () => {
   });
 
   test('one form per meaning: address text, host bits, a goto by source range is a class rule', () => {
-    expect(stmtLine({ s: 'dnat', proto: 'tcp', addr: 'fd00:0:0::1', port: 80 })).toBe(stmtLine({ s: 'dnat', proto: 'tcp', addr: 'fd00::1', port: 80 }));
-    expect(stmtLine({ s: 'srcCidr', cidr: '10.1.2.3/8', then: 'return' })).toBe(stmtLine({ s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' }));
-    expect(canonStmt({ s: 'srcCidr', cidr: '10.0.0.0/8', then: { goto: 'c' } })).toEqual({ s: 'classGoto', from: { cidr: '10.0.0.0/8' }, masq: false, chain: 'c' });
-    expect(canonStmt({ s: 'classGoto', from: 'any', masq: false, chain: 'c' })).toEqual({ s: 'goto', chain: 'c' });
+    expect(stmtLine({ type: 'dnat', proto: 'tcp', addr: 'fd00:0:0::1', port: 80 })).toBe(stmtLine({ type: 'dnat', proto: 'tcp', addr: 'fd00::1', port: 80 }));
+    expect(stmtLine({ type: 'srcCidr', cidr: '10.1.2.3/8', then: 'return' })).toBe(stmtLine({ type: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' }));
+    expect(canonStmt({ type: 'srcCidr', cidr: '10.0.0.0/8', then: { goto: 'c' } })).toEqual({ type: 'classGoto', from: { cidr: '10.0.0.0/8' }, masq: false, chain: 'c' });
+    expect(canonStmt({ type: 'classGoto', from: 'any', masq: false, chain: 'c' })).toEqual({ type: 'goto', chain: 'c' });
     // A local node-port rule on a /0 tests loopback only with exceptLoopback.
-    expect(stmtLine({ s: 'vmapPort', map: 'm', local: true, daddrCidr: '0.0.0.0/0', exceptLoopback: true })).toBe(stmtLine({ s: 'vmapPort', map: 'm', local: true }));
-    expect(stmtLine({ s: 'vmapPort', map: 'm', local: true, daddrCidr: '0.0.0.0/0' })).not.toBe(stmtLine({ s: 'vmapPort', map: 'm', local: true }));
+    expect(stmtLine({ type: 'vmapPort', map: 'm', local: true, daddrCidr: '0.0.0.0/0', exceptLoopback: true })).toBe(stmtLine({ type: 'vmapPort', map: 'm', local: true }));
+    expect(stmtLine({ type: 'vmapPort', map: 'm', local: true, daddrCidr: '0.0.0.0/0' })).not.toBe(stmtLine({ type: 'vmapPort', map: 'm', local: true }));
     // Still distinct: masquerade or not, another CIDR.
-    expect(stmtLine({ s: 'classGoto', from: 'any', masq: true, chain: 'c' })).not.toBe(stmtLine({ s: 'goto', chain: 'c' }));
-    expect(stmtLine({ s: 'srcCidr', cidr: '10.0.0.0/9', then: 'return' })).not.toBe(stmtLine({ s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' }));
+    expect(stmtLine({ type: 'classGoto', from: 'any', masq: true, chain: 'c' })).not.toBe(stmtLine({ type: 'goto', chain: 'c' }));
+    expect(stmtLine({ type: 'srcCidr', cidr: '10.0.0.0/9', then: 'return' })).not.toBe(stmtLine({ type: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' }));
   });
 });
 
@@ -99,21 +99,21 @@ describe('liftRule', () => {
     const v4 = fam === 'ip';
     const cidr = v4 ? '10.0.0.0/8' : 'fd00:10::/64';
     return [
-      { s: 'vmapVip', map: 'vips' }, { s: 'vmapVip', map: 'vips', ctNew: true },
-      { s: 'vmapPort', map: 'ports' }, { s: 'vmapPort', map: 'ports', ctNew: true, local: true },
-      { s: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr }, { s: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr, exceptLoopback: true },
-      { s: 'vmapPort', map: 'ports', local: true, daddrCidr: v4 ? '0.0.0.0/0' : '::/0' },
-      { s: 'jump', chain: 'c' }, { s: 'goto', chain: 'c' },
-      { s: 'srcCidr', cidr, then: 'return' }, { s: 'srcCidr', cidr, then: { goto: 'c' } },
-      { s: 'classGoto', from: 'local', masq: true, chain: 'c' }, { s: 'classGoto', from: 'any', masq: true, chain: 'c' },
-      { s: 'classGoto', from: { cidr }, masq: true, chain: 'c' }, { s: 'classGoto', from: { iifname: 'cni0', prefix: false }, masq: false, chain: 'c' },
-      { s: 'classGoto', from: { iifname: 'veth', prefix: true }, masq: false, chain: 'c' },
-      { s: 'iifReturn', iifname: 'cni0', prefix: false }, { s: 'iifReturn', iifname: 'veth', prefix: true },
-      { s: 'rejectDaddrInSet', set: 'addrs' },
-      { s: 'dnatPick', proto: 'tcp', n: 2, map: 'pv', key: 'vip' }, { s: 'dnatPick', proto: 'sctp', n: 5, map: 'pp', key: 'port' },
-      { s: 'dnat', proto: 'tcp', addr: v4 ? '10.1.2.3' : 'fd00::3', port: 8080 },
-      { s: 'affinityGoto', set: 'addrs', chain: 'c' }, { s: 'randomGoto', mod: 3, chain: 'c' }, { s: 'affinityUpdate', set: 'addrs' },
-      { s: 'drop' }, { s: 'rejectTcp' }, { s: 'rejectIcmp' }, { s: 'hairpinMasq' }, { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' },
+      { type: 'vmapVip', map: 'vips' }, { type: 'vmapVip', map: 'vips', ctNew: true },
+      { type: 'vmapPort', map: 'ports' }, { type: 'vmapPort', map: 'ports', ctNew: true, local: true },
+      { type: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr }, { type: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr, exceptLoopback: true },
+      { type: 'vmapPort', map: 'ports', local: true, daddrCidr: v4 ? '0.0.0.0/0' : '::/0' },
+      { type: 'jump', chain: 'c' }, { type: 'goto', chain: 'c' },
+      { type: 'srcCidr', cidr, then: 'return' }, { type: 'srcCidr', cidr, then: { goto: 'c' } },
+      { type: 'classGoto', from: 'local', masq: true, chain: 'c' }, { type: 'classGoto', from: 'any', masq: true, chain: 'c' },
+      { type: 'classGoto', from: { cidr }, masq: true, chain: 'c' }, { type: 'classGoto', from: { iifname: 'cni0', prefix: false }, masq: false, chain: 'c' },
+      { type: 'classGoto', from: { iifname: 'veth', prefix: true }, masq: false, chain: 'c' },
+      { type: 'iifReturn', iifname: 'cni0', prefix: false }, { type: 'iifReturn', iifname: 'veth', prefix: true },
+      { type: 'rejectDaddrInSet', set: 'addrs' },
+      { type: 'dnatPick', proto: 'tcp', n: 2, map: 'pv', key: 'vip' }, { type: 'dnatPick', proto: 'sctp', n: 5, map: 'pp', key: 'port' },
+      { type: 'dnat', proto: 'tcp', addr: v4 ? '10.1.2.3' : 'fd00::3', port: 8080 },
+      { type: 'affinityGoto', set: 'addrs', chain: 'c' }, { type: 'randomGoto', mod: 3, chain: 'c' }, { type: 'affinityUpdate', set: 'addrs' },
+      { type: 'drop' }, { type: 'rejectTcp' }, { type: 'rejectIcmp' }, { type: 'hairpinMasq' }, { type: 'returnIfNoMark' }, { type: 'clearMark' }, { type: 'masquerade' },
     ];
   };
 
@@ -124,7 +124,7 @@ describe('liftRule', () => {
   test('expressions that mean something else are refused, not guessed', () => {
     const s = sets('ip');
     const lift = (exprs: NftExpr[]) => () => liftRule('ip', exprs, s);
-    const vmap = stmtExprs('ip', { s: 'vmapVip', map: 'vips', ctNew: true });
+    const vmap = stmtExprs('ip', { type: 'vmapVip', map: 'vips', ctNew: true });
     // The source port instead of the destination port.
     expect(lift(vmap.map((x) => (x.type === 'payload' && x.base === 'transport' ? { ...x, offset: 0 } : x)))).toThrow(LiftError);
     // ct state established instead of new.
@@ -134,11 +134,11 @@ describe('liftRule', () => {
     // The protocol and the port swapped in the key: another statement (a vmap keyed daddr . dport . l4proto).
     expect(lift(vmap.map((x) => (x.type === 'payload' && x.base === 'transport' ? { ...x, dreg: NFT_REG32(1) } : x.type === 'meta' ? { ...x, dreg: NFT_REG32(2) } : x)))).toThrow(/vmap key daddr . dport . l4proto/);
     // A test after a statement; a verdict kpng never writes; masquerade with random ports.
-    expect(lift([...stmtExprs('ip', { s: 'affinityUpdate', set: 'addrs' }), ...stmtExprs('ip', { s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' })])).toThrow(/after a statement/);
+    expect(lift([...stmtExprs('ip', { type: 'affinityUpdate', set: 'addrs' }), ...stmtExprs('ip', { type: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' })])).toThrow(/after a statement/);
     expect(lift([{ type: 'verdict', verdict: 'accept' }])).toThrow(/verdict accept/);
     expect(lift([{ type: 'masq', flags: { random: true } }])).toThrow(LiftError);
     // Slots of a pick map read from another offset than 0.
-    expect(lift(stmtExprs('ip', { s: 'dnatPick', proto: 'tcp', n: 2, map: 'pv', key: 'vip' }).map((x) => (x.type === 'numgen' ? { ...x, offset: 1 } : x)))).toThrow(/offset 1/);
+    expect(lift(stmtExprs('ip', { type: 'dnatPick', proto: 'tcp', n: 2, map: 'pv', key: 'vip' }).map((x) => (x.type === 'numgen' ? { ...x, offset: 1 } : x)))).toThrow(/offset 1/);
     // A mask that is no prefix.
     expect(lift([{ type: 'payload', base: 'network', offset: 12, len: 4, dreg: NFT_REG_1 }, { type: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, len: 4, mask: Uint8Array.of(255, 0, 255, 0), xor: new Uint8Array(4) }, { type: 'cmp', sreg: NFT_REG_1, op: 'eq', data: Uint8Array.of(10, 0, 0, 0) }, { type: 'verdict', verdict: 'return' }])).toThrow(/not a prefix/);
   });

@@ -34,24 +34,24 @@ function nftBackendCases(): Record<string, string> {
   for (const f of FAMS) {
     const cidr = f === 'ip' ? '10.96.0.0/12' : 'fd00:96::/108';
     const stmts: Stmt[] = [
-      { s: 'vmapVip', map: 'vips' }, { s: 'vmapVip', map: 'vips', ctNew: true },
-      { s: 'vmapPort', map: 'ports' }, { s: 'vmapPort', map: 'ports', ctNew: true, local: true },
-      { s: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr }, { s: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr, exceptLoopback: true },
-      { s: 'vmapPort', map: 'ports', daddrCidr: f === 'ip' ? '0.0.0.0/0' : '::/0' },
-      { s: 'jump', chain: 'svc-a' }, { s: 'goto', chain: 'svc-b' },
-      { s: 'srcCidr', cidr, then: 'return' }, { s: 'srcCidr', cidr: f === 'ip' ? '192.0.2.7/32' : '2001:db8::7/128', then: { goto: 'fw' } },
-      { s: 'iifReturn', iifname: 'cni0', prefix: false }, { s: 'iifReturn', iifname: 'veth', prefix: true },
-      ...[...pods(f), 'local' as const, 'any' as const].flatMap((from) => [true, false].map((masq): Stmt => ({ s: 'classGoto', from, masq, chain: 'ep' }))),
-      { s: 'rejectDaddrInSet', set: 'service-ips' },
-      { s: 'dnatPick', proto: 'tcp', n: 3, map: 'pick', key: 'vip' }, { s: 'dnatPick', proto: 'udp', n: 1, map: 'pick', key: 'port' },
-      { s: 'dnat', proto: 'sctp', addr: f === 'ip' ? '10.0.0.9' : 'fd00::9', port: 8080 },
-      { s: 'affinityGoto', set: 'aff', chain: 'ep' }, { s: 'randomGoto', mod: 4, chain: 'ep' }, { s: 'affinityUpdate', set: 'aff' },
-      { s: 'drop' }, { s: 'rejectTcp' }, { s: 'rejectIcmp' }, { s: 'hairpinMasq' },
-      ...(f === 'ip' ? [{ s: 'localnetMasq' }, { s: 'dropLocalnet' }] as Stmt[] : []),
-      { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' },
-      { s: 'flowOffload', flowtable: 'fast', minPackets: 0 }, { s: 'flowOffload', flowtable: 'fast', minPackets: 20 },
+      { type: 'vmapVip', map: 'vips' }, { type: 'vmapVip', map: 'vips', ctNew: true },
+      { type: 'vmapPort', map: 'ports' }, { type: 'vmapPort', map: 'ports', ctNew: true, local: true },
+      { type: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr }, { type: 'vmapPort', map: 'ports', local: true, daddrCidr: cidr, exceptLoopback: true },
+      { type: 'vmapPort', map: 'ports', daddrCidr: f === 'ip' ? '0.0.0.0/0' : '::/0' },
+      { type: 'jump', chain: 'svc-a' }, { type: 'goto', chain: 'svc-b' },
+      { type: 'srcCidr', cidr, then: 'return' }, { type: 'srcCidr', cidr: f === 'ip' ? '192.0.2.7/32' : '2001:db8::7/128', then: { goto: 'fw' } },
+      { type: 'iifReturn', iifname: 'cni0', prefix: false }, { type: 'iifReturn', iifname: 'veth', prefix: true },
+      ...[...pods(f), 'local' as const, 'any' as const].flatMap((from) => [true, false].map((masq): Stmt => ({ type: 'classGoto', from, masq, chain: 'ep' }))),
+      { type: 'rejectDaddrInSet', set: 'service-ips' },
+      { type: 'dnatPick', proto: 'tcp', n: 3, map: 'pick', key: 'vip' }, { type: 'dnatPick', proto: 'udp', n: 1, map: 'pick', key: 'port' },
+      { type: 'dnat', proto: 'sctp', addr: f === 'ip' ? '10.0.0.9' : 'fd00::9', port: 8080 },
+      { type: 'affinityGoto', set: 'aff', chain: 'ep' }, { type: 'randomGoto', mod: 4, chain: 'ep' }, { type: 'affinityUpdate', set: 'aff' },
+      { type: 'drop' }, { type: 'rejectTcp' }, { type: 'rejectIcmp' }, { type: 'hairpinMasq' },
+      ...(f === 'ip' ? [{ type: 'localnetMasq' }, { type: 'dropLocalnet' }] as Stmt[] : []),
+      { type: 'returnIfNoMark' }, { type: 'clearMark' }, { type: 'masquerade' },
+      { type: 'flowOffload', flowtable: 'fast', minPackets: 0 }, { type: 'flowOffload', flowtable: 'fast', minPackets: 20 },
     ];
-    stmts.forEach((st, i) => { out[`nft ${f} #${i} ${st.s}`] = ruleBytes(f, stmtExprs(f, st)); });
+    stmts.forEach((st, i) => { out[`nft ${f} #${i} ${st.type}`] = ruleBytes(f, stmtExprs(f, st)); });
   }
   return out;
 }

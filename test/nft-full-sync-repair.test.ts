@@ -46,20 +46,20 @@ describe('a full sync of a known table repairs it in place', () => {
     const dp = new NftDataplane('kpng', kernel);
     const { services } = servicesOf([affinity(), eps('aff', ['10.180.0.1', '10.180.2.1'])]);
     await dp.fullSync(services, undefined);
-    expect(kernel.batches[0][0].ops[0]).toEqual({ k: 'resetTable' });
+    expect(kernel.batches[0][0].ops[0]).toEqual({ kind: 'resetTable' });
     const t = new Tracer(nft, { localAddrs: [] });
     const pkt = { src: POD, dst: '172.30.0.41', dport: 80 };
     t.trace(pkt, '10.180.2.1:80');
     expect(t.trace(pkt).endpoints).toEqual(['10.180.2.1:80']);
 
     await dp.fullSync(services, undefined);   // what the runner asks for every --sync-period
-    expect(kernel.batches[1][0].ops[0]).toEqual({ k: 'addTable' });
+    expect(kernel.batches[1][0].ops[0]).toEqual({ kind: 'addTable' });
     expect(t.trace(pkt).endpoints).toEqual(['10.180.2.1:80']);
 
     kernel.failNext = true;
     await expect(dp.fullSync(services, undefined)).rejects.toThrow(/EPERM/);
     await dp.fullSync(services, undefined);
-    expect(kernel.batches[2][0].ops[0]).toEqual({ k: 'resetTable' });
+    expect(kernel.batches[2][0].ops[0]).toEqual({ kind: 'resetTable' });
     expect(t.trace(pkt).endpoints).toEqual(['10.180.0.1:80', '10.180.2.1:80']);
   });
 

@@ -58,8 +58,8 @@ describe('the fake table follows the kernel', () => {
   test('a rule for a missing chain, or naming one, is refused and the batch leaves nothing behind', () => {
     const nft = base();
     const before = JSON.stringify(tableContent(nft.tables.ip));
-    expect(() => nft.applyOps('ip', [{ k: 'addChain', chain: { name: 'x' } }, { k: 'addRule', chain: 'nope', stmt: { s: 'drop' } }])).toThrow(/missing chain nope/);
-    expect(() => nft.applyOps('ip', [{ k: 'addChain', chain: { name: 'x' } }, { k: 'addRule', chain: 'x', stmt: { s: 'goto', chain: 'nope' } }])).toThrow(/missing chain nope/);
+    expect(() => nft.applyOps('ip', [{ kind: 'addChain', chain: { name: 'x' } }, { kind: 'addRule', chain: 'nope', stmt: { type: 'drop' } }])).toThrow(/missing chain nope/);
+    expect(() => nft.applyOps('ip', [{ kind: 'addChain', chain: { name: 'x' } }, { kind: 'addRule', chain: 'x', stmt: { type: 'goto', chain: 'nope' } }])).toThrow(/missing chain nope/);
     expect(JSON.stringify(tableContent(nft.tables.ip))).toBe(before);
     expect(nft.tables.ip.chains.has('x')).toBe(false);
   });
@@ -67,46 +67,46 @@ describe('the fake table follows the kernel', () => {
   test('a chain in use (by a rule or a map element) or with rules cannot be deleted; a flushed, unused one can', () => {
     const nft = base();
     nft.applyOps('ip', [
-      { k: 'addChain', chain: { name: 'a' } }, { k: 'addChain', chain: { name: 'b' } },
-      { k: 'addRule', chain: 'a', stmt: { s: 'goto', chain: 'b' } },
-      { k: 'addRule', chain: 'b', stmt: { s: 'dnat', proto: 'tcp', addr: '10.1.1.1', port: 80 } },
-      { k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: { goto: 'a' } }] },
+      { kind: 'addChain', chain: { name: 'a' } }, { kind: 'addChain', chain: { name: 'b' } },
+      { kind: 'addRule', chain: 'a', stmt: { type: 'goto', chain: 'b' } },
+      { kind: 'addRule', chain: 'b', stmt: { type: 'dnat', proto: 'tcp', addr: '10.1.1.1', port: 80 } },
+      { kind: 'addElems', set: 'vips', elems: [{ type: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, verdict: { goto: 'a' } }] },
     ]);
-    expect(() => nft.applyOps('ip', [{ k: 'flushChain', name: 'b' }, { k: 'delChain', name: 'b' }])).toThrow(/EBUSY: chain b is used by chain a/);
-    expect(() => nft.applyOps('ip', [{ k: 'delChain', name: 'a' }])).toThrow(/EBUSY: chain a still has 1 rule/);
-    expect(() => nft.applyOps('ip', [{ k: 'flushChain', name: 'a' }, { k: 'delChain', name: 'a' }])).toThrow(/EBUSY: chain a is used by map vips/);
+    expect(() => nft.applyOps('ip', [{ kind: 'flushChain', name: 'b' }, { kind: 'delChain', name: 'b' }])).toThrow(/EBUSY: chain b is used by chain a/);
+    expect(() => nft.applyOps('ip', [{ kind: 'delChain', name: 'a' }])).toThrow(/EBUSY: chain a still has 1 rule/);
+    expect(() => nft.applyOps('ip', [{ kind: 'flushChain', name: 'a' }, { kind: 'delChain', name: 'a' }])).toThrow(/EBUSY: chain a is used by map vips/);
     nft.applyOps('ip', [
-      { k: 'delElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: { goto: 'a' } }] },
-      { k: 'flushChain', name: 'a' }, { k: 'flushChain', name: 'b' }, { k: 'delChain', name: 'a' }, { k: 'delChain', name: 'b' },
+      { kind: 'delElems', set: 'vips', elems: [{ type: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, verdict: { goto: 'a' } }] },
+      { kind: 'flushChain', name: 'a' }, { kind: 'flushChain', name: 'b' }, { kind: 'delChain', name: 'a' }, { kind: 'delChain', name: 'b' },
     ]);
     expect([...nft.tables.ip.chains.keys()]).not.toContain('a');
   });
 
   test('a set in use cannot be deleted; elements: missing ones cannot be deleted, present ones not re-added with other data', () => {
     const nft = base();
-    expect(() => nft.applyOps('ip', [{ k: 'delSet', name: 'vips' }])).toThrow(/EBUSY: set vips/);
-    expect(() => nft.applyOps('ip', [{ k: 'delElems', set: 'cluster-ips', elems: [{ t: 'addr', addr: '172.30.0.1' }] }])).toThrow(/ENOENT/);
-    nft.applyOps('ip', [{ k: 'addChain', chain: { name: 'a' } }, { k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: 'drop' }] }]);
+    expect(() => nft.applyOps('ip', [{ kind: 'delSet', name: 'vips' }])).toThrow(/EBUSY: set vips/);
+    expect(() => nft.applyOps('ip', [{ kind: 'delElems', set: 'cluster-ips', elems: [{ type: 'addr', addr: '172.30.0.1' }] }])).toThrow(/ENOENT/);
+    nft.applyOps('ip', [{ kind: 'addChain', chain: { name: 'a' } }, { kind: 'addElems', set: 'vips', elems: [{ type: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, verdict: 'drop' }] }]);
     // The same element again is fine (no NLM_F_EXCL); other data is a clash.
-    nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: 'drop' }] }]);
-    expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: { goto: 'a' } }] }])).toThrow(/EEXIST/);
-    expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'vips', elems: [{ t: 'pick', addr: '10.0.0.1', proto: 'tcp', port: 1, i: 0, epAddr: '10.0.0.2', epPort: 1 }] }])).toThrow(/EINVAL/);
-    expect(() => nft.applyOps('ip', [{ k: 'addElems', set: 'cluster-ips', elems: [{ t: 'addr', addr: 'fd00::1' }] }])).toThrow(/family ip/);
+    nft.applyOps('ip', [{ kind: 'addElems', set: 'vips', elems: [{ type: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, verdict: 'drop' }] }]);
+    expect(() => nft.applyOps('ip', [{ kind: 'addElems', set: 'vips', elems: [{ type: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, verdict: { goto: 'a' } }] }])).toThrow(/EEXIST/);
+    expect(() => nft.applyOps('ip', [{ kind: 'addElems', set: 'vips', elems: [{ type: 'pick', addr: '10.0.0.1', proto: 'tcp', port: 1, slot: 0, epAddr: '10.0.0.2', epPort: 1 }] }])).toThrow(/EINVAL/);
+    expect(() => nft.applyOps('ip', [{ kind: 'addElems', set: 'cluster-ips', elems: [{ type: 'addr', addr: 'fd00::1' }] }])).toThrow(/family ip/);
   });
 
   test('DNAT only from NAT hooks, no loops, nothing before the table exists', () => {
     const nft = base();
     expect(() => nft.applyOps('ip', [
-      { k: 'addChain', chain: { name: 'd' } },
-      { k: 'addRule', chain: 'd', stmt: { s: 'dnat', proto: 'tcp', addr: '10.1.1.1', port: 80 } },
-      { k: 'addRule', chain: 'filter-input', stmt: { s: 'jump', chain: 'd' } },
+      { kind: 'addChain', chain: { name: 'd' } },
+      { kind: 'addRule', chain: 'd', stmt: { type: 'dnat', proto: 'tcp', addr: '10.1.1.1', port: 80 } },
+      { kind: 'addRule', chain: 'filter-input', stmt: { type: 'jump', chain: 'd' } },
     ])).toThrow(/EOPNOTSUPP: dnat in chain d, reachable from filter input/);
     expect(() => nft.applyOps('ip', [
-      { k: 'addChain', chain: { name: 'l1' } }, { k: 'addChain', chain: { name: 'l2' } },
-      { k: 'addRule', chain: 'l1', stmt: { s: 'jump', chain: 'l2' } }, { k: 'addRule', chain: 'l2', stmt: { s: 'jump', chain: 'l1' } },
-      { k: 'addRule', chain: 'services', stmt: { s: 'jump', chain: 'l1' } },
+      { kind: 'addChain', chain: { name: 'l1' } }, { kind: 'addChain', chain: { name: 'l2' } },
+      { kind: 'addRule', chain: 'l1', stmt: { type: 'jump', chain: 'l2' } }, { kind: 'addRule', chain: 'l2', stmt: { type: 'jump', chain: 'l1' } },
+      { kind: 'addRule', chain: 'services', stmt: { type: 'jump', chain: 'l1' } },
     ])).toThrow(/ELOOP/);
-    expect(() => new FakeNft().applyOps('ip6', [{ k: 'addChain', chain: { name: 'x' } }])).toThrow(/no such table/);
+    expect(() => new FakeNft().applyOps('ip6', [{ kind: 'addChain', chain: { name: 'x' } }])).toThrow(/no such table/);
   });
 
   test("one ruleset holds every table, whichever seam its batch came through; NftOps are refused whole", async () => {
@@ -126,24 +126,24 @@ describe('the fake table follows the kernel', () => {
 
 describe('the tracer', () => {
   // A hand-made table: jump returns, goto does not; numgen slots give every endpoint.
-  const slot = (i: number, epAddr: string, epPort: number) => ({ t: 'pick' as const, addr: '172.30.0.1', proto: 'tcp' as const, port: 80, i, epAddr, epPort });
+  const slot = (i: number, epAddr: string, epPort: number) => ({ type: 'pick' as const, addr: '172.30.0.1', proto: 'tcp' as const, port: 80, slot: i, epAddr, epPort });
   const table = (extra: Op[] = []): Tracer => {
     const nft = new FakeNft();
     nft.applyOps('ip', [
       ...baseOps('ip', { nodePortAddresses: ['0.0.0.0/0'] }),
-      { k: 'addSet', set: { name: 'endpoints-0', kind: 'pickVipMap' } },
-      { k: 'addChain', chain: { name: 'noop' } }, { k: 'addChain', chain: { name: 'mark' } }, { k: 'addChain', chain: { name: 'sel' } }, { k: 'addChain', chain: { name: 'svc' } },
-      { k: 'addRule', chain: 'noop', stmt: { s: 'srcCidr', cidr: '192.0.2.0/24', then: 'return' } },
-      { k: 'addRule', chain: 'mark', stmt: { s: 'classGoto', from: 'any', masq: true, chain: 'sel' } },
-      { k: 'addRule', chain: 'sel', stmt: { s: 'dnatPick', proto: 'tcp', n: 2, map: 'endpoints-0', key: 'vip' } },
-      { k: 'addRule', chain: 'svc', stmt: { s: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' } },
+      { kind: 'addSet', set: { name: 'endpoints-0', kind: 'pickVipMap' } },
+      { kind: 'addChain', chain: { name: 'noop' } }, { kind: 'addChain', chain: { name: 'mark' } }, { kind: 'addChain', chain: { name: 'sel' } }, { kind: 'addChain', chain: { name: 'svc' } },
+      { kind: 'addRule', chain: 'noop', stmt: { type: 'srcCidr', cidr: '192.0.2.0/24', then: 'return' } },
+      { kind: 'addRule', chain: 'mark', stmt: { type: 'classGoto', from: 'any', masq: true, chain: 'sel' } },
+      { kind: 'addRule', chain: 'sel', stmt: { type: 'dnatPick', proto: 'tcp', n: 2, map: 'endpoints-0', key: 'vip' } },
+      { kind: 'addRule', chain: 'svc', stmt: { type: 'srcCidr', cidr: '10.0.0.0/8', then: 'return' } },
       // Falls off the end of noop: back in svc, which goes on.
-      { k: 'addRule', chain: 'svc', stmt: { s: 'jump', chain: 'noop' } },
+      { kind: 'addRule', chain: 'svc', stmt: { type: 'jump', chain: 'noop' } },
       // mark's goto leaves mark for sel, whose DNAT ends the trace: the drop after it is never reached.
-      { k: 'addRule', chain: 'svc', stmt: { s: 'jump', chain: 'mark' } },
-      { k: 'addRule', chain: 'svc', stmt: { s: 'drop' } },
-      { k: 'addElems', set: 'endpoints-0', elems: [slot(0, '10.180.0.1', 80), slot(1, '10.180.0.2', 81)] },
-      { k: 'addElems', set: 'vips', elems: [{ t: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, v: { goto: 'svc' } }] },
+      { kind: 'addRule', chain: 'svc', stmt: { type: 'jump', chain: 'mark' } },
+      { kind: 'addRule', chain: 'svc', stmt: { type: 'drop' } },
+      { kind: 'addElems', set: 'endpoints-0', elems: [slot(0, '10.180.0.1', 80), slot(1, '10.180.0.2', 81)] },
+      { kind: 'addElems', set: 'vips', elems: [{ type: 'vip', addr: '172.30.0.1', proto: 'tcp', port: 80, verdict: { goto: 'svc' } }] },
       ...extra,
     ]);
     return new Tracer(nft, { localAddrs: [NODE_IP] });
@@ -163,13 +163,13 @@ describe('the tracer', () => {
   });
 
   test('a slot the rule reads but the map lacks is reported, not silently skipped', () => {
-    const t = table([{ k: 'delElems', set: 'endpoints-0', elems: [slot(1, '10.180.0.2', 81)] }]);
+    const t = table([{ kind: 'delElems', set: 'endpoints-0', elems: [slot(1, '10.180.0.2', 81)] }]);
     expect(() => t.trace({ src: OUTSIDE, dst: '172.30.0.1', dport: 80 })).toThrow(TraceError);
     expect(() => t.trace({ src: OUTSIDE, dst: '172.30.0.1', dport: 80 })).toThrow(/slot 1 of 172\.30\.0\.1\|tcp\|80 missing/);
   });
 
   test('the fake refuses a table whose dnat sits behind a filter hook', () => {
-    expect(() => table([{ k: 'addRule', chain: 'filter-forward', stmt: { s: 'jump', chain: 'svc' } }])).toThrow(NftFakeError);
+    expect(() => table([{ kind: 'addRule', chain: 'filter-forward', stmt: { type: 'jump', chain: 'svc' } }])).toThrow(NftFakeError);
   });
 });
 

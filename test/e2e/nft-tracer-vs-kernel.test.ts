@@ -115,15 +115,15 @@ function packets(t: Record<IpFamily, FakeTable>, locals: string[], byInterface: 
     const nodeAddrs = [...locals.filter((a) => a.includes(':') !== v4), v4 ? '127.0.0.1' : '::1'];
     for (const s of t[fam].sets.values()) {
       for (const e of s.elems.values()) {
-        if (e.t === 'vip') dests.push({ dst: e.addr, proto: e.proto, dport: e.port });
-        if (e.t === 'port') for (const a of nodeAddrs) dests.push({ dst: a, proto: e.proto, dport: e.port });
-        if (e.t === 'pair') dests.push({ dst: e.addr, proto: 'tcp', dport: 80 });
+        if (e.type === 'vip') dests.push({ dst: e.addr, proto: e.proto, dport: e.port });
+        if (e.type === 'port') for (const a of nodeAddrs) dests.push({ dst: a, proto: e.proto, dport: e.port });
+        if (e.type === 'pair') dests.push({ dst: e.addr, proto: 'tcp', dport: 80 });
         // A cluster IP on a port it does not serve.
-        if (e.t === 'addr') dests.push({ dst: e.addr, proto: 'tcp', dport: 81 });
+        if (e.type === 'addr') dests.push({ dst: e.addr, proto: 'tcp', dport: 81 });
       }
     }
     dests.push({ dst: v4 ? '172.30.0.99' : 'fd00:30::99', proto: 'tcp', dport: 80 });
-    const endpoints = [...t[fam].sets.get('hairpin')?.elems.values() ?? []].flatMap((e) => (e.t === 'pair' ? [e.addr] : []));
+    const endpoints = [...t[fam].sets.get('hairpin')?.elems.values() ?? []].flatMap((e) => (e.type === 'pair' ? [e.addr] : []));
     const sources = v4
       ? ['10.0.0.2', '10.180.0.77', NODE_IP, NODE_IP_ALT, '203.0.113.2', '203.0.113.130', '192.168.0.5', ...endpoints.slice(0, 2)]
       : ['fd00:10::2', 'fd00:10::2:77', NODE_IP6, '2001:db8:ffff::9', '2001:db8:eeee::9', '2001:db8::5', ...endpoints.slice(0, 2)];
@@ -152,7 +152,7 @@ function fate(t: Tracer, p: Packet, choose?: string): string {
 // ---------------------------------------------------------------------------------------------
 // What the clusters must cover between them.
 
-const STMT_KINDS: Record<Stmt['s'], string | null> = {
+const STMT_KINDS: Record<Stmt['type'], string | null> = {
   vmapVip: null, vmapPort: null, jump: null, goto: null, srcCidr: null, classGoto: null,
   rejectDaddrInSet: null, dnatPick: null, dnat: null, affinityGoto: null, randomGoto: null, affinityUpdate: null, drop: null,
   rejectTcp: null, rejectIcmp: null, hairpinMasq: null, returnIfNoMark: null, clearMark: null, masquerade: null,
@@ -173,17 +173,17 @@ function shapes(fam: IpFamily, t: FakeTable): string[] {
   const out = new Set<string>();
   for (const c of t.chains.values()) {
     for (const r of c.rules) {
-      out.add(r.s);
-      if (r.s === 'classGoto') out.add(`classGoto from ${typeof r.from === 'string' ? r.from : 'cidr' in r.from ? 'cidr' : r.from.prefix ? 'iifname prefix' : 'iifname'}${r.masq ? ' masq' : ''}`);
-      if (r.s === 'vmapPort') out.add(`vmapPort${r.ctNew ? ' ct new' : ''}${r.local ? ' local' : ''}${r.daddrCidr ? ' cidr' : ''}${r.exceptLoopback ? ' except loopback' : ''}`);
-      if (r.s === 'dnatPick') out.add(`dnatPick ${r.key}`);
-      if (r.s === 'dnatPick' || r.s === 'dnat') out.add(`dnat ${r.proto}`);
-      if (r.s === 'vmapVip' && r.ctNew) out.add('vmapVip ct new');
+      out.add(r.type);
+      if (r.type === 'classGoto') out.add(`classGoto from ${typeof r.from === 'string' ? r.from : 'cidr' in r.from ? 'cidr' : r.from.prefix ? 'iifname prefix' : 'iifname'}${r.masq ? ' masq' : ''}`);
+      if (r.type === 'vmapPort') out.add(`vmapPort${r.ctNew ? ' ct new' : ''}${r.local ? ' local' : ''}${r.daddrCidr ? ' cidr' : ''}${r.exceptLoopback ? ' except loopback' : ''}`);
+      if (r.type === 'dnatPick') out.add(`dnatPick ${r.key}`);
+      if (r.type === 'dnatPick' || r.type === 'dnat') out.add(`dnat ${r.proto}`);
+      if (r.type === 'vmapVip' && r.ctNew) out.add('vmapVip ct new');
     }
   }
   for (const s of t.sets.values()) {
     out.add(`set ${s.spec.kind}`);
-    for (const e of s.elems.values()) if (e.t === 'vip' || e.t === 'port') out.add(`${e.t} element ${e.v === 'drop' ? 'drop' : 'goto'}`);
+    for (const e of s.elems.values()) if (e.type === 'vip' || e.type === 'port') out.add(`${e.type} element ${e.verdict === 'drop' ? 'drop' : 'goto'}`);
   }
   return [...out].map((x) => `${fam} ${x}`);
 }

@@ -26,7 +26,7 @@ const isAll = (cidr: string): boolean => /\/0$/.test(canonCidr(cidr));
 
 /** The statement in its canonical form (the same one for statements the tracer evaluates alike). */
 export function canonStmt(st: Stmt): Stmt {
-  switch (st.s) {
+  switch (st.type) {
     case 'vmapPort': {
       // What the tracer tests: fib local, a CIDR unless /0, loopback for local rules without a CIDR or with
       // exceptLoopback. One form per combination (a local rule without either test keeps its /0).
@@ -36,18 +36,18 @@ export function canonStmt(st: Stmt): Stmt {
       const loopTest = local && (cidr === undefined || !!st.exceptLoopback);
       const daddrCidr = narrow ?? (local && !loopTest ? cidr : undefined);
       return {
-        s: 'vmapPort', map: st.map, ...(st.ctNew ? { ctNew: true } : {}), ...(local ? { local: true } : {}),
+        type: 'vmapPort', map: st.map, ...(st.ctNew ? { ctNew: true } : {}), ...(local ? { local: true } : {}),
         ...(daddrCidr ? { daddrCidr } : {}), ...(narrow && loopTest ? { exceptLoopback: true } : {}),
       };
     }
-    case 'vmapVip': return { s: 'vmapVip', map: st.map, ...(st.ctNew ? { ctNew: true } : {}) };
+    case 'vmapVip': return { type: 'vmapVip', map: st.map, ...(st.ctNew ? { ctNew: true } : {}) };
     case 'srcCidr':
-      if (st.then === 'return') return { s: 'srcCidr', cidr: canonCidr(st.cidr), then: 'return' };
-      return canonStmt({ s: 'classGoto', from: { cidr: st.cidr }, masq: false, chain: st.then.goto });
+      if (st.then === 'return') return { type: 'srcCidr', cidr: canonCidr(st.cidr), then: 'return' };
+      return canonStmt({ type: 'classGoto', from: { cidr: st.cidr }, masq: false, chain: st.then.goto });
     case 'classGoto': {
       const from = typeof st.from === 'object' && 'cidr' in st.from ? (isAll(st.from.cidr) ? 'any' : { cidr: canonCidr(st.from.cidr) }) : st.from;
-      if (from === 'any' && !st.masq) return { s: 'goto', chain: st.chain };
-      return { s: 'classGoto', from, masq: st.masq, chain: st.chain };
+      if (from === 'any' && !st.masq) return { type: 'goto', chain: st.chain };
+      return { type: 'classGoto', from, masq: st.masq, chain: st.chain };
     }
     case 'dnat': return { ...st, addr: canonAddr(st.addr) };
     default: return st;
@@ -62,16 +62,16 @@ function sortedJson(v: unknown): string {
 }
 
 export function stmtLine(st: Stmt): string {
-  const { s, ...rest } = canonStmt(st);
+  const { type: s, ...rest } = canonStmt(st);
   return `${s} ${sortedJson(rest)}`;
 }
 
 export function elemLine(e: Elem): string {
-  const v = (x: Extract<Elem, { t: 'vip' }>['v']): string => (x === 'drop' ? 'drop' : `goto ${x.goto}`);
-  switch (e.t) {
-    case 'vip': return `${canonAddr(e.addr)} . ${e.proto} . ${e.port} : ${v(e.v)}`;
-    case 'port': return `${e.proto} . ${e.port} : ${v(e.v)}`;
-    case 'pick': return `${e.addr !== undefined ? `${canonAddr(e.addr)} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${canonAddr(e.epAddr)} . ${e.epPort}`;
+  const v = (x: Extract<Elem, { type: 'vip' }>['verdict']): string => (x === 'drop' ? 'drop' : `goto ${x.goto}`);
+  switch (e.type) {
+    case 'vip': return `${canonAddr(e.addr)} . ${e.proto} . ${e.port} : ${v(e.verdict)}`;
+    case 'port': return `${e.proto} . ${e.port} : ${v(e.verdict)}`;
+    case 'pick': return `${e.addr !== undefined ? `${canonAddr(e.addr)} . ` : ''}${e.proto} . ${e.port} . ${e.slot} : ${canonAddr(e.epAddr)} . ${e.epPort}`;
     case 'pair': return `${canonAddr(e.addr)} . ${canonAddr(e.addr)}`;
     case 'addr': return canonAddr(e.addr);
   }

@@ -315,21 +315,21 @@ export function liftRule(fam: IpFamily, exprs: Expr[], sets: Map<string, SetInfo
     return i < 0 ? undefined : (left.splice(i, 1)[0] as Extract<Cond, { c: C }>);
   };
   const only = (st: Stmt, effectsAllowed = 0): Stmt => {
-    if (left.length) throw new LiftError(`conditions ${JSON.stringify(left)} are not part of a ${st.s} rule`);
-    if (effects.length > effectsAllowed) throw new LiftError(`statements ${JSON.stringify(effects)} are not part of a ${st.s} rule`);
+    if (left.length) throw new LiftError(`conditions ${JSON.stringify(left)} are not part of a ${st.type} rule`);
+    if (effects.length > effectsAllowed) throw new LiftError(`statements ${JSON.stringify(effects)} are not part of a ${st.type} rule`);
     return st;
   };
   const all = fam === 'ip' ? '0.0.0.0/0' : '::/0';
   if (!final) {
-    if (effects.length === 1 && effects[0].e === 'markXor') return only({ s: 'clearMark' }, 1);
+    if (effects.length === 1 && effects[0].e === 'markXor') return only({ type: 'clearMark' }, 1);
     const u = effects[0];
-    if (effects.length === 1 && u.e === 'update' && keyIs(u.key, 'saddr')) return only({ s: 'affinityUpdate', set: u.set }, 1);
+    if (effects.length === 1 && u.e === 'update' && keyIs(u.key, 'saddr')) return only({ type: 'affinityUpdate', set: u.set }, 1);
     throw new LiftError(`statements without a verdict: ${JSON.stringify(effects)}`);
   }
   switch (final.f) {
     case 'vmap': {
       const ctNew = take('ctNew') ? { ctNew: true } : {};
-      if (keyIs(final.key, 'daddr', 'l4proto', 'dport')) return only({ s: 'vmapVip', map: final.set, ...ctNew });
+      if (keyIs(final.key, 'daddr', 'l4proto', 'dport')) return only({ type: 'vmapVip', map: final.set, ...ctNew });
       if (keyIs(final.key, 'l4proto', 'dport')) {
         const local = take('fibLocal', (c) => c.of === 'daddr');
         const cidr = take('cidr', (c) => c.of === 'daddr');
@@ -337,59 +337,59 @@ export function liftRule(fam: IpFamily, exprs: Expr[], sets: Map<string, SetInfo
         if (nl && !local) throw new LiftError('a loopback test without fib daddr type local');
         // A local rule with neither a CIDR nor a loopback test serves every local address: a /0.
         const daddrCidr = cidr?.cidr ?? (local && !nl ? all : undefined);
-        return only({ s: 'vmapPort', map: final.set, ...ctNew, ...(local ? { local: true } : {}), ...(daddrCidr ? { daddrCidr } : {}), ...(local && cidr && nl ? { exceptLoopback: true } : {}) });
+        return only({ type: 'vmapPort', map: final.set, ...ctNew, ...(local ? { local: true } : {}), ...(daddrCidr ? { daddrCidr } : {}), ...(local && cidr && nl ? { exceptLoopback: true } : {}) });
       }
       throw new LiftError(`vmap key ${final.key.map((v) => v.k).join(' . ')}`);
     }
     case 'verdict': {
       const masq = effects.length === 1 && effects[0].e === 'markOr';
-      if (final.v === 'jump' && final.chain) return only({ s: 'jump', chain: final.chain });
+      if (final.v === 'jump' && final.chain) return only({ type: 'jump', chain: final.chain });
       if (final.v === 'goto' && final.chain) {
         const chain = final.chain;
         const src = take('cidr', (c) => c.of === 'saddr');
-        if (src) return only({ s: 'classGoto', from: { cidr: src.cidr }, masq, chain }, 1);
+        if (src) return only({ type: 'classGoto', from: { cidr: src.cidr }, masq, chain }, 1);
         const iif = take('iif');
-        if (iif) return only({ s: 'classGoto', from: { iifname: iif.name, prefix: iif.prefix }, masq, chain }, 1);
-        if (take('fibLocal', (c) => c.of === 'saddr')) return only({ s: 'classGoto', from: 'local', masq, chain }, 1);
+        if (iif) return only({ type: 'classGoto', from: { iifname: iif.name, prefix: iif.prefix }, masq, chain }, 1);
+        if (take('fibLocal', (c) => c.of === 'saddr')) return only({ type: 'classGoto', from: 'local', masq, chain }, 1);
         const aff = take('inSet');
-        if (aff && keyIs(aff.key, 'saddr')) return only({ s: 'affinityGoto', set: aff.set, chain });
+        if (aff && keyIs(aff.key, 'saddr')) return only({ type: 'affinityGoto', set: aff.set, chain });
         const r = take('random0');
-        if (r) return only({ s: 'randomGoto', mod: r.mod, chain });
-        return masq ? only({ s: 'classGoto', from: 'any', masq, chain }, 1) : only({ s: 'goto', chain });
+        if (r) return only({ type: 'randomGoto', mod: r.mod, chain });
+        return masq ? only({ type: 'classGoto', from: 'any', masq, chain }, 1) : only({ type: 'goto', chain });
       }
       if (final.v === 'return') {
         const src = take('cidr', (c) => c.of === 'saddr');
-        if (src) return only({ s: 'srcCidr', cidr: src.cidr, then: 'return' });
+        if (src) return only({ type: 'srcCidr', cidr: src.cidr, then: 'return' });
         const iif = take('iif');
-        if (iif) return only({ s: 'iifReturn', iifname: iif.name, prefix: iif.prefix });
-        if (take('markClear')) return only({ s: 'returnIfNoMark' });
-        return only({ s: 'srcCidr', cidr: all, then: 'return' });
+        if (iif) return only({ type: 'iifReturn', iifname: iif.name, prefix: iif.prefix });
+        if (take('markClear')) return only({ type: 'returnIfNoMark' });
+        return only({ type: 'srcCidr', cidr: all, then: 'return' });
       }
       if (final.v === 'drop') {
         if (take('loopbackNet', (c) => c.of === 'daddr' && c.eq) && take('loopbackNet', (c) => c.of === 'saddr' && !c.eq) && take('ctUntracked') && take('ctNotDnat')) {
-          return only({ s: 'dropLocalnet' });
+          return only({ type: 'dropLocalnet' });
         }
-        return only({ s: 'drop' });
+        return only({ type: 'drop' });
       }
       throw new LiftError(`verdict ${final.v}`);
     }
     case 'reject': {
-      if (final.type === 'tcpReset' && take('l4proto', (c) => c.proto === 'tcp')) return only({ s: 'rejectTcp' });
+      if (final.type === 'tcpReset' && take('l4proto', (c) => c.proto === 'tcp')) return only({ type: 'rejectTcp' });
       // ICMP port unreachable: code 3; ICMPv6 port unreachable: code 4.
       if (final.type !== 'icmp' || final.code !== (fam === 'ip' ? 3 : 4)) throw new LiftError(`reject ${final.type} code ${final.code}`);
       if (take('ctNew')) {
         const s = take('inSet', (c) => keyIs(c.key, 'daddr'));
         if (!s) throw new LiftError('ct state new reject without a daddr set');
-        return only({ s: 'rejectDaddrInSet', set: s.set });
+        return only({ type: 'rejectDaddrInSet', set: s.set });
       }
-      return only({ s: 'rejectIcmp' });
+      return only({ type: 'rejectIcmp' });
     }
     case 'dnat': {
       const p = take('l4proto');
       if (!p) throw new LiftError('dnat without a protocol test');
       const { addr, port } = final;
       if (addr.k === 'const' && port.k === 'const') {
-        return only({ s: 'dnat', proto: p.proto, addr: addrOf(fam, addr.bytes), port: (port.bytes[0] << 8) | port.bytes[1] });
+        return only({ type: 'dnat', proto: p.proto, addr: addrOf(fam, addr.bytes), port: (port.bytes[0] << 8) | port.bytes[1] });
       }
       if (addr.k !== 'mapAddr' || port.k !== 'mapPort' || addr.id !== port.id) throw new LiftError('dnat address and port from different places');
       const key = addr.key;
@@ -397,20 +397,20 @@ export function liftRule(fam: IpFamily, exprs: Expr[], sets: Map<string, SetInfo
       if (ng?.k !== 'numgen') throw new LiftError(`endpoint map ${addr.set} keyed without numgen`);
       // The tracer reads slots 0..n-1 of the destination.
       if (ng.offset !== 0) throw new LiftError(`pick map ${addr.set} read with numgen offset ${ng.offset}`);
-      if (keyIs(key, 'daddr', 'l4proto', 'dport', 'numgen')) return only({ s: 'dnatPick', proto: p.proto, n: ng.mod, map: addr.set, key: 'vip' });
-      if (keyIs(key, 'l4proto', 'dport', 'numgen')) return only({ s: 'dnatPick', proto: p.proto, n: ng.mod, map: addr.set, key: 'port' });
+      if (keyIs(key, 'daddr', 'l4proto', 'dport', 'numgen')) return only({ type: 'dnatPick', proto: p.proto, n: ng.mod, map: addr.set, key: 'vip' });
+      if (keyIs(key, 'l4proto', 'dport', 'numgen')) return only({ type: 'dnatPick', proto: p.proto, n: ng.mod, map: addr.set, key: 'port' });
       throw new LiftError(`pick key ${key.map((v) => v.k).join(' . ')}`);
     }
     case 'masq': {
       if (final.fullyRandom) {
-        if (take('ctDnat') && take('loopbackNet', (c) => c.of === 'saddr' && c.eq)) return only({ s: 'localnetMasq' });
-        return only({ s: 'masquerade' });
+        if (take('ctDnat') && take('loopbackNet', (c) => c.of === 'saddr' && c.eq)) return only({ type: 'localnetMasq' });
+        return only({ type: 'masquerade' });
       }
       const dn = take('ctDnat');
       // The tracer reads the hairpin set by its name.
       const pair = take('inSet', (c) => c.set === 'hairpin' && keyIs(c.key, 'saddr', 'daddr'));
       if (!dn || !pair) throw new LiftError('masquerade (not fully random) other than the hairpin rule');
-      return only({ s: 'hairpinMasq' });
+      return only({ type: 'hairpinMasq' });
     }
   }
 }
@@ -452,7 +452,7 @@ function liftElem(fam: IpFamily, spec: SetSpec, e: NftSetInfo['elements'][number
   const al = addrLen(fam), k = e.key;
   if (e.intervalEnd || e.keyEnd || e.comment) throw new LiftError(`element ${hex(k)} of ${spec.name}: interval or comment`);
   if (spec.kind !== 'affinity' && (e.timeout || e.expires)) throw new LiftError(`element ${hex(k)} of ${spec.name} has a timeout`);
-  const verdict = (): Extract<Elem, { t: 'vip' }>['v'] => {
+  const verdict = (): Extract<Elem, { type: 'vip' }>['verdict'] => {
     const v = e.verdict;
     if (v === 'drop') return 'drop';
     if (v && typeof v === 'object' && 'goto' in v) return { goto: v.goto };
@@ -464,17 +464,17 @@ function liftElem(fam: IpFamily, spec: SetSpec, e: NftSetInfo['elements'][number
   };
   const len = (n: number): void => { if (k.length !== n) throw new LiftError(`element ${hex(k)} of ${spec.name}: ${k.length} bytes, not ${n}`); };
   switch (spec.kind) {
-    case 'vipMap': len(al + 8); return { t: 'vip', addr: addrOf(fam, k), proto: protoAt(k, al), port: portAt(k, al + 4), v: verdict() };
-    case 'portMap': len(8); return { t: 'port', proto: protoAt(k, 0), port: portAt(k, 4), v: verdict() };
-    case 'pickVipMap': { len(al + 12); const d = ep(); return { t: 'pick', addr: addrOf(fam, k), proto: protoAt(k, al), port: portAt(k, al + 4), i: u32le(k, al + 8), epAddr: d.addr, epPort: d.port }; }
-    case 'pickPortMap': { len(12); const d = ep(); return { t: 'pick', proto: protoAt(k, 0), port: portAt(k, 4), i: u32le(k, 8), epAddr: d.addr, epPort: d.port }; }
+    case 'vipMap': len(al + 8); return { type: 'vip', addr: addrOf(fam, k), proto: protoAt(k, al), port: portAt(k, al + 4), verdict: verdict() };
+    case 'portMap': len(8); return { type: 'port', proto: protoAt(k, 0), port: portAt(k, 4), verdict: verdict() };
+    case 'pickVipMap': { len(al + 12); const d = ep(); return { type: 'pick', addr: addrOf(fam, k), proto: protoAt(k, al), port: portAt(k, al + 4), slot: u32le(k, al + 8), epAddr: d.addr, epPort: d.port }; }
+    case 'pickPortMap': { len(12); const d = ep(); return { type: 'pick', proto: protoAt(k, 0), port: portAt(k, 4), slot: u32le(k, 8), epAddr: d.addr, epPort: d.port }; }
     case 'pairSet': {
       len(2 * al);
       const a = addrOf(fam, k), b = addrOf(fam, k, al);
       if (a !== b) throw new LiftError(`hairpin element ${a} . ${b}: not one address twice`);
-      return { t: 'pair', addr: a };
+      return { type: 'pair', addr: a };
     }
-    case 'addrSet': len(al); return { t: 'addr', addr: addrOf(fam, k) };
+    case 'addrSet': len(al); return { type: 'addr', addr: addrOf(fam, k) };
     case 'affinity': throw new LiftError(`affinity set ${spec.name} holds ${addrOf(fam, k)} (the datapath added it)`);
   }
 }
@@ -484,14 +484,14 @@ function liftElem(fam: IpFamily, spec: SetSpec, e: NftSetInfo['elements'][number
 
 /** The ops that build, in the tracer's fake, the table the listing shows. */
 export function liftOps(fam: IpFamily, l: NftTableListing): Op[] {
-  const ops: Op[] = [{ k: 'resetTable' }];
+  const ops: Op[] = [{ kind: 'resetTable' }];
   const infos = new Map<string, SetInfo>();
   const specs: SetSpec[] = [];
   for (const s of l.sets) {
     const { info, ...spec } = setSpec(fam, s);
     infos.set(s.name, info);
     specs.push(spec);
-    ops.push({ k: 'addSet', set: spec });
+    ops.push({ kind: 'addSet', set: spec });
   }
   for (const c of l.chains) {
     let spec: ChainSpec = { name: c.name };
@@ -502,15 +502,15 @@ export function liftOps(fam: IpFamily, l: NftTableListing): Op[] {
       }
       spec = { name: c.name, hook: { type: c.type, hook: c.hook, priority: c.priority } };
     }
-    ops.push({ k: 'addChain', chain: spec });
+    ops.push({ kind: 'addChain', chain: spec });
   }
   specs.forEach((spec, i) => {
     const elems = l.sets[i].elements.map((e) => liftElem(fam, spec, e));
-    if (elems.length) ops.push({ k: 'addElems', set: spec.name, elems });
+    if (elems.length) ops.push({ kind: 'addElems', set: spec.name, elems });
   });
   for (const r of l.rules) {
     try {
-      ops.push({ k: 'addRule', chain: r.chain, stmt: liftRule(fam, r.exprs, infos) });
+      ops.push({ kind: 'addRule', chain: r.chain, stmt: liftRule(fam, r.exprs, infos) });
     } catch (e) {
       if (!(e instanceof LiftError)) throw e;
       throw new LiftError(`${fam} chain ${r.chain} rule ${r.handle}: ${e.message}\n  ${JSON.stringify(r.exprs, (_, v) => (v instanceof Uint8Array ? hex(v) : v))}`);

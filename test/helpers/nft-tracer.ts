@@ -228,11 +228,11 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
   const next: Step = { k: 'next', st: st0 };
   const hit = (): St => clone(st0, text);
   const ctNewOk = (want?: boolean): boolean => !want || st0.ctNew;
-  switch (r.s) {
+  switch (r.type) {
     case 'vmapVip': {
       if (!ctNewOk(r.ctNew)) return [next];
       const e = lookup(ctx, r.map, `${canon(st0.daddr)}|${st0.proto}|${st0.dport}`);
-      return e && e.t === 'vip' ? [verdictStep(e.v, hit())] : [next];
+      return e && e.type === 'vip' ? [verdictStep(e.verdict, hit())] : [next];
     }
     case 'vmapPort': {
       if (!ctNewOk(r.ctNew)) return [next];
@@ -240,7 +240,7 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
       if (r.daddrCidr && !inCidr(st0.daddr, r.daddrCidr)) return [next];
       if (r.local && (!r.daddrCidr || r.exceptLoopback) && isLoopback(st0.daddr)) return [next];
       const e = lookup(ctx, r.map, `${st0.proto}|${st0.dport}`);
-      return e && e.t === 'port' ? [verdictStep(e.v, hit())] : [next];
+      return e && e.type === 'port' ? [verdictStep(e.verdict, hit())] : [next];
     }
     case 'jump': return [{ k: 'jump', chain: r.chain, st: hit() }];
     case 'goto': return [{ k: 'goto', chain: r.chain, st: hit() }];
@@ -267,7 +267,7 @@ function evalRule(ctx: Ctx, chain: string, r: Stmt, st0: St): Step[] {
       for (let i = 0; i < r.n; i++) {
         const e = lookup(ctx, r.map, `${dest}|${i}`);
         // In the kernel a missing element makes the rule not match for that random value: a hole.
-        if (!e || e.t !== 'pick') throw new TraceError(`${text}: slot ${i} of ${dest} missing in ${r.map}`);
+        if (!e || e.type !== 'pick') throw new TraceError(`${text}: slot ${i} of ${dest} missing in ${r.map}`);
         steps.push(dnatTo(hit(), e.epAddr, e.epPort));
       }
       return steps;

@@ -309,13 +309,13 @@ export function tableBlocks(fam: NftFam, t: FakeTable): Map<string, string> {
   const line = (op: Op) => toNftText(fam, 'kpng', [op]).trimEnd().replace(`${fam} kpng `, '').replace(/^add (chain|set|map) /, '$1 ');
   const out = new Map<string, string>();
   for (const [name, s] of t.sets) {
-    const elem = (e: Elem) => line({ k: 'addElems', set: name, elems: [e] }).replace(/^add element \S+ \{ (.*) \}$/, '$1');
+    const elem = (e: Elem) => line({ kind: 'addElems', set: name, elems: [e] }).replace(/^add element \S+ \{ (.*) \}$/, '$1');
     const elems = [...s.elems.values()].map((e) => `  ${elem(e)}`).sort();
-    out.set(`set ${name}`, [line({ k: 'addSet', set: s.spec }), ...elems].join('\n'));
+    out.set(`set ${name}`, [line({ kind: 'addSet', set: s.spec }), ...elems].join('\n'));
   }
   for (const [name, c] of t.chains) {
-    const rules = c.rules.map((r) => `  ${line({ k: 'addRule', chain: name, stmt: r }).replace(/^add rule \S+ /, '')}`);
-    out.set(`chain ${name}`, [line({ k: 'addChain', chain: c.spec }), ...rules].join('\n'));
+    const rules = c.rules.map((r) => `  ${line({ kind: 'addRule', chain: name, stmt: r }).replace(/^add rule \S+ /, '')}`);
+    out.set(`chain ${name}`, [line({ kind: 'addChain', chain: c.spec }), ...rules].join('\n'));
   }
   return new Map([...out].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));
 }

@@ -58,10 +58,10 @@ const FAST_PATH_PRIORITY = 60;
  */
 function nodePortRules(opts: BaseOptions, map: string, ctNew: boolean): Stmt[] {
   return opts.nodePortAddresses.filter((c) => opts.localhost || !isLoopbackCIDR(c)).map((c): Stmt => {
-    if (opts.localhost && holdsLoopback(c)) return { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c };
+    if (opts.localhost && holdsLoopback(c)) return { type: 'vmapPort', map, ctNew, local: true, daddrCidr: c };
     return /\/0$/.test(c)
-      ? { s: 'vmapPort', map, ctNew, local: true }
-      : { s: 'vmapPort', map, ctNew, local: true, daddrCidr: c, ...(holdsLoopback(c) ? { exceptLoopback: true } : {}) };
+      ? { type: 'vmapPort', map, ctNew, local: true }
+      : { type: 'vmapPort', map, ctNew, local: true, daddrCidr: c, ...(holdsLoopback(c) ? { exceptLoopback: true } : {}) };
   });
 }
 
@@ -76,56 +76,56 @@ export function baseChains(fam: IpFamily, opts: BaseOptions): Array<{ chain: Cha
   // connections"), and a connection from 127.0.0.1 DNATed to a pod leaves with the node's address.
   const localhost = fam === 'ip' && !!opts.localhost;
   return [
-    { chain: { name: SHARED_NAMES.reject }, rules: [{ s: 'rejectTcp' }, { s: 'rejectIcmp' }] },
+    { chain: { name: SHARED_NAMES.reject }, rules: [{ type: 'rejectTcp' }, { type: 'rejectIcmp' }] },
     {
       chain: { name: SHARED_NAMES.services },
-      rules: [{ s: 'vmapVip', map: SHARED_NAMES.vips }, ...nodePortRules(opts, SHARED_NAMES.nodePorts, false)],
+      rules: [{ type: 'vmapVip', map: SHARED_NAMES.vips }, ...nodePortRules(opts, SHARED_NAMES.nodePorts, false)],
     },
     {
       chain: { name: SHARED_NAMES.filterPrerouting, hook: { type: 'filter', hook: 'prerouting', priority: DSTNAT - 10 } },
-      rules: [{ s: 'vmapVip', map: SHARED_NAMES.firewall, ctNew: true }],
+      rules: [{ type: 'vmapVip', map: SHARED_NAMES.firewall, ctNew: true }],
     },
     {
       chain: { name: SHARED_NAMES.filterOutput, hook: { type: 'filter', hook: 'output', priority: DSTNAT - 10 } },
-      rules: [{ s: 'vmapVip', map: SHARED_NAMES.firewall, ctNew: true }],
+      rules: [{ type: 'vmapVip', map: SHARED_NAMES.firewall, ctNew: true }],
     },
     {
       // After DNAT: a packet still addressed to a service IP was not DNATed (no endpoint for its client class).
       chain: { name: SHARED_NAMES.filterOutputPost, hook: { type: 'filter', hook: 'output', priority: 0 } },
-      rules: [{ s: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: SHARED_NAMES.clusterIPs }],
+      rules: [{ type: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, { type: 'rejectDaddrInSet', set: SHARED_NAMES.clusterIPs }],
     },
     {
       chain: { name: SHARED_NAMES.filterInput, hook: { type: 'filter', hook: 'input', priority: -110 } },
-      rules: [...(localhost ? [{ s: 'dropLocalnet' } as const] : []), { s: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, ...nodePortRules(opts, SHARED_NAMES.noEndpointNodePorts, true)],
+      rules: [...(localhost ? [{ type: 'dropLocalnet' } as const] : []), { type: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, ...nodePortRules(opts, SHARED_NAMES.noEndpointNodePorts, true)],
     },
     {
       chain: { name: SHARED_NAMES.filterForward, hook: { type: 'filter', hook: 'forward', priority: -110 } },
-      rules: [{ s: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, { s: 'rejectDaddrInSet', set: SHARED_NAMES.clusterIPs }],
+      rules: [{ type: 'vmapVip', map: SHARED_NAMES.noEndpoints, ctNew: true }, { type: 'rejectDaddrInSet', set: SHARED_NAMES.clusterIPs }],
     },
     ...(opts.fastPath ? [{
       chain: { name: SHARED_NAMES.fastPathForward, hook: { type: 'filter' as const, hook: 'forward' as const, priority: FAST_PATH_PRIORITY } },
-      rules: [{ s: 'flowOffload' as const, flowtable: SHARED_NAMES.fastPath, minPackets: opts.fastPath.minPackets }],
+      rules: [{ type: 'flowOffload' as const, flowtable: SHARED_NAMES.fastPath, minPackets: opts.fastPath.minPackets }],
     }] : []),
-    { chain: { name: SHARED_NAMES.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ s: 'jump', chain: SHARED_NAMES.services }] },
-    { chain: { name: SHARED_NAMES.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ s: 'jump', chain: SHARED_NAMES.services }] },
+    { chain: { name: SHARED_NAMES.natPrerouting, hook: { type: 'nat', hook: 'prerouting', priority: DSTNAT } }, rules: [{ type: 'jump', chain: SHARED_NAMES.services }] },
+    { chain: { name: SHARED_NAMES.natOutput, hook: { type: 'nat', hook: 'output', priority: DSTNAT } }, rules: [{ type: 'jump', chain: SHARED_NAMES.services }] },
     {
       chain: { name: SHARED_NAMES.natPostrouting, hook: { type: 'nat', hook: 'postrouting', priority: SRCNAT } },
-      rules: [{ s: 'hairpinMasq' }, ...(localhost ? [{ s: 'localnetMasq' } as const] : []), { s: 'returnIfNoMark' }, { s: 'clearMark' }, { s: 'masquerade' }],
+      rules: [{ type: 'hairpinMasq' }, ...(localhost ? [{ type: 'localnetMasq' } as const] : []), { type: 'returnIfNoMark' }, { type: 'clearMark' }, { type: 'masquerade' }],
     },
   ];
 }
 
 /** Ops that (re)create the table with its fixed objects. Helper chains come before the chains that use them. */
 export function baseOps(fam: IpFamily, opts: BaseOptions, sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
-  const ops: Op[] = [{ k: 'resetTable' }];
+  const ops: Op[] = [{ kind: 'resetTable' }];
   for (const set of SHARED_SETS) {
     const size = sizeOf(set.name);
-    ops.push({ k: 'addSet', set: size === undefined ? set : { ...set, size } });
+    ops.push({ kind: 'addSet', set: size === undefined ? set : { ...set, size } });
   }
-  if (opts.fastPath) ops.push({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: opts.fastPath.devices } });
+  if (opts.fastPath) ops.push({ kind: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: opts.fastPath.devices } });
   const chains = baseChains(fam, opts);
   // All chains first (a vmap/jump may name any of them), then the rules.
-  for (const c of chains) ops.push({ k: 'addChain', chain: c.chain });
-  for (const c of chains) for (const stmt of c.rules) ops.push({ k: 'addRule', chain: c.chain.name, stmt });
+  for (const c of chains) ops.push({ kind: 'addChain', chain: c.chain });
+  for (const c of chains) for (const stmt of c.rules) ops.push({ kind: 'addRule', chain: c.chain.name, stmt });
   return ops;
 }

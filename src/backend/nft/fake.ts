@@ -115,38 +115,38 @@ export class FakeTable {
   }
 }
 
-const ELEM_KIND: Record<Elem['t'], SetKind[]> = { vip: ['vipMap'], port: ['portMap'], pick: ['pickVipMap', 'pickPortMap'], pair: ['pairSet'], addr: ['addrSet', 'affinity'] };
+const ELEM_KIND: Record<Elem['type'], SetKind[]> = { vip: ['vipMap'], port: ['portMap'], pick: ['pickVipMap', 'pickPortMap'], pair: ['pairSet'], addr: ['addrSet', 'affinity'] };
 
 /** The element's key as the kernel compares it. */
 function elemKey(e: Elem): string {
-  switch (e.t) {
+  switch (e.type) {
     case 'vip': return `${canon(e.addr)}|${e.proto}|${e.port}`;
     case 'port': return `${e.proto}|${e.port}`;
-    case 'pick': return `${pickDest(e)}|${e.i}`;
+    case 'pick': return `${pickDest(e)}|${e.slot}`;
     case 'pair': return `${canon(e.addr)}|${canon(e.addr)}`;
     case 'addr': return canon(e.addr);
   }
 }
 
 function elemData(e: Elem): string {
-  switch (e.t) {
-    case 'vip': case 'port': return JSON.stringify(e.v);
+  switch (e.type) {
+    case 'vip': case 'port': return JSON.stringify(e.verdict);
     case 'pick': return `${canon(e.epAddr)}|${e.epPort}`;
     default: return '';
   }
 }
 
 function elemAddrs(e: Elem): string[] {
-  if (e.t === 'pick') return e.addr !== undefined ? [e.addr, e.epAddr] : [e.epAddr];
-  return e.t === 'vip' || e.t === 'pair' || e.t === 'addr' ? [e.addr] : [];
+  if (e.type === 'pick') return e.addr !== undefined ? [e.addr, e.epAddr] : [e.epAddr];
+  return e.type === 'vip' || e.type === 'pair' || e.type === 'addr' ? [e.addr] : [];
 }
 
 /** The destination part of a pick element's key. */
-const pickDest = (e: Extract<Elem, { t: 'pick' }>): string => (e.addr !== undefined ? `${canon(e.addr)}|${e.proto}|${e.port}` : `${e.proto}|${e.port}`);
+const pickDest = (e: Extract<Elem, { type: 'pick' }>): string => (e.addr !== undefined ? `${canon(e.addr)}|${e.proto}|${e.port}` : `${e.proto}|${e.port}`);
 
 /** Chains a rule names. */
 export function stmtChains(st: Stmt): string[] {
-  switch (st.s) {
+  switch (st.type) {
     case 'jump': case 'goto': case 'classGoto': case 'affinityGoto': case 'randomGoto': return [st.chain];
     case 'srcCidr': return st.then === 'return' ? [] : [st.then.goto];
     default: return [];
@@ -155,7 +155,7 @@ export function stmtChains(st: Stmt): string[] {
 
 /** Sets a rule names, with the kind each must be. */
 export function stmtSets(st: Stmt): Array<[string, SetKind]> {
-  switch (st.s) {
+  switch (st.type) {
     case 'vmapVip': return [[st.map, 'vipMap']];
     case 'vmapPort': return [[st.map, 'portMap']];
     case 'rejectDaddrInSet': return [[st.set, 'addrSet']];
@@ -166,10 +166,10 @@ export function stmtSets(st: Stmt): Array<[string, SetKind]> {
   }
 }
 
-const elemChain = (e: Elem): string | null => ((e.t === 'vip' || e.t === 'port') && e.v !== 'drop' ? e.v.goto : null);
+const elemChain = (e: Elem): string | null => ((e.type === 'vip' || e.type === 'port') && e.verdict !== 'drop' ? e.verdict.goto : null);
 
 /** Statements that only NAT base chains may reach (the kernel refuses them elsewhere). */
-const NAT_ONLY: Partial<Record<Stmt['s'], Array<'prerouting' | 'output' | 'postrouting'>>> = {
+const NAT_ONLY: Partial<Record<Stmt['type'], Array<'prerouting' | 'output' | 'postrouting'>>> = {
   dnatPick: ['prerouting', 'output'],
   dnat: ['prerouting', 'output'],
   masquerade: ['postrouting'],
@@ -231,7 +231,7 @@ export class FakeNft {
 }
 
 function applyOp(t: FakeTable, fam: IpFamily, op: Op): void {
-  if (op.k === 'resetTable') {
+  if (op.kind === 'resetTable') {
     // Add, delete and add again: a new, empty table.
     t.exists = true;
     t.sets = new Map();
@@ -239,12 +239,12 @@ function applyOp(t: FakeTable, fam: IpFamily, op: Op): void {
     t.flowtables = new Map();
     return;
   }
-  if (op.k === 'addTable') {
+  if (op.kind === 'addTable') {
     t.exists = true;
     return;
   }
   if (!t.exists) throw new NftFakeError('ENOENT: no such table');
-  switch (op.k) {
+  switch (op.kind) {
     case 'addSet': {
       const cur = t.sets.get(op.set.name);
       if (cur) {
@@ -279,7 +279,7 @@ function applyOp(t: FakeTable, fam: IpFamily, op: Op): void {
     }
     case 'delFlowtable': {
       if (!t.flowtables.has(op.name)) throw new NftFakeError(`ENOENT: no flowtable ${op.name}`);
-      const users = [...t.chains].filter(([, c]) => c.rules.some((r) => r.s === 'flowOffload' && r.flowtable === op.name)).map(([n]) => n);
+      const users = [...t.chains].filter(([, c]) => c.rules.some((r) => r.type === 'flowOffload' && r.flowtable === op.name)).map(([n]) => n);
       if (users.length) throw new NftFakeError(`EBUSY: flowtable ${op.name} is used by chain(s) ${users.join(', ')}`);
       t.flowtables.delete(op.name);
       return;
@@ -316,9 +316,9 @@ function applyOp(t: FakeTable, fam: IpFamily, op: Op): void {
         if (!set) throw new NftFakeError(`ENOENT: rule names missing set ${s}`);
         if (set.spec.kind !== kind) throw new NftFakeError(`EINVAL: rule uses set ${s} (${set.spec.kind}) as ${kind}`);
       }
-      if (op.stmt.s === 'flowOffload' && !t.flowtables.has(op.stmt.flowtable)) throw new NftFakeError(`ENOENT: rule names missing flowtable ${op.stmt.flowtable}`);
-      if (op.stmt.s === 'dnat' && famOfAddr(op.stmt.addr) !== fam) throw new NftFakeError(`EINVAL: dnat to ${op.stmt.addr} in family ${fam}`);
-      for (const cidr of [op.stmt.s === 'srcCidr' ? op.stmt.cidr : null, op.stmt.s === 'classGoto' && typeof op.stmt.from === 'object' && 'cidr' in op.stmt.from ? op.stmt.from.cidr : null, op.stmt.s === 'vmapPort' ? op.stmt.daddrCidr ?? null : null]) {
+      if (op.stmt.type === 'flowOffload' && !t.flowtables.has(op.stmt.flowtable)) throw new NftFakeError(`ENOENT: rule names missing flowtable ${op.stmt.flowtable}`);
+      if (op.stmt.type === 'dnat' && famOfAddr(op.stmt.addr) !== fam) throw new NftFakeError(`EINVAL: dnat to ${op.stmt.addr} in family ${fam}`);
+      for (const cidr of [op.stmt.type === 'srcCidr' ? op.stmt.cidr : null, op.stmt.type === 'classGoto' && typeof op.stmt.from === 'object' && 'cidr' in op.stmt.from ? op.stmt.from.cidr : null, op.stmt.type === 'vmapPort' ? op.stmt.daddrCidr ?? null : null]) {
         if (cidr && famOfAddr(cidr.split('/')[0]) !== fam) throw new NftFakeError(`EINVAL: CIDR ${cidr} in family ${fam}`);
       }
       c.rules.push(op.stmt);
@@ -328,8 +328,8 @@ function applyOp(t: FakeTable, fam: IpFamily, op: Op): void {
     case 'addPacked': {
       const set = t.sets.get(op.set);
       if (!set) throw new NftFakeError(`ENOENT: elements for missing set ${op.set}`);
-      for (const e of op.k === 'addPacked' ? op.elems.decode() : op.elems) {
-        if (!ELEM_KIND[e.t].includes(set.spec.kind)) throw new NftFakeError(`EINVAL: ${e.t} element in ${set.spec.kind} ${op.set}`);
+      for (const e of op.kind === 'addPacked' ? op.elems.decode() : op.elems) {
+        if (!ELEM_KIND[e.type].includes(set.spec.kind)) throw new NftFakeError(`EINVAL: ${e.type} element in ${set.spec.kind} ${op.set}`);
         for (const a of elemAddrs(e)) if (famOfAddr(a) !== fam) throw new NftFakeError(`EINVAL: address ${a} in family ${fam}`);
         const ch = elemChain(e);
         if (ch && !t.chains.has(ch)) throw new NftFakeError(`ENOENT: element of ${op.set} names missing chain ${ch}`);
@@ -373,9 +373,9 @@ function validate(t: FakeTable, fam: IpFamily): void {
       if (seen.has(n)) return;
       seen.add(n);
       for (const r of t.chains.get(n)!.rules) {
-        const hooks = NAT_ONLY[r.s];
+        const hooks = NAT_ONLY[r.type];
         if (hooks && (hook.type !== 'nat' || !hooks.includes(hook.hook as 'prerouting'))) {
-          throw new NftFakeError(`EOPNOTSUPP: ${r.s} in chain ${n}, reachable from ${hook.type} ${hook.hook} chain ${name}`);
+          throw new NftFakeError(`EOPNOTSUPP: ${r.type} in chain ${n}, reachable from ${hook.type} ${hook.hook} chain ${name}`);
         }
       }
       for (const next of edges(n)) walk(next, [...path, n]);
@@ -405,13 +405,13 @@ export function tableContent(t: FakeTable): TableContent {
       // Slot order does not matter: each destination's endpoints, with their slots' count.
       const byDest = new Map<string, string[]>();
       for (const e of s.elems.values()) {
-        if (e.t !== 'pick') continue;
+        if (e.type !== 'pick') continue;
         const d = pickDest(e);
-        byDest.set(d, [...(byDest.get(d) ?? []), `${e.i}`]);
+        byDest.set(d, [...(byDest.get(d) ?? []), `${e.slot}`]);
       }
       out.sets[name] = {
         kind: s.spec.kind,
-        elems: [...byDest].map(([d, slots]) => `${d}=${slots.length}:${[...s.elems.values()].filter((e) => e.t === 'pick' && pickDest(e) === d).map((e) => elemData(e)).sort().join(',')}`).sort(),
+        elems: [...byDest].map(([d, slots]) => `${d}=${slots.length}:${[...s.elems.values()].filter((e) => e.type === 'pick' && pickDest(e) === d).map((e) => elemData(e)).sort().join(',')}`).sort(),
       };
       continue;
     }

@@ -37,31 +37,31 @@ describe('nft fast path', () => {
 
   test('a full sync creates the flowtable before the chain whose rule offloads to it', () => {
     const ops = baseOps('ip', baseOptions('ip', undefined, { devices: ['eth0', 'cni0'], minPackets: 20 }));
-    const ft = ops.findIndex((o) => o.k === 'addFlowtable');
-    const rule = ops.findIndex((o) => o.k === 'addRule' && o.stmt.s === 'flowOffload');
+    const ft = ops.findIndex((o) => o.kind === 'addFlowtable');
+    const rule = ops.findIndex((o) => o.kind === 'addRule' && o.stmt.type === 'flowOffload');
     expect(ft).toBeGreaterThan(0);
     expect(rule).toBeGreaterThan(ft);
-    expect(ops[ft]).toEqual({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: ['eth0', 'cni0'] } });
-    expect(ops).toContainEqual({ k: 'addChain', chain: { name: SHARED_NAMES.fastPathForward, hook: { type: 'filter', hook: 'forward', priority: 60 } } });
+    expect(ops[ft]).toEqual({ kind: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: ['eth0', 'cni0'] } });
+    expect(ops).toContainEqual({ kind: 'addChain', chain: { name: SHARED_NAMES.fastPathForward, hook: { type: 'filter', hook: 'forward', priority: 60 } } });
     const text = toNftText('ip', 'kpng', ops);
     expect(text).toContain('add flowtable ip kpng fast-path { hook ingress priority 0; devices = { "eth0", "cni0" }; }');
     expect(text).toContain('add rule ip kpng fast-path-forward ct status dnat ct packets > 20 flow add @fast-path');
     // Without devices (or without the option) nothing of it.
-    expect(baseOps('ip', baseOptions('ip', undefined, { devices: [], minPackets: 20 })).some((o) => o.k === 'addFlowtable')).toBe(false);
+    expect(baseOps('ip', baseOptions('ip', undefined, { devices: [], minPackets: 20 })).some((o) => o.kind === 'addFlowtable')).toBe(false);
   });
 
   test('the offload rule: ct status dnat, ct packets (swapped to network order) > N, flow add', () => {
-    const x = stmtExprs('ip', { s: 'flowOffload', flowtable: 'fast-path', minPackets: 20 });
+    const x = stmtExprs('ip', { type: 'flowOffload', flowtable: 'fast-path', minPackets: 20 });
     expect(x.map((e) => e.type)).toEqual(['ct', 'bitwise', 'cmp', 'ct', 'byteorder', 'cmp', 'flowOffload']);
     const cmp = x[5] as { op: string; data: Uint8Array };
     expect(cmp.op).toBe('gt');
     expect([...cmp.data]).toEqual([0, 0, 0, 0, 0, 0, 0, 20]);
-    expect(stmtExprs('ip', { s: 'flowOffload', flowtable: 'fast-path', minPackets: 0 }).map((e) => e.type)).toEqual(['ct', 'bitwise', 'cmp', 'flowOffload']);
+    expect(stmtExprs('ip', { type: 'flowOffload', flowtable: 'fast-path', minPackets: 0 }).map((e) => e.type)).toEqual(['ct', 'bitwise', 'cmp', 'flowOffload']);
   });
 
   test('the batch carries the flowtable with its hook and every device', () => {
     const b = new NftBatch();
-    for (const o of toNftOps('ip', 'kpng', [{ k: 'addFlowtable', flowtable: { name: 'fast-path', devices: ['eth0', 'cni0'] } }])) b.add(o);
+    for (const o of toNftOps('ip', 'kpng', [{ kind: 'addFlowtable', flowtable: { name: 'fast-path', devices: ['eth0', 'cni0'] } }])) b.add(o);
     const buf = b.finish();
     expect(b.descs[0]).toMatchObject({ op: 'add', kind: 'flowtable', object: 'flowtable ip kpng fast-path' });
     const text = buf.toString('latin1');
@@ -73,11 +73,11 @@ describe('nft fast path', () => {
     const slow: Op[] = baseOps('ip', baseOptions('ip', undefined));
     const had = KernelObjects.of(fast);
     const keep = had.repair(fast, KernelObjects.of(fast));
-    expect(keep.some((o) => o.k === 'delFlowtable')).toBe(false);
+    expect(keep.some((o) => o.kind === 'delFlowtable')).toBe(false);
     const drop = had.repair(slow, KernelObjects.of(slow));
-    const del = drop.findIndex((o) => o.k === 'delFlowtable');
-    expect(del).toBeGreaterThan(drop.findIndex((o) => o.k === 'flushChain' && o.name === SHARED_NAMES.fastPathForward));
-    expect(drop.findIndex((o) => o.k === 'delChain' && o.name === SHARED_NAMES.fastPathForward)).toBeGreaterThan(-1);
+    const del = drop.findIndex((o) => o.kind === 'delFlowtable');
+    expect(del).toBeGreaterThan(drop.findIndex((o) => o.kind === 'flushChain' && o.name === SHARED_NAMES.fastPathForward));
+    expect(drop.findIndex((o) => o.kind === 'delChain' && o.name === SHARED_NAMES.fastPathForward)).toBeGreaterThan(-1);
   });
 
   test('a kernel without flowtables: off, said once, every sync without it', async () => {
@@ -118,14 +118,14 @@ describe('nft fast path', () => {
     const dp = new NftDataplane('kpng', kernel, undefined, fp);
     const svc = (i: number) => enlsService(i).service!;
     await dp.fullSync([svc(0)], enlsNode());
-    const flowtableOps = (batch: FamOps[]) => batch.flatMap((f) => f.ops.filter((o) => o.k === 'addFlowtable').map((o) => `${f.fam} ${JSON.stringify(o)}`));
+    const flowtableOps = (batch: FamOps[]) => batch.flatMap((f) => f.ops.filter((o) => o.kind === 'addFlowtable').map((o) => `${f.fam} ${JSON.stringify(o)}`));
     expect(flowtableOps(sent[0]!)).toHaveLength(2);
     // Nothing new: an incremental batch leaves the flowtable alone.
     await dp.update([{ key: 'svc/bench/s1', old: null, new: svc(1) }], enlsNode());
     expect(flowtableOps(sent[1]!)).toEqual([]);
     links = [...links, link('veth2', { master: 3 })];
     await dp.update([{ key: 'svc/bench/s2', old: null, new: svc(2) }], enlsNode());
-    expect(flowtableOps(sent[2]!)).toEqual(['ip', 'ip6'].map((f) => `${f} ${JSON.stringify({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: ['cni0', 'eth0', 'veth1', 'veth2'] } })}`));
+    expect(flowtableOps(sent[2]!)).toEqual(['ip', 'ip6'].map((f) => `${f} ${JSON.stringify({ kind: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: ['cni0', 'eth0', 'veth1', 'veth2'] } })}`));
     expect(logs).toContain('nft fast path: flowtable gains veth2');
   });
 });

@@ -62,8 +62,8 @@ export function batchSizeHint(famOps: FamOps[]): number {
   let n = 0, packed = 0;
   for (const f of famOps) {
     for (const op of f.ops) {
-      if (op.k === 'addPacked') packed += op.elems.items.byteLength + 256 * Math.ceil(op.elems.count / ELEM_CHUNK);
-      else n += 256 + (op.k === 'addElems' || op.k === 'delElems' ? op.elems.length * 48 : 0);
+      if (op.kind === 'addPacked') packed += op.elems.items.byteLength + 256 * Math.ceil(op.elems.count / ELEM_CHUNK);
+      else n += 256 + (op.kind === 'addElems' || op.kind === 'delElems' ? op.elems.length * 48 : 0);
     }
   }
   return Math.min(1 << 20, Math.max(4096, n)) + packed;
@@ -82,9 +82,9 @@ export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yiel
   for (const f of famOps) {
     for (const op of f.ops) {
       // Elements (nearly all of a full sync) are written straight into the batch.
-      if (op.k === 'addElems' || op.k === 'delElems') {
+      if (op.kind === 'addElems' || op.kind === 'delElems') {
         // A 50k-service vips map is one op of 50k elements: written in slices (one message each).
-        const kind = op.k === 'addElems' ? 'add' : 'delete';
+        const kind = op.kind === 'addElems' ? 'add' : 'delete';
         if (op.elems.length <= ELEM_SLICE) elems.write(batch, f.fam, table, kind, op.set, op.elems);
         else {
           for (let i = 0; i < op.elems.length; i += ELEM_SLICE) {
@@ -92,7 +92,7 @@ export async function encodeFamOps(table: string, famOps: FamOps[], y = new Yiel
             if (y.due()) await y.turn();
           }
         }
-      } else if (op.k === 'addPacked') {
+      } else if (op.kind === 'addPacked') {
         // Encoded as the services rendered: copied, one element op per chunk.
         const p = op.elems;
         for (const c of p.chunks()) {

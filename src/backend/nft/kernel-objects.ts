@@ -29,7 +29,7 @@ export class KernelObjects {
   /** Follows a committed batch's ops. */
   record(ops: readonly Op[]): void {
     for (const op of ops) {
-      switch (op.k) {
+      switch (op.kind) {
         case 'resetTable': this.chains.clear(); this.sets.clear(); this.flowtables.clear(); break;
         case 'addFlowtable': this.flowtables.add(op.flowtable.name); break;
         case 'delFlowtable': this.flowtables.delete(op.name); break;
@@ -52,19 +52,19 @@ export class KernelObjects {
    * the table holds `want`, KernelObjects.of(fullOps) (the caller keeps it for the next sync).
    */
   repair(fullOps: readonly Op[], want: KernelObjects): Op[] {
-    const out: Op[] = [{ k: 'addTable' }];
+    const out: Op[] = [{ kind: 'addTable' }];
     // Rules first: once no rule names a chain or set, the deletes below are allowed.
-    for (const name of this.chains) out.push({ k: 'flushChain', name });
+    for (const name of this.chains) out.push({ kind: 'flushChain', name });
     // Verdict maps name chains in their elements: flushed before those chains go.
-    for (const [name, spec] of this.sets) if (spec.kind !== 'affinity') out.push({ k: 'flushSet', name });
+    for (const [name, spec] of this.sets) if (spec.kind !== 'affinity') out.push({ kind: 'flushSet', name });
     // A flowtable is kept (the full sync's add adds devices it lacks: offloaded flows stay), unless unwanted.
-    for (const name of this.flowtables) if (!want.flowtables.has(name)) out.push({ k: 'delFlowtable', name });
-    for (const name of this.chains) if (!want.chains.has(name)) out.push({ k: 'delChain', name });
+    for (const name of this.flowtables) if (!want.flowtables.has(name)) out.push({ kind: 'delFlowtable', name });
+    for (const name of this.chains) if (!want.chains.has(name)) out.push({ kind: 'delChain', name });
     for (const [name, spec] of this.sets) {
       const next = want.sets.get(name);
-      if (!next || !sameSpec(spec, next)) out.push({ k: 'delSet', name });
+      if (!next || !sameSpec(spec, next)) out.push({ kind: 'delSet', name });
     }
-    for (const op of fullOps) if (op.k !== 'resetTable') out.push(op);
+    for (const op of fullOps) if (op.kind !== 'resetTable') out.push(op);
     return out;
   }
 }

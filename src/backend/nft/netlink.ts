@@ -18,7 +18,7 @@ function inLoopbackNet(which: 'saddr' | 'daddr', eq: boolean): NftExpr[] {
 }
 
 export function stmtExprs(fam: IpFamily, st: Stmt): NftExpr[] {
-  switch (st.s) {
+  switch (st.type) {
     case 'vmapVip':
       return [
         ...(st.ctNew ? expr.ctNew() : []),
@@ -136,11 +136,11 @@ function setObject(c: Ctx, spec: SetSpec): NftSet {
 const verd = (v: Verdict): NftVerdict => (v === 'drop' ? 'drop' : { goto: v.goto });
 
 export function elemObject(e: Elem): NftElement {
-  switch (e.t) {
-    case 'vip': return { key: concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
-    case 'port': return { key: concat(protoByte(e.proto), portBytes(e.port)), verdict: verd(e.v) };
+  switch (e.type) {
+    case 'vip': return { key: concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port)), verdict: verd(e.verdict) };
+    case 'port': return { key: concat(protoByte(e.proto), portBytes(e.port)), verdict: verd(e.verdict) };
     case 'pick': return {
-      key: e.addr !== undefined ? concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port), u32host(e.i)) : concat(protoByte(e.proto), portBytes(e.port), u32host(e.i)),
+      key: e.addr !== undefined ? concat(ipAddr(e.addr), protoByte(e.proto), portBytes(e.port), u32host(e.slot)) : concat(protoByte(e.proto), portBytes(e.port), u32host(e.slot)),
       data: concat(ipAddr(e.epAddr), portBytes(e.epPort)),
     };
     case 'pair': return { key: concat(ipAddr(e.addr), ipAddr(e.addr)) };
@@ -154,7 +154,7 @@ export function toNftOps(fam: IpFamily, table: string, ops: Op[]): NftOp[] {
   const t = { family: fam, table };
   const out: NftOp[] = [];
   for (const op of ops) {
-    switch (op.k) {
+    switch (op.kind) {
       case 'resetTable':
         out.push({ op: 'add', table: { family: fam, name: table } });
         out.push({ op: 'delete', table: { family: fam, name: table } });
@@ -207,19 +207,19 @@ export class ElemWriter {
   /** Writes one element into the current element op of `batch`, or into packed element items. */
   put(batch: NftBatch | ElementItems, e: Elem): void {
     const k = this.key, d = this.data;
-    switch (e.t) {
+    switch (e.type) {
       case 'vip': {
         this.keyAddr = undefined;
         let o = writeAddr(k, 0, e.addr);
         o = putProto(k, o, e.proto);
         o = putPort(k, o, e.port);
-        batch.elementFrom(k, o, undefined, 0, this.verdict(e.v));
+        batch.elementFrom(k, o, undefined, 0, this.verdict(e.verdict));
         return;
       }
       case 'port': {
         this.keyAddr = undefined;
         const o = putPort(k, putProto(k, 0, e.proto), e.port);
-        batch.elementFrom(k, o, undefined, 0, this.verdict(e.v));
+        batch.elementFrom(k, o, undefined, 0, this.verdict(e.verdict));
         return;
       }
       case 'pick': {
@@ -230,7 +230,7 @@ export class ElemWriter {
           else { o = writeAddr(k, 0, e.addr); this.keyAddr = e.addr; this.keyAddrLen = o; }
         } else this.keyAddr = undefined;
         o = putPort(k, putProto(k, o, e.proto), e.port);
-        putU32host(k, o, e.i);
+        putU32host(k, o, e.slot);
         batch.elementFrom(k, o + 4, d, putPort(d, writeAddr(d, 0, e.epAddr), e.epPort));
         return;
       }
@@ -261,10 +261,10 @@ export class ElemWriter {
 
 /** How an element is named in an error report. */
 export function elemText(e: Elem): string {
-  switch (e.t) {
+  switch (e.type) {
     case 'vip': return `${e.addr} . ${e.proto} . ${e.port}`;
     case 'port': return `${e.proto} . ${e.port}`;
-    case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${e.epAddr} . ${e.epPort}`;
+    case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.slot} : ${e.epAddr} . ${e.epPort}`;
     case 'pair': return `${e.addr} . ${e.addr}`;
     case 'addr': return e.addr;
   }

@@ -20,7 +20,7 @@ export class PackedElems implements PackedElemsView {
   constructor(readonly fam: IpFamily, private readonly writer = new ElemWriter()) {}
 
   /** Scratch element of addPicks (written, never kept). */
-  private readonly pick = { t: 'pick' as const, addr: undefined as string | undefined, proto: 'tcp' as L4, port: 0, i: 0, epAddr: '', epPort: 0 };
+  private readonly pick = { type: 'pick' as const, addr: undefined as string | undefined, proto: 'tcp' as L4, port: 0, slot: 0, epAddr: '', epPort: 0 };
 
   /** A destination's pick elements, from its endpoints without an object each. */
   addPicks(d: PickDest): void {
@@ -29,7 +29,7 @@ export class PackedElems implements PackedElemsView {
     e.proto = d.proto;
     e.port = d.port;
     for (let i = 0; i < d.eps.length; i++) {
-      e.i = i;
+      e.slot = i;
       e.epAddr = d.eps.ip(i);
       e.epPort = d.eps.port(i);
       this.add(e);
@@ -106,14 +106,14 @@ function decodeItem(fam: IpFamily, b: Buffer, at: number): Elem {
   if (!key) throw new Error('packed element without a key');
   const al = fam === 'ip' ? 4 : 16, af = fam === 'ip' ? AF_INET : AF_INET6;
   if (v !== undefined) {
-    if (key.length === al + 8) return { t: 'vip', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), v };
-    return { t: 'port', proto: l4(key, 0), port: be16(key, 4), v };
+    if (key.length === al + 8) return { type: 'vip', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), verdict: v };
+    return { type: 'port', proto: l4(key, 0), port: be16(key, 4), verdict: v };
   }
   if (data) {
     const epAddr = addrText(data, 0, af), epPort = be16(data, al);
-    if (key.length === 12) return { t: 'pick', proto: l4(key, 0), port: be16(key, 4), i: le32(key, 8), epAddr, epPort };
-    return { t: 'pick', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), i: le32(key, al + 8), epAddr, epPort };
+    if (key.length === 12) return { type: 'pick', proto: l4(key, 0), port: be16(key, 4), slot: le32(key, 8), epAddr, epPort };
+    return { type: 'pick', addr: addrText(key, 0, af), proto: l4(key, al), port: be16(key, al + 4), slot: le32(key, al + 8), epAddr, epPort };
   }
-  if (key.length === 2 * al) return { t: 'pair', addr: addrText(key, 0, af) };
-  return { t: 'addr', addr: addrText(key, 0, af) };
+  if (key.length === 2 * al) return { type: 'pair', addr: addrText(key, 0, af) };
+  return { type: 'addr', addr: addrText(key, 0, af) };
 }

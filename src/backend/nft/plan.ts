@@ -123,8 +123,8 @@ export class OpCollector {
   flushChain(name: string): void { this.flush.push(name); this.changedChains++; }
   delChain(name: string): void { this.delChains.push(name); }
   delSet(name: string): void { this.delSets.push(name); }
-  addSet(name: string, timeoutSec: number): void { this.addSets.push({ k: 'addSet', set: { name, kind: 'affinity', timeoutSec } }); }
-  addPickMap(name: string, kind: 'pickVipMap' | 'pickPortMap'): void { this.addSets.push({ k: 'addSet', set: { name, kind } }); }
+  addSet(name: string, timeoutSec: number): void { this.addSets.push({ kind: 'addSet', set: { name, kind: 'affinity', timeoutSec } }); }
+  addPickMap(name: string, kind: 'pickVipMap' | 'pickPortMap'): void { this.addSets.push({ kind: 'addSet', set: { name, kind } }); }
   addChain(name: string): void { this.addChains.push(name); this.changedChains++; }
   addRules(chain: string, stmts: Stmt[]): void { for (const stmt of stmts) this.rules.push({ chain, stmt }); }
 
@@ -145,18 +145,18 @@ export class OpCollector {
   /** The ops, sets created with the capacity `sizeOf` gives them. */
   ops(sizeOf: (set: string) => number | undefined = () => undefined): Op[] {
     const ops: Op[] = [];
-    for (const [set, elems] of this.delElems) for (const c of elemChunks(elems)) ops.push({ k: 'delElems', set, elems: c });
-    for (const name of this.flush) ops.push({ k: 'flushChain', name });
-    for (const name of this.delChains) ops.push({ k: 'delChain', name });
-    for (const name of this.delSets) ops.push({ k: 'delSet', name });
+    for (const [set, elems] of this.delElems) for (const c of elemChunks(elems)) ops.push({ kind: 'delElems', set, elems: c });
+    for (const name of this.flush) ops.push({ kind: 'flushChain', name });
+    for (const name of this.delChains) ops.push({ kind: 'delChain', name });
+    for (const name of this.delSets) ops.push({ kind: 'delSet', name });
     for (const op of this.addSets) {
-      const size = op.k === 'addSet' ? sizeOf(op.set.name) : undefined;
-      ops.push(size === undefined || op.k !== 'addSet' ? op : { ...op, set: { ...op.set, size } });
+      const size = op.kind === 'addSet' ? sizeOf(op.set.name) : undefined;
+      ops.push(size === undefined || op.kind !== 'addSet' ? op : { ...op, set: { ...op.set, size } });
     }
-    for (const name of this.addChains) ops.push({ k: 'addChain', chain: { name } });
-    for (const r of this.rules) ops.push({ k: 'addRule', chain: r.chain, stmt: r.stmt });
-    for (const [set, elems] of this.addElems) for (const c of elemChunks(elems)) ops.push({ k: 'addElems', set, elems: c });
-    for (const [set, elems] of this.packed) ops.push({ k: 'addPacked', set, elems });
+    for (const name of this.addChains) ops.push({ kind: 'addChain', chain: { name } });
+    for (const r of this.rules) ops.push({ kind: 'addRule', chain: r.chain, stmt: r.stmt });
+    for (const [set, elems] of this.addElems) for (const c of elemChunks(elems)) ops.push({ kind: 'addElems', set, elems: c });
+    for (const [set, elems] of this.packed) ops.push({ kind: 'addPacked', set, elems });
     return ops;
   }
 }

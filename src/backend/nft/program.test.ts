@@ -3,13 +3,13 @@ import { sameElem } from './program';
 import type { Elem } from './types';
 
 const kinds: Elem[] = [
-  { t: 'vip', addr: '10.96.0.1', proto: 'tcp', port: 80, v: { goto: 'svc-a' } },
-  { t: 'vip', addr: '10.96.0.1', proto: 'tcp', port: 80, v: 'drop' },
-  { t: 'port', proto: 'udp', port: 30053, v: { goto: 'svc-b' } },
-  { t: 'pick', addr: '10.96.0.1', proto: 'tcp', port: 80, i: 2, epAddr: '10.244.0.5', epPort: 8080 },
-  { t: 'pick', proto: 'tcp', port: 30080, i: 0, epAddr: '10.244.0.6', epPort: 8080 },
-  { t: 'pair', addr: '10.244.0.5' },
-  { t: 'addr', addr: '10.96.0.1' },
+  { type: 'vip', addr: '10.96.0.1', proto: 'tcp', port: 80, verdict: { goto: 'svc-a' } },
+  { type: 'vip', addr: '10.96.0.1', proto: 'tcp', port: 80, verdict: 'drop' },
+  { type: 'port', proto: 'udp', port: 30053, verdict: { goto: 'svc-b' } },
+  { type: 'pick', addr: '10.96.0.1', proto: 'tcp', port: 80, slot: 2, epAddr: '10.244.0.5', epPort: 8080 },
+  { type: 'pick', proto: 'tcp', port: 30080, slot: 0, epAddr: '10.244.0.6', epPort: 8080 },
+  { type: 'pair', addr: '10.244.0.5' },
+  { type: 'addr', addr: '10.96.0.1' },
 ];
 
 /** Each variant of `e` with one field changed. */
@@ -19,8 +19,8 @@ function variants(e: Elem): Elem[] {
     if (k === 't') continue;
     const changed = typeof v === 'number' ? v + 1 : typeof v === 'string' ? (k === 'proto' ? 'sctp' : `${v}x`) : v === undefined ? 'x' : 'drop';
     out.push({ ...e, [k]: changed } as Elem);
-    if (k === 'v' && v !== 'drop') out.push({ ...e, v: { goto: `${(v as { goto: string }).goto}2` } } as Elem);
-    if (k === 'v' && v === 'drop') out.push({ ...e, v: { goto: 'x' } } as Elem);
+    if (k === 'v' && v !== 'drop') out.push({ ...e, verdict: { goto: `${(v as { goto: string }).goto}2` } } as Elem);
+    if (k === 'v' && v === 'drop') out.push({ ...e, verdict: { goto: 'x' } } as Elem);
   }
   return out;
 }

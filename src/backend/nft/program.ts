@@ -40,10 +40,10 @@ export function emptyProgram(): Program {
 export const l4 = (p: Protocol): L4 => (p === Protocol.UDP ? 'udp' : p === Protocol.SCTP ? 'sctp' : 'tcp');
 
 export function elemId(e: Elem): string {
-  switch (e.t) {
+  switch (e.type) {
     case 'vip': return `${e.addr}|${e.proto}|${e.port}`;
     case 'port': return `${e.proto}|${e.port}`;
-    case 'pick': return `${e.addr ?? ''}|${e.proto}|${e.port}|${e.i}`;
+    case 'pick': return `${e.addr ?? ''}|${e.proto}|${e.port}|${e.slot}`;
     case 'pair': return e.addr;
     case 'addr': return e.addr;
   }
@@ -53,12 +53,12 @@ const sameVerd = (a: Verdict, b: Verdict): boolean => (a === 'drop' || b === 'dr
 
 /** Same element content (key and data), field by field (a diff asks it of every element it keeps). */
 export function sameElem(a: Elem, b: Elem): boolean {
-  switch (a.t) {
-    case 'vip': return b.t === 'vip' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && sameVerd(a.v, b.v);
-    case 'port': return b.t === 'port' && a.proto === b.proto && a.port === b.port && sameVerd(a.v, b.v);
-    case 'pick': return b.t === 'pick' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && a.i === b.i && a.epAddr === b.epAddr && a.epPort === b.epPort;
-    case 'pair': return b.t === 'pair' && a.addr === b.addr;
-    case 'addr': return b.t === 'addr' && a.addr === b.addr;
+  switch (a.type) {
+    case 'vip': return b.type === 'vip' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && sameVerd(a.verdict, b.verdict);
+    case 'port': return b.type === 'port' && a.proto === b.proto && a.port === b.port && sameVerd(a.verdict, b.verdict);
+    case 'pick': return b.type === 'pick' && a.addr === b.addr && a.proto === b.proto && a.port === b.port && a.slot === b.slot && a.epAddr === b.epAddr && a.epPort === b.epPort;
+    case 'pair': return b.type === 'pair' && a.addr === b.addr;
+    case 'addr': return b.type === 'addr' && a.addr === b.addr;
   }
 }
 
@@ -92,8 +92,8 @@ export interface PickDest { map: string; addr?: string; proto: L4; port: number;
 export function* pickElems(d: PickDest): Iterable<Elem> {
   for (let i = 0; i < d.eps.length; i++) {
     yield d.addr !== undefined
-      ? { t: 'pick', addr: d.addr, proto: d.proto, port: d.port, i, epAddr: d.eps.ip(i), epPort: d.eps.port(i) }
-      : { t: 'pick', proto: d.proto, port: d.port, i, epAddr: d.eps.ip(i), epPort: d.eps.port(i) };
+      ? { type: 'pick', addr: d.addr, proto: d.proto, port: d.port, slot: i, epAddr: d.eps.ip(i), epPort: d.eps.port(i) }
+      : { type: 'pick', proto: d.proto, port: d.port, slot: i, epAddr: d.eps.ip(i), epPort: d.eps.port(i) };
   }
 }
 
@@ -131,7 +131,7 @@ export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Pr
   const affinity = svc.sessionAffinity?.timeoutSeconds ?? 0;
   const id = `${svc.namespace}/${svc.name}`;
   const shard = shardOf(id);
-  for (const a of clusterIPs) add(p.shared, SHARED_NAMES.clusterIPs, { t: 'addr', addr: a });
+  for (const a of clusterIPs) add(p.shared, SHARED_NAMES.clusterIPs, { type: 'addr', addr: a });
   // Elements by map and id (one per key, the last one wins), except picks: their destinations are
   // kept by key (the last one wins too) and expanded into elements at the end, without ids.
   const elems = new Map<string, Map<string, Elem>>();
@@ -173,7 +173,7 @@ export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Pr
       const map = `${dest.kind === 'vip' ? (local ? SHARED_NAMES.picksVipLocal : SHARED_NAMES.picksVip) : (local ? SHARED_NAMES.picksPortLocal : SHARED_NAMES.picksPort)}-${shard}`;
       if (dest.kind === 'vip') for (const addr of dest.addrs) picks.set(`${map}|${addr}|${proto}|${sp.port.port}`, { map, addr, proto, port: sp.port.port, eps: slotEps });
       else picks.set(`${map}||${proto}|${dest.port}`, { map, proto, port: dest.port, eps: slotEps });
-      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${n}-${shard}`, [{ s: 'dnatPick', proto, n, map, key: dest.kind }]);
+      return shared(p, `pick-${dest.kind}-${local ? 'l' : 'c'}-${proto}-${n}-${shard}`, [{ type: 'dnatPick', proto, n, map, key: dest.kind }]);
     };
 
     // Dispatch of one destination: straight to a selection chain when every client class is treated
@@ -186,15 +186,15 @@ export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Pr
       if (!sameRoute(rs.pod, rs.other)) {
         for (const from of pods) {
           // A pod that is not DNATed must not fall through to the other classes' rules.
-          if (isDnat(rs.pod)) rules.push({ s: 'classGoto', from, masq: rs.pod.masquerade, chain: selectionChain(rs.pod.target, dest) });
-          else rules.push('cidr' in from ? { s: 'srcCidr', cidr: from.cidr, then: 'return' } : { s: 'iifReturn', iifname: from.iifname, prefix: from.prefix });
+          if (isDnat(rs.pod)) rules.push({ type: 'classGoto', from, masq: rs.pod.masquerade, chain: selectionChain(rs.pod.target, dest) });
+          else rules.push('cidr' in from ? { type: 'srcCidr', cidr: from.cidr, then: 'return' } : { type: 'iifReturn', iifname: from.iifname, prefix: from.prefix });
         }
       }
       if (!sameRoute(rs.node, rs.other)) {
-        if (isDnat(rs.node)) rules.push({ s: 'classGoto', from: 'local', masq: rs.node.masquerade, chain: selectionChain(rs.node.target, dest) });
+        if (isDnat(rs.node)) rules.push({ type: 'classGoto', from: 'local', masq: rs.node.masquerade, chain: selectionChain(rs.node.target, dest) });
         else throw new Error(`nft: ${name}: the node class cannot be refused while others are DNATed`);
       }
-      if (isDnat(rs.other)) rules.push({ s: 'classGoto', from: 'any', masq: rs.other.masquerade, chain: selectionChain(rs.other.target, dest) });
+      if (isDnat(rs.other)) rules.push({ type: 'classGoto', from: 'any', masq: rs.other.masquerade, chain: selectionChain(rs.other.target, dest) });
       return shared(p, dispatchChainName(rules), rules);
     };
 
@@ -203,8 +203,8 @@ export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Pr
       const chain = dispatch(rs, { kind: 'vip', addrs });
       const block = blockVerdict(rs, name);
       for (const addr of addrs) {
-        if (chain) add(elems, SHARED_NAMES.vips, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: chain } });
-        if (block) add(elems, SHARED_NAMES.noEndpoints, { t: 'vip', addr, proto, port: sp.port.port, v: block });
+        if (chain) add(elems, SHARED_NAMES.vips, { type: 'vip', addr, proto, port: sp.port.port, verdict: { goto: chain } });
+        if (block) add(elems, SHARED_NAMES.noEndpoints, { type: 'vip', addr, proto, port: sp.port.port, verdict: block });
       }
     };
     vips(clusterIPs, sp.clusterIp);
@@ -213,16 +213,16 @@ export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Pr
     if (sp.nodePort && sp.port.nodePort) {
       const chain = dispatch(sp.nodePort, { kind: 'port', port: sp.port.nodePort });
       const block = blockVerdict(sp.nodePort, name);
-      if (chain) add(elems, SHARED_NAMES.nodePorts, { t: 'port', proto, port: sp.port.nodePort, v: { goto: chain } });
-      if (block) add(elems, SHARED_NAMES.noEndpointNodePorts, { t: 'port', proto, port: sp.port.nodePort, v: block });
+      if (chain) add(elems, SHARED_NAMES.nodePorts, { type: 'port', proto, port: sp.port.nodePort, verdict: { goto: chain } });
+      if (block) add(elems, SHARED_NAMES.noEndpointNodePorts, { type: 'port', proto, port: sp.port.nodePort, verdict: block });
     }
 
     // Load-balancer source ranges: a firewall chain per service port, checked before DNAT.
     const allowed = firewallSources(svc, sp);
     if (allowed) {
       const fwName = `fw-${name}`;
-      p.chains.set(fwName, [...allowed.map((cidr): Stmt => ({ s: 'srcCidr', cidr, then: 'return' })), { s: 'drop' }]);
-      for (const addr of lbIPs) add(elems, SHARED_NAMES.firewall, { t: 'vip', addr, proto, port: sp.port.port, v: { goto: fwName } });
+      p.chains.set(fwName, [...allowed.map((cidr): Stmt => ({ type: 'srcCidr', cidr, then: 'return' })), { type: 'drop' }]);
+      for (const addr of lbIPs) add(elems, SHARED_NAMES.firewall, { type: 'vip', addr, proto, port: sp.port.port, verdict: { goto: fwName } });
     }
 
     // Hairpin: the endpoints on this node this port may DNAT to. A connection comes back to its own
@@ -230,7 +230,7 @@ export function buildProgram(svc: Service, fam: IpFamily, ctx: BuildContext): Pr
     // own node only, so endpoints elsewhere never need it (upstream's IPVS mode fills its loop-back
     // set the same way). At 50k services x 10 endpoints this set held all 500k endpoints before.
     for (const list of [sp.clusterEndpoints, sp.localEndpoints]) {
-      for (let i = 0; i < list.length; i++) if (list.local(i)) add(p.shared, SHARED_NAMES.hairpin, { t: 'pair', addr: list.ip(i) });
+      for (let i = 0; i < list.length; i++) if (list.local(i)) add(p.shared, SHARED_NAMES.hairpin, { type: 'pair', addr: list.ip(i) });
     }
   }
   for (const [map, m] of elems) p.elems.set(map, [...m.values()]);
@@ -250,7 +250,7 @@ export function shardOf(id: string): number {
 const dispatchNames = new Map<string, string>();
 function dispatchChainName(rules: Stmt[]): string {
   let key = '';
-  for (const r of rules) key += r.s === 'classGoto' ? `g|${typeof r.from === 'string' ? r.from : podSourceText(r.from)}|${r.masq}|${r.chain};` : `${JSON.stringify(r)};`;
+  for (const r of rules) key += r.type === 'classGoto' ? `g|${typeof r.from === 'string' ? r.from : podSourceText(r.from)}|${r.masq}|${r.chain};` : `${JSON.stringify(r)};`;
   let name = dispatchNames.get(key);
   if (name === undefined) {
     name = `cls-${short(JSON.stringify(rules))}`;
@@ -302,18 +302,18 @@ function selection(p: Program, _ctx: BuildContext, chain: string, name: string, 
     const out: Stmt[] = [];
     for (const e of eps) {
       const h = short(epKey(e.ip, e.port));
-      out.push({ s: 'affinityGoto', set: `aff-${name}/${h}/${affinity}`, chain: `aep-${name}/${h}` });
+      out.push({ type: 'affinityGoto', set: `aff-${name}/${h}/${affinity}`, chain: `aep-${name}/${h}` });
     }
     eps.forEach((e, i) => {
       const target = `aep-${name}/${short(epKey(e.ip, e.port))}`;
-      out.push(i === eps.length - 1 ? { s: 'goto', chain: target } : { s: 'randomGoto', mod: eps.length - i, chain: target });
+      out.push(i === eps.length - 1 ? { type: 'goto', chain: target } : { type: 'randomGoto', mod: eps.length - i, chain: target });
     });
     for (const e of eps) {
       const h = short(epKey(e.ip, e.port));
       // The timeout is part of the set's name: a new timeout makes a new set (and rewrites the rules).
       const set = `aff-${name}/${h}/${affinity}`;
       p.sets.set(set, affinity);
-      p.chains.set(`aep-${name}/${h}`, [{ s: 'affinityUpdate', set }, { s: 'dnat', proto, addr: e.ip, port: e.port }]);
+      p.chains.set(`aep-${name}/${h}`, [{ type: 'affinityUpdate', set }, { type: 'dnat', proto, addr: e.ip, port: e.port }]);
     }
     return out;
   }

@@ -60,7 +60,7 @@ describe('nft sink', () => {
     expect(sink.stats.failures).toBe(0);
     // Not a reset batch: still a full sync, as nothing is known to be in the kernel.
     await sink.apply(set(items[0], 2), view(items));
-    expect(k.last()[0]).toEqual({ k: 'resetTable' });
+    expect(k.last()[0]).toEqual({ kind: 'resetTable' });
   });
 
   test('full sync replaces the table in the same batch, then one endpoint change is two element ops', async () => {
@@ -69,15 +69,15 @@ describe('nft sink', () => {
     const a = svc('a', ['10.244.1.1', '10.244.1.2', '10.244.1.3'], ['10.244.0.0/16']);
     await sink.apply(set(a, 1, true), view([a]));
     const full = k.last();
-    expect(full[0]).toEqual({ k: 'resetTable' });
-    expect(full.filter((o) => o.k === 'resetTable')).toHaveLength(2); // ip and ip6
+    expect(full[0]).toEqual({ kind: 'resetTable' });
+    expect(full.filter((o) => o.kind === 'resetTable')).toHaveLength(2); // ip and ip6
 
     const b = svc('a', ['10.244.1.1', '10.244.1.9', '10.244.1.3'], ['10.244.0.0/16']);
     await sink.apply(set(b, 2), view([b]));
     const inc = k.last();
-    expect(inc.map((o) => o.k).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
-    const slotAdd = inc.find((o) => o.k === 'addElems' && o.set.startsWith('picks-vip-')) as Extract<Op, { k: 'addElems' }>;
-    expect(slotAdd.elems).toEqual([{ t: 'pick', addr: '10.96.0.1', proto: 'udp', port: 53, i: 1, epAddr: '10.244.1.9', epPort: 5353 }]);
+    expect(inc.map((o) => o.kind).sort()).toEqual(['addElems', 'addElems', 'delElems', 'delElems']); // slot + hairpin
+    const slotAdd = inc.find((o) => o.kind === 'addElems' && o.set.startsWith('picks-vip-')) as Extract<Op, { kind: 'addElems' }>;
+    expect(slotAdd.elems).toEqual([{ type: 'pick', addr: '10.96.0.1', proto: 'udp', port: 53, slot: 1, epAddr: '10.244.1.9', epPort: 5353 }]);
     // The removed UDP endpoint's conntrack entries go.
     expect(k.ct).toContainEqual({ family: 'ip', proto: 'udp', origDst: '10.96.0.1', dport: 53, replySrc: '10.244.1.2', replySport: 5353 });
   });
@@ -89,10 +89,10 @@ describe('nft sink', () => {
     const picks = new Map<number, string>();
     const replay = () => {
       for (const o of k.sent[k.sent.length - 1].filter((f) => f.fam === 'ip').flatMap((f) => f.ops)) {
-        if (o.k === 'resetTable') picks.clear();
-        if ((o.k !== 'addElems' && o.k !== 'delElems' && o.k !== 'addPacked') || !o.set.startsWith('picks-vip-')) continue;
-        const elems = o.k === 'addPacked' ? o.elems.decode() : o.elems;
-        for (const e of elems) if (e.t === 'pick') { if (o.k === 'delElems') picks.delete(e.i); else picks.set(e.i, e.epAddr); }
+        if (o.kind === 'resetTable') picks.clear();
+        if ((o.kind !== 'addElems' && o.kind !== 'delElems' && o.kind !== 'addPacked') || !o.set.startsWith('picks-vip-')) continue;
+        const elems = o.kind === 'addPacked' ? o.elems.decode() : o.elems;
+        for (const e of elems) if (e.type === 'pick') { if (o.kind === 'delElems') picks.delete(e.slot); else picks.set(e.slot, e.epAddr); }
       }
     };
     const steps = [
@@ -145,7 +145,7 @@ describe('nft sink', () => {
     k.fail = false;
     const c = svc('a', ['10.244.1.3']);
     await sink.apply(set(c, 3), view([c]));
-    expect(k.last()[0]).toEqual({ k: 'resetTable' });
+    expect(k.last()[0]).toEqual({ kind: 'resetTable' });
     expect(sink.stats.fullSyncs).toBe(2);
   });
 
@@ -174,8 +174,8 @@ describe('nft sink', () => {
 /** Packed element ops as the plain ones they stand for. */
 function unpacked(ops: Op[]): Op[] {
   return ops.flatMap((o): Op[] => {
-    if (o.k !== 'addPacked') return [o];
-    return elemChunks(o.elems.decode()).map((elems): Op => ({ k: 'addElems', set: o.set, elems }));
+    if (o.kind !== 'addPacked') return [o];
+    return elemChunks(o.elems.decode()).map((elems): Op => ({ kind: 'addElems', set: o.set, elems }));
   });
 }
 
@@ -188,14 +188,14 @@ describe('full sync in slices (the event loop gets turns)', () => {
     const sliced = await fullSyncOpsChunked(new TableModel('ip'), services, node, y);
     const whole = fullSyncOps(new TableModel('ip'), services, node);
     // The sliced render packs its elements as it goes: the same elements, sets and chunks.
-    expect(sliced.some((o) => o.k === 'addPacked')).toBe(true);
-    expect(sliced.some((o) => o.k === 'addElems')).toBe(false);
+    expect(sliced.some((o) => o.kind === 'addPacked')).toBe(true);
+    expect(sliced.some((o) => o.kind === 'addElems')).toBe(false);
     expect(unpacked(sliced)).toEqual(whole);
     expect(Buffer.compare((await encodeFamOps('kpng', [{ fam: 'ip', ops: sliced }])).finish(), encodeOps(toNftOps('ip', 'kpng', whole)).finish())).toBe(0);
     // Chains do not grow with services: one pick (and one dispatch) chain per shard used at most.
-    const chains = whole.filter((o) => o.k === 'addChain').length;
+    const chains = whole.filter((o) => o.kind === 'addChain').length;
     const many = fullSyncOps(new TableModel('ip'), Array.from({ length: 400 }, (_, i): [string, NonNullable<Item['service']>] => [`svc/ns/m${i}`, { ...services[i % 40][1], name: `m${i}` }]), node);
-    expect(many.filter((o) => o.k === 'addChain').length).toBeLessThanOrEqual(2 * PICK_SHARDS + chains);
+    expect(many.filter((o) => o.kind === 'addChain').length).toBeLessThanOrEqual(2 * PICK_SHARDS + chains);
     expect(y.turns).toBeGreaterThan(1);
     const y2 = new Yielder(0);
     const a = (await encodeFamOps('kpng', [{ fam: 'ip', ops: whole }], y2)).finish();
@@ -210,23 +210,23 @@ describe('hairpin', () => {
     const k = new FakeKernel();
     const sink = nftKernelSink({ log: () => {} }, k);
     const hairpinElems = (ops: Op[], kind: 'addElems' | 'delElems') =>
-      unpacked(ops).flatMap((o) => (o.k === kind && o.set === 'hairpin' ? o.elems : []));
+      unpacked(ops).flatMap((o) => (o.kind === kind && o.set === 'hairpin' ? o.elems : []));
     const a = svc('a', ['10.244.1.1', '10.244.2.1', '10.244.2.2'], ['10.244.0.0/16'], ['10.244.2.1', '10.244.2.2']);
     await sink.apply(set(a, 1, true), view([a]));
-    expect(hairpinElems(k.last(), 'addElems')).toEqual([{ t: 'pair', addr: '10.244.1.1' }]);
+    expect(hairpinElems(k.last(), 'addElems')).toEqual([{ type: 'pair', addr: '10.244.1.1' }]);
     expect(toNftText('ip', 'kpng', k.last())).toContain('add element ip kpng hairpin { 10.244.1.1 . 10.244.1.1 }');
 
     // 10.244.1.1 now runs elsewhere and 10.244.2.1 here: the set follows, the picks do not move.
     const b = svc('a', ['10.244.1.1', '10.244.2.1', '10.244.2.2'], ['10.244.0.0/16'], ['10.244.1.1', '10.244.2.2']);
     await sink.apply(set(b, 2), view([b]));
-    expect(hairpinElems(k.last(), 'delElems')).toEqual([{ t: 'pair', addr: '10.244.1.1' }]);
-    expect(hairpinElems(k.last(), 'addElems')).toEqual([{ t: 'pair', addr: '10.244.2.1' }]);
+    expect(hairpinElems(k.last(), 'delElems')).toEqual([{ type: 'pair', addr: '10.244.1.1' }]);
+    expect(hairpinElems(k.last(), 'addElems')).toEqual([{ type: 'pair', addr: '10.244.2.1' }]);
     expect(k.last().every((o) => !('set' in o) || o.set === 'hairpin')).toBe(true);
   });
 });
 
 describe('set capacities', () => {
-  const hairpinSet = (ops: Op[]) => ops.find((o) => o.k === 'addSet' && o.set.name === 'hairpin') as Extract<Op, { k: 'addSet' }> | undefined;
+  const hairpinSet = (ops: Op[]) => ops.find((o) => o.kind === 'addSet' && o.set.name === 'hairpin') as Extract<Op, { kind: 'addSet' }> | undefined;
   const ips = (n: number) => Array.from({ length: n }, (_, i) => `10.244.${i >> 8}.${i & 255}`);
 
   test('the big sets are created with a capacity; an update that would overflow one becomes a full sync, not a failure', async () => {
@@ -237,14 +237,14 @@ describe('set capacities', () => {
     await sink.apply(set(a, 1, true), view([a]));
     const full = k.last();
     expect(hairpinSet(full)?.set.size).toBe(1024);
-    for (const o of full) if (o.k === 'addSet' && o.set.name.startsWith('picks-')) expect(o.set.size).toBe(1024);
-    expect(full.some((o) => o.k === 'addSet' && o.set.name === 'vips' && o.set.size === 1024)).toBe(true);
+    for (const o of full) if (o.kind === 'addSet' && o.set.name.startsWith('picks-')) expect(o.set.size).toBe(1024);
+    expect(full.some((o) => o.kind === 'addSet' && o.set.name === 'vips' && o.set.size === 1024)).toBe(true);
     expect(toNftText('ip', 'kpng', full)).toContain('add set ip kpng hairpin { type ipv4_addr . ipv4_addr; size 1024; }');
 
     // 1,000 endpoints still fit: an incremental batch.
     const b = svc('a', ips(1000), ['10.244.0.0/16']);
     await sink.apply(set(b, 2), view([b]));
-    expect(k.last().some((o) => o.k === 'resetTable')).toBe(false);
+    expect(k.last().some((o) => o.kind === 'resetTable')).toBe(false);
 
     // 100 more in another service do not (1,100 endpoints in the hairpin set): the sink does a full
     // sync at once, which sizes the set for them. The table is known (every batch committed): the
@@ -252,9 +252,9 @@ describe('set capacities', () => {
     const c = svc('c', ips(1100).slice(1000), ['10.244.0.0/16']);
     await sink.apply(set(c, 3), view([b, c]));
     const again = k.last();
-    expect(again[0]).toEqual({ k: 'addTable' });
+    expect(again[0]).toEqual({ kind: 'addTable' });
     const at = (o: Op | undefined) => again.indexOf(o!);
-    expect(at(again.find((o) => o.k === 'delSet' && o.name === 'hairpin'))).toBeLessThan(at(hairpinSet(again)));
+    expect(at(again.find((o) => o.kind === 'delSet' && o.name === 'hairpin'))).toBeLessThan(at(hairpinSet(again)));
     expect(hairpinSet(again)?.set.size).toBe(2048);
     expect(sink.stats.failures).toBe(0);
     expect(sink.stats.fullSyncs).toBe(2);
@@ -263,19 +263,19 @@ describe('set capacities', () => {
     // And the model went on from there: a small change is incremental again.
     const d = svc('c', ips(1099).slice(1000), ['10.244.0.0/16']);
     await sink.apply(set(d, 4), view([b, d]));
-    expect(k.last().some((o) => o.k === 'resetTable')).toBe(false);
+    expect(k.last().some((o) => o.kind === 'resetTable')).toBe(false);
     expect(sink.stats.fullSyncs).toBe(2);
   });
 });
 
 test('affinity sets carry no size: the kernel would size the hash by it and zero 1 MiB per set at creation', () => {
-  const ops = toNftOps('ip', 'kpng', [{ k: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }]);
+  const ops = toNftOps('ip', 'kpng', [{ kind: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }]);
   expect(ops).toEqual([{ op: 'add', set: expect.objectContaining({ name: 'aff-x', timeout: 600_000, flags: { timeout: true, dynamic: true } }) }]);
   expect((ops[0] as { set: { size?: number } }).set.size).toBeUndefined();
   // A sized set (the shared ones) keeps its capacity.
-  const sized = toNftOps('ip', 'kpng', [{ k: 'addSet', set: { name: 'cluster-ips', kind: 'addrSet', size: 4096 } }]);
+  const sized = toNftOps('ip', 'kpng', [{ kind: 'addSet', set: { name: 'cluster-ips', kind: 'addrSet', size: 4096 } }]);
   expect((sized[0] as { set: { size?: number } }).set.size).toBe(4096);
-  expect(toNftText('ip', 'kpng', [{ k: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }])).not.toMatch(/size/);
+  expect(toNftText('ip', 'kpng', [{ kind: 'addSet', set: { name: 'aff-x', kind: 'affinity', timeoutSec: 600 } }])).not.toMatch(/size/);
 });
 
 describe('tampering (NftDataplane.watch over a kernel that reports other processes\' transactions)', () => {
@@ -303,7 +303,7 @@ describe('tampering (NftDataplane.watch over a kernel that reports other process
     const dp = new NftDataplane('kpng', { ...base, apply: async (_t, ops) => { batches.push(ops); return { messages: 0, bytes: 0, ms: 0 }; }, watchForeign: (cb) => { report = cb; } });
     dp.watch(() => {});
     const s = [svc('a', ['10.244.1.1']).service!];
-    const first = (fam: IpFamily) => batches[batches.length - 1]!.find((f) => f.fam === fam)!.ops[0]!.k;
+    const first = (fam: IpFamily) => batches[batches.length - 1]!.find((f) => f.fam === fam)!.ops[0]!.kind;
     await dp.fullSync(s, undefined);
     // A periodic resync of a table kpng knows: repaired in place (the affinity sets keep their clients).
     await dp.fullSync(s, undefined);

@@ -102,7 +102,7 @@ export class NftDataplane implements Dataplane {
     if (grown) {
       for (const fam of FAMS) {
         const f = ops.find((x) => x.fam === fam) ?? (ops.push({ fam, ops: [] }), ops[ops.length - 1]!);
-        f.ops.push({ k: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: grown.devices } });
+        f.ops.push({ kind: 'addFlowtable', flowtable: { name: SHARED_NAMES.fastPath, devices: grown.devices } });
       }
     }
     if (ops.length === 0) return { messages: 0, bytes: 0, ms: 0 };

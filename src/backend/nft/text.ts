@@ -11,7 +11,7 @@ const iifText = (name: string, prefix: boolean): string => `iifname "${name}${pr
 
 export function stmtText(fam: IpFamily, st: Stmt): string {
   const ct = (b?: boolean) => (b ? 'ct state new ' : '');
-  switch (st.s) {
+  switch (st.type) {
     case 'vmapVip': return `${ct(st.ctNew)}${fam} daddr . meta l4proto . th dport vmap @${st.map}`;
     case 'vmapPort': {
       const local = st.local ? 'fib daddr type local ' : '';
@@ -71,10 +71,10 @@ function setBody(fam: IpFamily, s: SetSpec): string {
 const verd = (v: Verdict): string => (v === 'drop' ? 'drop' : `goto ${v.goto}`);
 
 export function elemText(fam: IpFamily, e: Elem): string {
-  switch (e.t) {
-    case 'vip': return `${a(fam, e.addr)} . ${e.proto} . ${e.port} : ${verd(e.v)}`;
-    case 'port': return `${e.proto} . ${e.port} : ${verd(e.v)}`;
-    case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.i} : ${e.epAddr} . ${e.epPort}`;
+  switch (e.type) {
+    case 'vip': return `${a(fam, e.addr)} . ${e.proto} . ${e.port} : ${verd(e.verdict)}`;
+    case 'port': return `${e.proto} . ${e.port} : ${verd(e.verdict)}`;
+    case 'pick': return `${e.addr !== undefined ? `${e.addr} . ` : ''}${e.proto} . ${e.port} . ${e.slot} : ${e.epAddr} . ${e.epPort}`;
     case 'pair': return `${e.addr} . ${e.addr}`;
     case 'addr': return e.addr;
   }
@@ -85,7 +85,7 @@ export function toNftText(fam: IpFamily, table: string, ops: Op[]): string {
   const t = `${fam} ${table}`;
   const lines: string[] = [];
   for (const op of ops) {
-    switch (op.k) {
+    switch (op.kind) {
       case 'resetTable': lines.push(`add table ${t}`, `delete table ${t}`, `add table ${t}`); break;
       case 'addSet': lines.push(`add ${setText(fam, op.set).replace(/^(map|set) /, `$1 ${t} `)}`); break;
       case 'delSet': lines.push(`delete set ${t} ${op.name}`); break;

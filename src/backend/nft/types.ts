@@ -82,60 +82,60 @@ export type Verdict = { goto: string } | 'drop';
 /** Statements: each is one rule. */
 export type Stmt =
   /** [ct state new] <fam> daddr . meta l4proto . th dport vmap @map */
-  | { s: 'vmapVip'; map: string; ctNew?: boolean }
+  | { type: 'vmapVip'; map: string; ctNew?: boolean }
   /**
    * [ct state new] [fib daddr type local] [<fam> daddr CIDR] [<fam> daddr != loopback] meta l4proto . th dport vmap @map
    * (the loopback test: without daddrCidr, or with exceptLoopback when the CIDR holds loopback addresses)
    */
-  | { s: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean; daddrCidr?: string; exceptLoopback?: boolean }
-  | { s: 'jump'; chain: string }
-  | { s: 'goto'; chain: string }
+  | { type: 'vmapPort'; map: string; ctNew?: boolean; local?: boolean; daddrCidr?: string; exceptLoopback?: boolean }
+  | { type: 'jump'; chain: string }
+  | { type: 'goto'; chain: string }
   /** <fam> saddr CIDR return | goto chain */
-  | { s: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
+  | { type: 'srcCidr'; cidr: string; then: 'return' | { goto: string } }
   /** [<fam> saddr CIDR | iifname NAME | iifname "PREFIX*" | fib saddr type local] [meta mark set meta mark | MASQ_BIT] goto chain: one client class's route */
-  | { s: 'classGoto'; from: PodSource | 'local' | 'any'; masq: boolean; chain: string }
+  | { type: 'classGoto'; from: PodSource | 'local' | 'any'; masq: boolean; chain: string }
   /** iifname NAME return | iifname "PREFIX*" return (a pod that is not DNATed, by its interface) */
-  | { s: 'iifReturn'; iifname: string; prefix: boolean }
+  | { type: 'iifReturn'; iifname: string; prefix: boolean }
   /** ct state new <fam> daddr @set reject */
-  | { s: 'rejectDaddrInSet'; set: string }
+  | { type: 'rejectDaddrInSet'; set: string }
   /** meta l4proto P dnat to [<fam> daddr .] meta l4proto . th dport . numgen random mod n map @<map> */
-  | { s: 'dnatPick'; proto: L4; n: number; map: string; key: 'vip' | 'port' }
+  | { type: 'dnatPick'; proto: L4; n: number; map: string; key: 'vip' | 'port' }
   /** meta l4proto P dnat to addr:port */
-  | { s: 'dnat'; proto: L4; addr: string; port: number }
+  | { type: 'dnat'; proto: L4; addr: string; port: number }
   /** <fam> saddr @set goto chain */
-  | { s: 'affinityGoto'; set: string; chain: string }
+  | { type: 'affinityGoto'; set: string; chain: string }
   /** numgen random mod m == 0 goto chain */
-  | { s: 'randomGoto'; mod: number; chain: string }
+  | { type: 'randomGoto'; mod: number; chain: string }
   /** update @set { <fam> saddr } */
-  | { s: 'affinityUpdate'; set: string }
-  | { s: 'drop' }
+  | { type: 'affinityUpdate'; set: string }
+  | { type: 'drop' }
   /** meta l4proto tcp reject with tcp reset */
-  | { s: 'rejectTcp' }
+  | { type: 'rejectTcp' }
   /** reject with icmp(v6) port-unreachable */
-  | { s: 'rejectIcmp' }
+  | { type: 'rejectIcmp' }
   /** ct status dnat <fam> saddr . <fam> daddr @hairpin masquerade */
-  | { s: 'hairpinMasq' }
+  | { type: 'hairpinMasq' }
   /** ct status dnat ip saddr 127.0.0.0/8 masquerade fully-random (a localhost node port's connection; IPv4 only) */
-  | { s: 'localnetMasq' }
+  | { type: 'localnetMasq' }
   /** ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state != established,related ct status != dnat drop (IPv4 only) */
-  | { s: 'dropLocalnet' }
+  | { type: 'dropLocalnet' }
   /** meta mark & MASQ_BIT == 0 return */
-  | { s: 'returnIfNoMark' }
+  | { type: 'returnIfNoMark' }
   /** meta mark set meta mark ^ MASQ_BIT */
-  | { s: 'clearMark' }
+  | { type: 'clearMark' }
   /** masquerade fully-random */
-  | { s: 'masquerade' }
+  | { type: 'masquerade' }
   /** ct status dnat [ct packets > minPackets] flow add @flowtable (the kernel offloads only established TCP and UDP) */
-  | { s: 'flowOffload'; flowtable: string; minPackets: number };
+  | { type: 'flowOffload'; flowtable: string; minPackets: number };
 
 /** Elements of the shared maps and sets. */
 export type Elem =
-  | { t: 'vip'; addr: string; proto: L4; port: number; v: Verdict }
-  | { t: 'port'; proto: L4; port: number; v: Verdict }
+  | { type: 'vip'; addr: string; proto: L4; port: number; verdict: Verdict }
+  | { type: 'port'; proto: L4; port: number; verdict: Verdict }
   /** Slot `i` of a destination (vip: addr set; node port: no addr) -> endpoint epAddr:epPort. */
-  | { t: 'pick'; addr?: string; proto: L4; port: number; i: number; epAddr: string; epPort: number }
-  | { t: 'pair'; addr: string }
-  | { t: 'addr'; addr: string };
+  | { type: 'pick'; addr?: string; proto: L4; port: number; slot: number; epAddr: string; epPort: number }
+  | { type: 'pair'; addr: string }
+  | { type: 'addr'; addr: string };
 
 export type SetKind = 'vipMap' | 'portMap' | 'pickVipMap' | 'pickPortMap' | 'pairSet' | 'addrSet' | 'affinity';
 
@@ -172,24 +172,24 @@ export interface ChainSpec {
 /** One operation on one family's table. Ops are applied in order, in one transaction. */
 export type Op =
   /** Replace the table by an empty one (create if absent, delete, create: no window without rules). */
-  | { k: 'resetTable' }
+  | { kind: 'resetTable' }
   /** Create the table if absent, keeping what it holds (a repairing full sync: kernel-objects.ts). */
-  | { k: 'addTable' }
-  | { k: 'addSet'; set: SetSpec }
-  | { k: 'delSet'; name: string }
+  | { kind: 'addTable' }
+  | { kind: 'addSet'; set: SetSpec }
+  | { kind: 'delSet'; name: string }
   /** Remove every element of a set or map. */
-  | { k: 'flushSet'; name: string }
-  | { k: 'addChain'; chain: ChainSpec }
+  | { kind: 'flushSet'; name: string }
+  | { kind: 'addChain'; chain: ChainSpec }
   /** Create the flowtable, or add the devices it lacks (devices are never removed by an add). */
-  | { k: 'addFlowtable'; flowtable: FlowtableSpec }
-  | { k: 'delFlowtable'; name: string }
-  | { k: 'flushChain'; name: string }
-  | { k: 'delChain'; name: string }
-  | { k: 'addRule'; chain: string; stmt: Stmt }
-  | { k: 'addElems'; set: string; elems: Elem[] }
-  | { k: 'delElems'; set: string; elems: Elem[] }
+  | { kind: 'addFlowtable'; flowtable: FlowtableSpec }
+  | { kind: 'delFlowtable'; name: string }
+  | { kind: 'flushChain'; name: string }
+  | { kind: 'delChain'; name: string }
+  | { kind: 'addRule'; chain: string; stmt: Stmt }
+  | { kind: 'addElems'; set: string; elems: Elem[] }
+  | { kind: 'delElems'; set: string; elems: Elem[] }
   /** Elements added, already encoded (a full sync's: see packed.ts). */
-  | { k: 'addPacked'; set: string; elems: PackedElemsView };
+  | { kind: 'addPacked'; set: string; elems: PackedElemsView };
 
 export interface FamOps { fam: IpFamily; ops: Op[] }
 
