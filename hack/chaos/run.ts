@@ -127,6 +127,7 @@ async function main(): Promise<void> {
   let mark: 'a' | 'b' = 'a';
   const ctx: Context = {
     c, backend: args.backend, short: args.short, target: c.plan.nodes[0], nodePort, outside, say,
+    scales: () => churn.scales,
     async flipMarker() {
       mark = mark === 'a' ? 'b' : 'a';
       const at = now();

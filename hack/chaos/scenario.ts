@@ -2,6 +2,7 @@
 // says when; the runner keeps the probes, the churn and /healthz going around it and measures.
 import type { NodePlan } from '../cluster/plan';
 import type { Cluster } from './cluster';
+import type { ScaleEvent } from './explain';
 import type { OutsideProbes } from './outside';
 import type { ProbeEvent } from './probes';
 import type { Backend, ScenarioInfo } from './scenario-list';
@@ -19,6 +20,8 @@ export interface Context {
    * EndpointSlice said so (resolves within a minute; undefined if it did not).
    */
   flipMarker(): Promise<Flip>;
+  /** The churn's scale operations so far. */
+  scales(): ScaleEvent[];
   say(msg: string): void;
 }
 

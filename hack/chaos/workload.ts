@@ -12,6 +12,7 @@
 // Serving pods say they are ready only when they answer, and leave gracefully (preStop 5 s): the churn
 // alone must cost no connection, or the baseline scenario shows it.
 import { type Cluster, kubectl, sleep, until } from './cluster';
+import type { ScaleEvent } from './explain';
 import { parseProbeLine, type ProbeEvent } from './probes';
 
 export const NS = 'chaos';
@@ -154,6 +155,8 @@ export async function markerSliceAt(c: Cluster, pod: string): Promise<number | u
 export class Churn {
   ok = 0;
   failed = 0;
+  /** Every scale operation that went through, stamped when it was asked for. */
+  readonly scales: ScaleEvent[] = [];
   private stopped = false;
   private done: Promise<void> = Promise.resolve();
 
@@ -163,8 +166,9 @@ export class Churn {
     this.stopped = false;
     this.done = (async () => {
       for (let up = true; !this.stopped; up = !up) {
+        const t = Date.now() / 1000;
         const r = await kubectl(this.c, ['-n', NS, 'scale', 'deployment', 'chaos-churn', `--replicas=${up ? 3 : 1}`], { allowFail: true, timeoutMs: 5000 });
-        if (r.code === 0) this.ok++;
+        if (r.code === 0) { this.ok++; this.scales.push({ t, replicas: up ? 3 : 1 }); }
         else this.failed++;
         await sleep(this.everyMs);
       }

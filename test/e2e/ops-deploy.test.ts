@@ -42,6 +42,8 @@ describe('deploy/ and node health against a real API server', () => {
     const c = ds.spec.template.spec.containers[0];
     expect(c.livenessProbe.httpGet).toEqual({ path: '/livez', port: 10256 });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 10256 });
+    // Ready within a second of serving (make chaos proxy-kill: 9 s after a kill with a 5 s period).
+    expect(c.readinessProbe.periodSeconds).toBeLessThanOrEqual(1);
     expect(ds.spec.template.spec.hostNetwork).toBe(true);
     // The node's resolver: the cluster DNS is a ClusterIP kpng itself programs (a DNS-named API server would never resolve).
     expect(ds.spec.template.spec.dnsPolicy ?? 'Default').not.toBe('ClusterFirstWithHostNet');

@@ -2,6 +2,7 @@
 // eviction or an OOM kill that takes the pod) every 30 s, 20 times (short mode: 3). The kernel keeps
 // the last rules meanwhile; the DaemonSet's next pod must take over from them while the churn goes on.
 import { kubectl, now, proxyPod, sleep, until } from '../cluster';
+import { describeFailures, failureContexts, type Outage } from '../explain';
 import { secs } from '../report';
 import type { Scenario } from '../scenario';
 import { SCENARIOS } from '../scenario-list';
@@ -20,6 +21,7 @@ export const proxyKill: Scenario = {
     const node = ctx.target.name;
     const readyAfter: number[] = [];
     const healthyAfter: number[] = [];
+    const outages: Outage[] = [];
     let faultAt = 0;
     let lastReady = 0;
     for (let i = 0; i < rounds; i++) {
@@ -39,12 +41,15 @@ export const proxyKill: Scenario = {
       const down = h.findIndex((s) => s.status !== 200);
       const up = down < 0 ? undefined : h.slice(down).find((s) => s.status === 200);
       if (up) healthyAfter.push(up.t - t);
+      outages.push({ at: t, ...(up ? { back: up.t } : {}) });
       ctx.say(`round ${i + 1}/${rounds}: ${pod.name} deleted; next pod ready after ${ready === undefined ? 'never' : secs(ready - t)}`);
     }
     return {
       faultAt,
       recoveredAt: lastReady || now(),
       figures: [`${rounds} pods deleted; next pod Ready after ${stats(readyAfter)}`, `/healthz 200 again after ${stats(healthyAfter)}`],
+      // Each failure beside the outages and the churn: whether it fits an endpoint lost while no proxy ran.
+      after: (events) => describeFailures(failureContexts(events, outages, ctx.scales())),
     };
   },
 };
