@@ -16,10 +16,12 @@
 #   make conformance   upstream's e2e Services tests against kpng in that cluster (hack/conformance/run.sh;
 #                      BACKEND=nft|ebpf|upstream, FAMILY=ipv4|ipv6|dual, PROFILE=default|wide, FOCUS=RE, SKIP=RE)
 #   make chaos   faults under probes in that cluster (hack/chaos/; BACKEND=..., SCENARIOS=a,b|all, SHORT=1)
+#   make soak    that cluster under churn and probes for DURATION (default 2h) with one proxy: RSS, heap,
+#                descriptors and programming latency over time, slopes per hour (hack/chaos/soak.ts; BACKEND=...)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest test-fast-path demo bench clean image image-host image-test cluster cluster-down reboot-check conformance chaos prebuilds install-test
+.PHONY: all deps build native controlplane kube-proxy scale-bins test test-guest test-fast-path demo bench clean image image-host image-test cluster cluster-down reboot-check conformance chaos soak prebuilds install-test
 
 all: build
 
@@ -105,6 +107,11 @@ conformance: build
 # Needs the cluster up (make cluster); deploys the proxy, runs the scenarios, writes .cache/chaos-results/<backend>.md.
 chaos: build image-host
 	@node dist/hack/chaos/run.js --backend $(BACKEND) $(if $(SCENARIOS),--scenarios '$(SCENARIOS)') $(if $(SHORT),--short)
+
+# Needs the cluster up (make cluster); deploys the proxy, writes .cache/soak-results/<backend>.md (and .json).
+DURATION ?= 2h
+soak: build image-host
+	@node dist/hack/chaos/soak.js --backend $(BACKEND) --duration $(DURATION)
 
 bench: build
 	@bash bench/run.sh

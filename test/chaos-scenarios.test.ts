@@ -7,7 +7,7 @@ describe('chaos scenario list', () => {
   test('empty means the default list, "all" every scenario in the order of the issue', () => {
     expect(parseScenarioList(undefined, 'nft').map((s) => s.name)).toEqual(DEFAULT_SCENARIOS);
     expect(parseScenarioList('  ', 'nft').map((s) => s.name)).toEqual(DEFAULT_SCENARIOS);
-    expect(parseScenarioList('all', 'upstream').map((s) => s.name)).toEqual(SCENARIOS.map((s) => s.name));
+    expect(parseScenarioList('all', 'ebpf').map((s) => s.name)).toEqual(SCENARIOS.map((s) => s.name));
   });
 
   test('names in the order given, each once, commas or spaces', () => {
@@ -33,6 +33,17 @@ describe('chaos scenario list', () => {
     expect(parseBackend(undefined)).toBe('nft');
     for (const b of BACKENDS) expect(parseBackend(b)).toBe(b);
     expect(() => parseBackend('ipvs')).toThrow(/not nft, ebpf, upstream/);
+  });
+
+  test("issue 50's scenarios are listed; bpf-map-full only with the eBPF backend", () => {
+    for (const name of ['api-kill', 'api-partition', 'etcd-compact', 'proxy-kill', 'kubelet-restart', 'tamper-flush', 'tamper-table', 'conntrack-full', 'bpf-map-full', 'batch-rejected']) {
+      expect(SCENARIOS.map((s) => s.name)).toContain(name);
+    }
+    expect(parseScenarioList('all', 'ebpf').map((s) => s.name)).toContain('bpf-map-full');
+    for (const b of ['nft', 'upstream'] as const) {
+      expect(parseScenarioList('all', b).map((s) => s.name)).not.toContain('bpf-map-full');
+      expect(parseScenarioList('bpf-map-full,kubelet-restart', b).map((s) => s.name)).toEqual(['kubelet-restart']);
+    }
   });
 
   test('every listed scenario is implemented under its name, and every default is listed', () => {

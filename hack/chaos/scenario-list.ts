@@ -19,6 +19,10 @@ export const SCENARIOS: readonly ScenarioInfo[] = [
   { name: 'tamper-flush', title: '`nft flush ruleset` on kc-node1' },
   { name: 'tamper-table', title: "`nft delete table` of the proxy's tables on kc-node1" },
   { name: 'etcd-compact', title: 'etcd compacted to its current revision and defragmented, then the API server restarted' },
+  { name: 'kubelet-restart', title: "kc-node1's containerd and kubelet restarted (SIGTERM; started again a second later)" },
+  { name: 'conntrack-full', title: "kc-node1's conntrack table full for 30 s (nf_conntrack_max lowered, a flood in the node)" },
+  { name: 'bpf-map-full', title: 'the service map too small (--ebpf-map-entries 24) for 60 s of churn', backends: ['ebpf'] },
+  { name: 'batch-rejected', title: "the proxy's nftables batches refused on kc-node1 for 20 s (its IPv4 table taken by another process's owned table)" },
 ];
 
 /** The default: what the issue ranks first and a run of the three proxies fits in half an hour. */

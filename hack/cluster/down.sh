@@ -34,9 +34,11 @@ if [[ -n $keep_logs && -d $cluster_state ]]; then
 	done
 fi
 
-# The nodes: the kubelet first (it would restart what is killed), then every process in their cgroups.
+# The nodes: their first process (lib/node-init.sh, which starts a daemon that exits again), the
+# kubelet (it would restart what is killed), then every process in their cgroups.
 mapfile -t cgs < <(node_cgroups)
 if [[ ${#cgs[@]} -gt 0 ]]; then
+	for f in "$cluster_state"/pids/kc-node*; do [[ -f $f ]] && kill -9 $(cat "$f") 2>/dev/null; done
 	for f in "$cluster_state"/nodes/*/pids; do [[ -f $f ]] && kill -9 $(cat "$f") 2>/dev/null; done
 	for _ in $(seq 1 50); do
 		pids=$(cgroup_pids "${cgs[@]}")
