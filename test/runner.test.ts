@@ -146,3 +146,50 @@ test('changes wait for the change period only: a full sync\'s period does not ho
     jest.useRealTimers();
   }
 });
+
+test('a change during the backoff after a failed sync ends it: the retry waits only for the limiter', async () => {
+  // What another process holding kpng's table looks like: syncs refused until it lets go, the
+  // endpoints changing meanwhile (make chaos SCENARIOS=batch-rejected).
+  const c = cluster('n1', [svc('web'), slice('web-1', 'web', [ep('10.244.1.1')])]);
+  const at: { t: number; reset: boolean; ok: boolean }[] = [];
+  let refuse = true;
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const sink: Sink = {
+    name: 'held',
+    async apply(b) {
+      const ok = !refuse;
+      at.push({ t: Date.now() - t0, reset: b.reset, ok });
+      if (!ok) throw new Error('nftables batch rejected: EPERM');
+      ac.abort();
+    },
+  };
+  const done = runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 0, burst: 1, maxBackoffMs: 60_000 }, ac.signal);
+  // The first sync is refused: the backoff is 1 s. Freed at 200 ms, a change at 300 ms.
+  await new Promise((r) => setTimeout(r, 200));
+  refuse = false;
+  await new Promise((r) => setTimeout(r, 100));
+  c.add(slice('web-1', 'web', [ep('10.244.1.2')]));
+  const stats = await done;
+  expect(at.map((a) => [a.reset, a.ok])).toEqual([[true, false], [true, true]]);
+  expect(stats.failures).toBe(1);
+  // Retried within the poll of the change, well before the 1 s backoff ran out.
+  expect(at[1].t).toBeLessThan(700);
+});
+
+test('without a change, a failed sync is retried when its backoff runs out', async () => {
+  const c = cluster('n1', [svc('web'), slice('web-1', 'web', [ep('10.244.1.1')])]);
+  const at: number[] = [];
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const sink: Sink = {
+    name: 'held',
+    async apply() {
+      at.push(Date.now() - t0);
+      if (at.length === 1) throw new Error('nftables batch rejected: EPERM');
+      ac.abort();
+    },
+  };
+  await runSink(c.state, sink, { log: silentLogger, minSyncPeriodMs: 0, burst: 1 }, ac.signal);
+  expect(at[1] - at[0]).toBeGreaterThanOrEqual(990);
+});
