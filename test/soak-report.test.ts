@@ -99,5 +99,7 @@ describe('soak report', () => {
     // First window: programmed 18 (node1's counts 0 -> 18 by t0+270), half of them at or below 0.5 s.
     expect(md).toMatch(/\| 0 \| 1\/1000 \| 18 \| 500 ms \| 900 ms \| 990 ms \| 71\.0 MiB, 30 \| 69\.0 MiB, 37 \|/);
     expect(md).toContain('Probes over the whole run: 1/2000 failed (pod@kc-node1 udp fail ×1).');
+    // A run that ends a second past its last window has no empty row for that second.
+    expect(renderSoak({ ...r, endedAt: t0 + 601, samples: samples.filter((s) => s.t < t0 + 600) }, 300)).not.toMatch(/^\| 10 \|/m);
   });
 });

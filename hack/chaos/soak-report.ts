@@ -194,6 +194,8 @@ export function renderSoak(r: SoakResult, windowSec = 600): string {
   for (let w = r.startedAt; w < r.endedAt; w += windowSec) {
     const end = Math.min(w + windowSec, r.endedAt);
     const pw = r.probes.filter((p) => p.from >= w && p.from < end);
+    // The run's last seconds past a whole window: nothing sampled there.
+    if (pw.length === 0 && !r.samples.some((s) => s.t >= w && s.t < end)) continue;
     const att = pw.reduce((n, p) => n + p.attempted, 0), fail = pw.reduce((n, p) => n + p.failed, 0);
     let prog: Histogram | undefined;
     for (const node of nodes) {

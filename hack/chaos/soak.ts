@@ -115,6 +115,8 @@ async function main(): Promise<void> {
     samples: [], probes: [], churn: { ok: 0, failed: 0 },
   };
   say(`${(args.duration / 60).toFixed(0)} min, a sample every ${args.every} s; report: ${out}`);
+  // A row per minute up to an hour's run, per 10 minutes beyond.
+  const windowSec = args.duration <= 3600 ? 60 : 600;
   let from = startedAt;
   let stopped = false;
   process.once('SIGINT', () => { stopped = true; say('SIGINT: writing the report of what was sampled'); });
@@ -137,14 +139,15 @@ async function main(): Promise<void> {
     from = cut;
     const last = result.samples.slice(-c.plan.nodes.length).map((s) => `${s.node} ${s.rssBytes === undefined ? '-' : (s.rssBytes / 2 ** 20).toFixed(1)} MiB ${s.fds ?? '-'} fds`).join(', ');
     say(`${((to - startedAt) / 60).toFixed(1)} min: ${w.failed}/${w.attempted} failed; ${last}`);
-    fs.writeFileSync(out, renderSoak(result));
-    fs.writeFileSync(out.replace(/\.md$/, '.json'), JSON.stringify(result));
+    fs.writeFileSync(out, renderSoak(result, windowSec));
+    // Infinity (a histogram's +Inf bound) as "+Inf": JSON has no Infinity.
+    fs.writeFileSync(out.replace(/\.md$/, '.json'), JSON.stringify(result, (_k, v: unknown) => (v === Infinity ? '+Inf' : v)));
   }
   outside.stop();
   await churn.stop();
   await removeWorkload(c);
-  fs.writeFileSync(out, renderSoak(result));
-  process.stdout.write(`\n${renderSoak(result)}`);
+  fs.writeFileSync(out, renderSoak(result, windowSec));
+  process.stdout.write(`\n${renderSoak(result, windowSec)}`);
 }
 
 main().catch((e: Error) => {
