@@ -1,7 +1,7 @@
 // `make chaos`: faults on the local cluster (hack/cluster/up.sh) while probes keep connecting and the
 // endpoints keep changing, with kpng (nft or ebpf) or upstream kube-proxy deployed as
 // hack/cluster/proxy.sh deploys it. A Markdown report per run goes to .cache/chaos-results/<backend>.md
-// (docs/reliability.md, "Chaos on the real cluster").
+// (docs/chaos.md).
 //
 //   node dist/hack/chaos/run.js [--backend nft|ebpf|upstream] [--scenarios a,b|all] [--short]
 //                               [--no-deploy] [--keep-workload] [--out FILE]
