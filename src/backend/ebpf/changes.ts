@@ -15,9 +15,11 @@ export interface MapContents { svc: Map<string, string>; be: Map<number, string>
 /** The maps as dumped from the kernel, with the highest ids they hold. */
 export interface KernelMaps extends MapContents { maxService: number; maxBackend: number }
 
-/** A plan's entries as the maps hold them once it is written (a slot's value: its backend id alone). */
-export function contentsOf(p: ServicePlan | undefined): MapContents {
-  const out: MapContents = { svc: new Map(), be: new Map() };
+/**
+ * A plan's entries as the maps hold them once it is written (a slot's value: its backend id alone),
+ * added to `out` (a later plan's entry replaces an earlier one's with the same key, as in the maps).
+ */
+export function contentsOf(p: ServicePlan | undefined, out: MapContents = { svc: new Map(), be: new Map() }): MapContents {
   if (!p) return out;
   for (let j = 0; j < p.heads; j++) out.svc.set(p.headKey(j), p.headValue(j));
   for (let j = 0; j < p.slots; j++) out.svc.set(p.slotKey(j), p.section(p.slotIdsAt + j * 4, p.slotIdsAt + (j + 1) * 4));
@@ -267,6 +269,25 @@ export async function diff(plans: ServicePlan[], kernel: MapContents, out: MapCh
     }
   }
   for (const id of kernel.be.keys()) out.beDel.push(id);
+}
+
+/**
+ * How many entries differ between what the maps should hold (`want`, contentsOf) and what they hold
+ * (`kernel`, which it consumes): missing or different, compared as diff() compares them (a slot by its
+ * backend id), plus those the maps hold beyond `want`.
+ */
+export function countDiffering(want: MapContents, kernel: MapContents): number {
+  let n = 0;
+  for (const [k, v] of want.svc) {
+    const has = kernel.svc.get(k);
+    kernel.svc.delete(k);
+    if (has === undefined || (isHeadKey(k) ? has !== v : u32At(has, 0) !== u32At(v, 0))) n++;
+  }
+  for (const [id, v] of want.be) {
+    if (kernel.be.get(id) !== v) n++;
+    kernel.be.delete(id);
+  }
+  return n + kernel.svc.size + kernel.be.size;
 }
 
 /** kpng_gone keys (backend value + service address, port, protocol + a pad byte) of the lost backends. */

@@ -20,7 +20,7 @@ import type { EbpfDump, EbpfMapGroup, EbpfMaps } from '../../native/ebpf';
 import { Yielder } from '../../util/yielder';
 import { NeedsFullSync, type Dataplane, type ServiceChange, type SyncReport } from '../kernel/dataplane';
 import { MapAudit } from './audit';
-import { Adoption, contentsOf, diff, goneKeys, MapChanges, readKernel } from './changes';
+import { Adoption, contentsOf, countDiffering, diff, goneKeys, MapChanges, readKernel, type MapContents } from './changes';
 import { addDigest, addPlan, digestDumps, emptyDigest, sameDigest, type MapDigest } from './digest';
 import { FreshPlan, type FreshResult } from './fresh-plan';
 import { BACKEND_MAP, ByteWriter, DEFAULT_MAP_ENTRIES, isTcpKey, SVC_MAP, SVC_VALUE_SIZE, svcIdOfValue, u32At } from './maps';
@@ -363,26 +363,40 @@ export class EbpfDataplane implements Dataplane {
     if (this.verified?.gen === gen && sameDigest(seen, this.verified.digest)) return 0;
     const y = new Yielder(this.opts.yieldMs);
     const want = emptyDigest();
-    for (let i = 0; i < planned.length; i++) {
-      if ((i & 63) === 0 && y.due()) {
-        await y.turn();
-        if (stale()) return undefined;
-      }
-      const p = planned[i]!;
-      if (!p.digest) addPlan((p.digest = emptyDigest()), planService(p.svc, p.replaying(NO_NEW_IDS), node));
+    const sameGen = await this.replanned(planned, node, y, stale, (p, plan) => {
+      if (!p.digest) addPlan((p.digest = emptyDigest()), plan());
       addDigest(want, p.digest);
-    }
+    });
+    if (!sameGen) return undefined;
     let n = 0;
     // Different sums: something differs, or two services share an address (its entries counted twice
     // in the sum, held once). Entry by entry, as a sync would compare them, the last planned winning.
     if (!sameDigest(seen, want)) {
       this.entryByEntry++;
-      const counted = await this.countDifferences(svcDump, beDump, planned, node, y, stale);
-      if (counted === undefined) return undefined;
-      n = counted;
+      const contents: MapContents = { svc: new Map(), be: new Map() };
+      if (!(await this.replanned(planned, node, y, stale, (_, plan) => contentsOf(plan(), contents)))) return undefined;
+      const kernel = await readKernel(svcDump, beDump, y);
+      if (stale()) return undefined;
+      n = countDiffering(contents, kernel);
     }
     if (n === 0) this.verified = { gen, digest: seen };
     return n;
+  }
+
+  /**
+   * Each planned service with its plan made again on demand (its own ids), giving the event loop turns;
+   * false when a sync began meanwhile (`stale`), and the visit stopped there.
+   */
+  private async replanned(planned: Planned[], node: NodeInfo | undefined, y: Yielder, stale: () => boolean, visit: (p: Planned, plan: () => ServicePlan) => void): Promise<boolean> {
+    for (let i = 0; i < planned.length; i++) {
+      if ((i & 63) === 0 && y.due()) {
+        await y.turn();
+        if (stale()) return false;
+      }
+      const p = planned[i]!;
+      visit(p, () => planService(p.svc, p.replaying(NO_NEW_IDS), node));
+    }
+    return true;
   }
 
   /** Audit reads whose digests differed, so that the maps were compared entry by entry (tests). */
@@ -390,32 +404,6 @@ export class EbpfDataplane implements Dataplane {
 
   /** The maps' digest last found to hold exactly the plans, and the sync it was after. */
   private verified: { gen: number; digest: MapDigest } | undefined;
-
-  private async countDifferences(svcDump: EbpfDump, beDump: EbpfDump, planned: Planned[], node: NodeInfo | undefined, y: Yielder, stale: () => boolean): Promise<number | undefined> {
-    const kernel = await readKernel(svcDump, beDump, y);
-    const want = { svc: new Map<string, string | number>(), be: new Map<number, string>() };
-    for (let i = 0; i < planned.length; i++) {
-      if ((i & 63) === 0 && y.due()) {
-        await y.turn();
-        if (stale()) return undefined;
-      }
-      const p = planService(planned[i]!.svc, planned[i]!.replaying(NO_NEW_IDS), node);
-      for (let j = 0; j < p.heads; j++) want.svc.set(p.headKey(j), p.headValue(j));
-      for (let j = 0; j < p.slots; j++) want.svc.set(p.slotKey(j), p.slotId(j));
-      for (let b = 0; b < p.backends; b++) want.be.set(p.backendId(b), p.backendValue(b));
-    }
-    let n = 0;
-    for (const [k, v] of want.svc) {
-      const has = kernel.svc.get(k);
-      kernel.svc.delete(k);
-      if (has === undefined || (typeof v === 'number' ? u32At(has, 0) !== v : has !== v)) n++;
-    }
-    for (const [id, v] of want.be) {
-      if (kernel.be.get(id) !== v) n++;
-      kernel.be.delete(id);
-    }
-    return n + kernel.svc.size + kernel.be.size;
-  }
 
   /** The node item of the last full sync (node ports answer on its addresses). */
   private node: NodeInfo | undefined;
